@@ -1,0 +1,318 @@
+"""The stream catalog: streams, their columns and widths, operator profiles.
+
+A catalog is a TOML file::
+
+    time_unit = "seconds"              # or "milliseconds": the unit of PIPES' d, l, g
+
+    [operators]                        # processing rates, tuples/s (OM's tpr)
+    selection_equality = 400000
+    selection_range = 200000
+    projection = 500000
+    equi_join = 3000
+    aggregate = 100000
+
+    [pipes]                            # PIPES cost constants, seconds per operation
+    predicate = 1e-7                   # C_P ...
+
+    [types]                            # optional: override a type's width in bytes
+    int = 4
+
+    [streams.TCP]
+    rate = [100, 1000]                 # arrival-rate range [lo, hi], tuples/s
+    granularity = 1e-6                 # optional source time granularity, time units
+    columns = { ts = "timestamp", src_host = "int", bytes = { type = "long", width = 4 } }
+
+Column types and their default widths in bytes: ``int`` 4, ``long`` 8,
+``double`` 8, ``bool`` 1, ``timestamp`` 8, ``string(n)`` n. A column may
+override its width with ``{ type = ..., width = ... }``.
+
+The aggregate processing rate is not measured by the OM paper. We default it
+to 100,000 tuples/s: an aggregate reads every tuple once like a selection and
+updates one accumulator (a hash probe with GROUP BY), so it is slower than a
+range selection (200,000) but far from a join's per-tuple window scan (3,000).
+
+>>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10], "columns": {"a": "int"}}}})
+>>> cat.stream("s").width, cat.operators.equi_join
+(4, 3000.0)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from catalog.errors import CatalogError, did_you_mean
+
+TYPE_WIDTHS: dict[str, int] = {
+    "int": 4, "long": 8, "double": 8, "bool": 1, "timestamp": 8,
+}
+NUMERIC_TYPES = frozenset({"int", "long", "double", "timestamp"})
+TIME_UNITS: dict[str, float] = {"seconds": 1.0, "milliseconds": 1e-3}
+_STRING_TYPE = re.compile(r"string\((\d+)\)")
+_TYPE_FORM = "one of int, long, double, bool, timestamp, string(n)"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # int, long, double, bool, timestamp or string
+    width: int  # bytes
+
+    @property
+    def is_numeric(self) -> bool:
+        return self.type in NUMERIC_TYPES
+
+
+@dataclass(frozen=True)
+class Stream:
+    name: str
+    columns: tuple[Column, ...]
+    rate: tuple[float, float]  # arrival-rate range [lo, hi], tuples/s
+    granularity: float | None = None  # source time granularity, catalog time units
+
+    def column(self, name: str) -> Column | None:
+        """The column called ``name`` (case-insensitive), or None."""
+        low = name.lower()
+        return next((c for c in self.columns if c.name.lower() == low), None)
+
+    @property
+    def width(self) -> int:
+        """Bytes of one tuple: the sum of its column widths."""
+        return sum(c.width for c in self.columns)
+
+
+@dataclass(frozen=True)
+class OperatorRates:
+    """OM's tuple processing rates (tpr), tuples/s, per processing-rate class.
+
+    Defaults are the OM paper's measurements; ``aggregate`` is ours (see the
+    module docstring). A theta join runs at the ``equi_join`` rate.
+    """
+
+    selection_equality: float = 400_000.0
+    selection_range: float = 200_000.0
+    projection: float = 500_000.0
+    equi_join: float = 3_000.0
+    aggregate: float = 100_000.0
+
+    def rate(self, rate_class: str) -> float:
+        """The rate of a class named as in plans: ``selection-equality`` or ``selection_equality``."""
+        return getattr(self, rate_class.replace("-", "_"))
+
+
+@dataclass(frozen=True)
+class PipesConstants:
+    """PIPES' per-operation costs (seconds each) and hash-table buckets.
+
+    Symbols are those of the PIPES paper (seed 002, section 3.5 and tables 1-2).
+    The paper gives no values; the defaults are of the order of a modern CPU's
+    cost for each step, so that CPU figures have a realistic scale.
+    """
+
+    predicate: float = 2e-8  # C_P: one evaluation of a selection or join predicate
+    projection_function: float = 1e-8  # C_F: one projection / result composition
+    append: float = 5e-9  # C_T: append an element to an output stream
+    set_timestamp: float = 5e-9  # C_S: set a timestamp (window operator)
+    queue: float = 1e-8  # C_Q: enqueue or dequeue (tuple-based window)
+    bucket: float = 2e-8  # C_B: insert into / remove from a hash bucket
+    hash: float = 1e-8  # C_H: one call of the hash function
+    expire: float = 5e-9  # C_E: one expiration-predicate call
+    heap: float = 5e-8  # C_R: restructure the heap after insert/remove of its top
+    round_timestamp: float = 5e-9  # C_R of the granularity operator: round a timestamp
+    update_aggregate: float = 1e-8  # C_U
+    init_aggregate: float = 2e-8  # C_I
+    overlap: float = 5e-9  # C_O: temporal-overlap check of two elements
+    list_op: float = 1e-8  # C_L: append or remove-first on a list
+    hash_buckets: int = 1024  # #B: buckets of each join hash table
+
+
+@dataclass(frozen=True)
+class Catalog:
+    streams: dict[str, Stream]
+    operators: OperatorRates = field(default_factory=OperatorRates)
+    pipes: PipesConstants = field(default_factory=PipesConstants)
+    time_unit: str = "seconds"
+    source: str = "<catalog>"
+
+    def stream(self, name: str) -> Stream | None:
+        """The stream called ``name`` (case-insensitive), or None."""
+        low = name.lower()
+        return next((s for n, s in self.streams.items() if n.lower() == low), None)
+
+    @property
+    def seconds_per_time_unit(self) -> float:
+        return TIME_UNITS[self.time_unit]
+
+    def fingerprint(self) -> str:
+        """A stable hash of everything that matters to costs (not the file's path).
+
+        >>> a = Catalog.from_dict({"streams": {"S": {"rate": [1, 2], "columns": {"a": "int"}}}})
+        >>> b = Catalog.from_dict({"streams": {"S": {"rate": [1.0, 2], "columns": {"a": "int"}}}}, "x")
+        >>> a.fingerprint() == b.fingerprint()
+        True
+        """
+        content = {
+            "time_unit": self.time_unit,
+            "operators": asdict(self.operators),
+            "pipes": asdict(self.pipes),
+            "streams": {n: asdict(s) for n, s in sorted(self.streams.items())},
+        }
+        blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<catalog>") -> Catalog:
+        """Validate a parsed catalog; every error names ``source`` and the key path."""
+        return _Loader(source).catalog(data)
+
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Read and validate a TOML catalog file."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CatalogError(str(path), "", "no such file", "a path to a catalog TOML file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise CatalogError(str(path), "", f"cannot read the file: {err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise CatalogError(str(path), "", f"not valid TOML: {err}") from None
+    return Catalog.from_dict(data, str(path))
+
+
+class _Loader:
+    """Validation of a catalog's parsed TOML, one method per table."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, key: str, problem: str, expected: str | None = None) -> CatalogError:
+        return CatalogError(self.source, key, problem, expected)
+
+    def table(self, value: Any, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(key, f"must be a table, got {_kind(value)}", f"[{key}]")
+        return value
+
+    def no_unknown(self, table: dict[str, Any], known: set[str] | list[str], key: str) -> None:
+        for name in table:
+            if name not in known:
+                where = f"{key}.{name}" if key else name
+                raise self.fail(where, f"unknown key{did_you_mean(name, known)}",
+                                "one of " + ", ".join(sorted(known)))
+
+    def positive(self, value: Any, key: str, integer: bool = False) -> float:
+        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok or not math.isfinite(value) or value <= 0:
+            kind = "integer" if integer else "number"
+            raise self.fail(key, f"must be a positive {kind}, got {value!r}", f"a {kind} > 0")
+        return value if integer else float(value)
+
+    def catalog(self, data: dict[str, Any]) -> Catalog:
+        self.no_unknown(data, {"time_unit", "operators", "pipes", "types", "streams"}, "")
+        time_unit = data.get("time_unit", "seconds")
+        if time_unit not in TIME_UNITS:
+            raise self.fail("time_unit", f"unknown time unit {time_unit!r}",
+                            " or ".join(f"'{u}'" for u in TIME_UNITS))
+        widths = self.type_widths(self.table(data.get("types", {}), "types"))
+        streams_table = self.table(data.get("streams", {}), "streams")
+        if not streams_table:
+            raise self.fail("streams", "the catalog defines no stream",
+                            "at least one [streams.NAME] table")
+        streams = {name: self.stream(name, spec, widths) for name, spec in streams_table.items()}
+        lowered = [n.lower() for n in streams]
+        for name in streams:
+            if lowered.count(name.lower()) > 1:
+                raise self.fail(f"streams.{name}", "stream names differ only in case",
+                                "names unique regardless of case")
+        return Catalog(
+            streams=streams,
+            operators=self.constants(OperatorRates, data.get("operators", {}), "operators"),
+            pipes=self.constants(PipesConstants, data.get("pipes", {}), "pipes"),
+            time_unit=time_unit,
+            source=self.source,
+        )
+
+    def type_widths(self, table: dict[str, Any]) -> dict[str, int]:
+        self.no_unknown(table, set(TYPE_WIDTHS), "types")
+        widths = dict(TYPE_WIDTHS)
+        for name, width in table.items():
+            widths[name] = int(self.positive(width, f"types.{name}", integer=True))
+        return widths
+
+    def constants(self, cls: type, table: Any, key: str) -> Any:
+        table = self.table(table, key)
+        names = [f.name for f in fields(cls)]
+        self.no_unknown(table, names, key)
+        values = {}
+        for f in fields(cls):
+            if f.name in table:
+                values[f.name] = self.positive(table[f.name], f"{key}.{f.name}",
+                                               integer=f.type == "int")
+        return cls(**values)
+
+    def stream(self, name: str, spec: Any, widths: dict[str, int]) -> Stream:
+        key = f"streams.{name}"
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise self.fail(key, "a stream name must be an identifier", "letters, digits, _")
+        spec = self.table(spec, key)
+        self.no_unknown(spec, {"rate", "granularity", "columns"}, key)
+        if "rate" not in spec:
+            raise self.fail(f"{key}.rate", "missing", "rate = [lo, hi] in tuples/s")
+        rate = spec["rate"]
+        if (not isinstance(rate, list) or len(rate) != 2
+                or any(isinstance(r, bool) or not isinstance(r, (int, float)) for r in rate)):
+            raise self.fail(f"{key}.rate", f"must be a pair of numbers, got {rate!r}",
+                            "rate = [lo, hi] with 0 < lo < hi, tuples/s")
+        lo, hi = (float(r) for r in rate)
+        if not (0 < lo < hi and math.isfinite(hi)):
+            raise self.fail(f"{key}.rate", f"needs 0 < lo < hi, got [{lo:g}, {hi:g}]",
+                            "rate = [lo, hi] with 0 < lo < hi, tuples/s")
+        granularity = spec.get("granularity")
+        if granularity is not None:
+            granularity = self.positive(granularity, f"{key}.granularity")
+        columns_table = self.table(spec.get("columns", {}), f"{key}.columns")
+        if not columns_table:
+            raise self.fail(f"{key}.columns", "the stream has no column",
+                            'columns = { name = "type", ... }')
+        columns = tuple(self.column(f"{key}.columns.{c}", c, t, widths)
+                        for c, t in columns_table.items())
+        lowered = [c.name.lower() for c in columns]
+        for c in columns:
+            if lowered.count(c.name.lower()) > 1:
+                # SQL identifiers are case-insensitive: S.a and S.A must be one column.
+                raise self.fail(f"{key}.columns.{c.name}", "column names differ only in case",
+                                "names unique regardless of case")
+        return Stream(name, columns, (lo, hi), granularity)
+
+    def column(self, key: str, name: str, spec: Any, widths: dict[str, int]) -> Column:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise self.fail(key, "a column name must be an identifier", "letters, digits, _")
+        width = None
+        if isinstance(spec, dict):
+            self.no_unknown(spec, {"type", "width"}, key)
+            if "width" in spec:
+                width = int(self.positive(spec["width"], f"{key}.width", integer=True))
+            spec = spec.get("type")
+        if not isinstance(spec, str):
+            raise self.fail(key, f"the column type must be a string, got {_kind(spec)}", _TYPE_FORM)
+        type_name = spec.strip().lower()
+        if match := _STRING_TYPE.fullmatch(type_name):
+            length = int(match.group(1))
+            if length <= 0:
+                raise self.fail(key, "string(n) needs n > 0", "string(n) with n >= 1")
+            return Column(name, "string", width or length)
+        if type_name not in TYPE_WIDTHS:
+            hint = did_you_mean(type_name, TYPE_WIDTHS)
+            raise self.fail(key, f"unknown column type {spec!r}{hint}", _TYPE_FORM)
+        return Column(name, type_name, width or widths[type_name])
+
+
+def _kind(value: Any) -> str:
+    return {dict: "a table", list: "an array", str: "a string"}.get(type(value), repr(value))

@@ -1,0 +1,174 @@
+"""Heuristic 1 of the OM paper: group the selections on each stream into one.
+
+Every conjunct of a query's condition that touches one stream belongs to that
+stream's selection. Conjuncts over one column and constants merge into one
+:class:`~optimizer.intervals.IntervalSet` per column (conjunctive ranges
+become one interval, ``OR`` on a column a union of intervals, a contradiction
+the empty set); conjuncts over several columns of the stream stay as they are
+(the residual). The selection is classed ``selection-equality`` when every
+column is restricted to a point set and every residual is an equality, else
+``selection-range``: the two classes have different processing rates.
+
+>>> import sqlglot
+>>> conj = [sqlglot.parse_one(c) for c in ("S.a > 5", "S.a < 10", "S.b = 1 OR S.b = 3")]
+>>> sel = group_selections("S", conj)
+>>> sel.predicate_sql, sel.rate_class
+('S.a > 5 AND S.a < 10 AND S.b IN (1, 3)', 'selection-range')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from optimizer.intervals import IntervalSet
+from optimizer.literals import literal_value
+from optimizer.statistics import sel_name
+
+COMPARISONS: dict[type, str] = {
+    exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
+}
+FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The grouped selection on one stream."""
+
+    stream: str
+    columns: dict[str, IntervalSet]  # column -> the values that pass
+    residual: tuple[exp.Expression, ...]  # conjuncts over several columns of the stream
+    predicate: exp.Expression  # the whole selection as one condition
+
+    @property
+    def always_empty(self) -> bool:
+        return any(s.is_empty for s in self.columns.values())
+
+    @property
+    def always_true(self) -> bool:
+        return not self.residual and all(s.is_everything for s in self.columns.values())
+
+    @property
+    def rate_class(self) -> str:
+        points = all(s.is_points for s in self.columns.values())
+        equalities = all(isinstance(r, exp.EQ) for r in self.residual)
+        return "selection-equality" if points and equalities else "selection-range"
+
+    @property
+    def statistic(self) -> str:
+        return sel_name(self.stream)
+
+    @property
+    def columns_used(self) -> tuple[str, ...]:
+        used = dict.fromkeys(self.columns)
+        for r in self.residual:
+            used.update(dict.fromkeys(c.name for c in r.find_all(exp.Column)))
+        return tuple(used)
+
+    @property
+    def predicate_sql(self) -> str:
+        return self.predicate.sql()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"predicate": self.predicate_sql, "class": self.rate_class,
+                "always_empty": self.always_empty, "statistic": self.statistic,
+                "columns": {c: repr(s) for c, s in self.columns.items()}}
+
+
+def group_selections(stream: str, conjuncts: list[exp.Expression]) -> Selection:
+    """Group the conjuncts (qualified, over ``stream`` only) into one Selection."""
+    columns: dict[str, IntervalSet] = {}
+    residual: list[exp.Expression] = []
+    for conjunct in conjuncts:
+        found = column_set(conjunct)
+        if found is None:
+            if conjunct not in residual:
+                residual.append(conjunct)
+            continue
+        column, values = found
+        columns[column] = columns[column] & values if column in columns else values
+    columns = {c: s for c, s in columns.items() if not s.is_everything}
+    parts = [p for c, s in columns.items()
+             for p in _conjuncts(interval_condition(exp.column(c, stream), s))]
+    predicate = exp.and_(*parts, *residual) if parts or residual else exp.true()
+    return Selection(stream, columns, tuple(residual), predicate)
+
+
+def column_set(node: exp.Expression) -> tuple[str, IntervalSet] | None:
+    """The column and value set of a predicate over one column and constants, else None."""
+    node = node.unnest()
+    if type(node) in COMPARISONS:
+        left, right = node.left, node.right
+        op = COMPARISONS[type(node)]
+        if isinstance(right, exp.Column) and not isinstance(left, exp.Column):
+            left, right, op = right, left, FLIPPED[op]
+        if isinstance(left, exp.Column) and not isinstance(right, exp.Column):
+            return left.name, IntervalSet.compare(op, literal_value(right))
+        return None
+    if isinstance(node, exp.Between) and isinstance(node.this, exp.Column):
+        lo, hi = literal_value(node.args["low"]), literal_value(node.args["high"])
+        return node.this.name, IntervalSet.between(lo, hi)
+    if isinstance(node, exp.In) and isinstance(node.this, exp.Column):
+        values = IntervalSet.nothing()
+        for item in node.expressions:
+            values = values | IntervalSet.compare("=", literal_value(item))
+        return node.this.name, values
+    if isinstance(node, exp.Not):
+        inner = column_set(node.this)
+        return (inner[0], inner[1].complement()) if inner else None
+    if isinstance(node, (exp.And, exp.Or)):
+        left, right = column_set(node.left), column_set(node.right)
+        if left is None or right is None or left[0] != right[0]:
+            return None
+        combined = left[1] & right[1] if isinstance(node, exp.And) else left[1] | right[1]
+        return left[0], combined
+    return None
+
+
+def interval_condition(column: exp.Column, values: IntervalSet) -> exp.Expression:
+    """A condition on ``column`` that holds exactly for ``values``."""
+    if values.is_empty:
+        return exp.false()
+    if values.is_points:
+        points = [_literal(v) for v in values.points]
+        return exp.EQ(this=column.copy(), expression=points[0]) if len(points) == 1 \
+            else exp.In(this=column.copy(), expressions=points)
+    excluded = values.complement()
+    if excluded.is_points:  # x <> 3, or NOT x IN (...)
+        points = [_literal(v) for v in excluded.points]
+        return exp.NEQ(this=column.copy(), expression=points[0]) if len(points) == 1 \
+            else exp.not_(exp.In(this=column.copy(), expressions=points))
+    terms = []
+    for iv in values.intervals:
+        if iv.is_point:
+            terms.append(exp.EQ(this=column.copy(), expression=_literal(iv.lo)))
+        elif iv.lo is not None and iv.hi is not None and iv.lo_closed and iv.hi_closed:
+            terms.append(exp.Between(this=column.copy(), low=_literal(iv.lo),
+                                     high=_literal(iv.hi)))
+        else:
+            bounds = []
+            if iv.lo is not None:
+                cls = exp.GTE if iv.lo_closed else exp.GT
+                bounds.append(cls(this=column.copy(), expression=_literal(iv.lo)))
+            if iv.hi is not None:
+                cls = exp.LTE if iv.hi_closed else exp.LT
+                bounds.append(cls(this=column.copy(), expression=_literal(iv.hi)))
+            terms.append(exp.and_(*bounds) if len(bounds) > 1 else bounds[0])
+    if len(terms) == 1:
+        return terms[0]
+    return exp.or_(*[exp.paren(t) if isinstance(t, exp.And) else t for t in terms])
+
+
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    # Flatten so that the grouped predicate reads a AND b AND c, not (a AND b) AND c.
+    return list(node.flatten()) if isinstance(node, exp.And) else [node]
+
+
+def _literal(value: Any) -> exp.Expression:
+    if isinstance(value, bool):
+        return exp.Boolean(this=value)
+    if isinstance(value, str):
+        return exp.Literal.string(value)
+    return exp.Literal.number(value)

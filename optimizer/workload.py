@@ -1,0 +1,155 @@
+"""The workload file: named continuous queries and the defaults for their charts.
+
+A workload is a TOML file::
+
+    [defaults]
+    k = 10                      # regions per chart axis
+    weights = [0.4, 0.6]        # OM utility weights w_r, w_m (optionally w_c)
+    model = "om"                # or "pipes"
+    memory_unit = "bytes"       # or "tuples": the OM paper's literal formulas
+
+    [[query]]
+    name = "Q1"
+    sql = "SELECT TCP.src_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"
+    k = 20                      # optional overrides of the defaults, and of the chart:
+    axes = ["sel.TCP", "rate.TCP"]
+    ranges = { "rate.TCP" = [100, 800] }
+    fixed = { "sel.TCP" = 0.1 }
+
+Loading checks the shape and the types of every key; the statistics named in
+``axes``, ``ranges`` and ``fixed`` are checked against each query when its
+chart is built.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from catalog.errors import did_you_mean
+from optimizer.errors import WorkloadError
+
+MODELS = ("om", "pipes")
+MEMORY_UNITS = ("bytes", "tuples")
+DEFAULT_KEYS = ("k", "weights", "model", "memory_unit")
+QUERY_KEYS = ("name", "sql", *DEFAULT_KEYS, "axes", "ranges", "fixed")
+
+
+@dataclass(frozen=True)
+class WorkloadQuery:
+    name: str
+    sql: str
+    options: dict[str, Any] = field(default_factory=dict)  # k, axes, ranges, fixed, ...
+
+
+@dataclass(frozen=True)
+class Workload:
+    queries: tuple[WorkloadQuery, ...]
+    defaults: dict[str, Any] = field(default_factory=dict)
+    source: str = "<workload>"
+
+    def query(self, name: str) -> WorkloadQuery:
+        for q in self.queries:
+            if q.name == name:
+                return q
+        names = [q.name for q in self.queries]
+        raise WorkloadError(f"{self.source}: no query named '{name}'"
+                            f"{did_you_mean(name, names)}; it has {', '.join(names)}")
+
+    def setting(self, query: WorkloadQuery, key: str, fallback: Any = None) -> Any:
+        """A query's own setting, else the workload default, else ``fallback``."""
+        return query.options.get(key, self.defaults.get(key, fallback))
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Read and validate a workload TOML file."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise WorkloadError(f"{path}: no such file (expected a workload TOML file)") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise WorkloadError(f"{path}: cannot read the file: {err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise WorkloadError(f"{path}: not valid TOML: {err}") from None
+    return workload_from_dict(data, str(path))
+
+
+def workload_from_dict(data: dict[str, Any], source: str = "<workload>") -> Workload:
+    def fail(key: str, problem: str) -> WorkloadError:
+        return WorkloadError(f"{source}: {key}: {problem}")
+
+    for key in data:
+        if key not in ("defaults", "query"):
+            raise fail(key, f"unknown key{did_you_mean(key, ['defaults', 'query'])} (expected "
+                            "[defaults] and [[query]] tables)")
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise fail("defaults", "must be a table")
+    _check_settings(defaults, "defaults", DEFAULT_KEYS, fail)
+    entries = data.get("query", [])
+    if not isinstance(entries, list) or not entries:
+        raise fail("query", "the workload has no [[query]] entry (expected at least one, "
+                            "with name and sql)")
+    queries, seen = [], set()
+    for i, entry in enumerate(entries):
+        key = f"query[{i}]"
+        if not isinstance(entry, dict):
+            raise fail(key, "must be a table with name and sql")
+        name = entry.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise fail(f"{key}.name", f"must be a name of letters, digits, _ . -, got {name!r}")
+        if name in seen:
+            raise fail(f"{key}.name", f"duplicate query name '{name}'")
+        seen.add(name)
+        sql = entry.get("sql")
+        if not isinstance(sql, str) or not sql.strip():
+            raise fail(f"{key}.sql", "missing or empty (expected the query's CQL text)")
+        _check_settings(entry, key, QUERY_KEYS, fail)
+        options = {k: v for k, v in entry.items() if k not in ("name", "sql")}
+        queries.append(WorkloadQuery(name, sql, options))
+    return Workload(tuple(queries), dict(defaults), source)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+
+
+def _check_settings(table: dict[str, Any], where: str, allowed: tuple[str, ...], fail) -> None:
+    for key, value in table.items():
+        path = f"{where}.{key}"
+        if key not in allowed:
+            raise fail(path, f"unknown key{did_you_mean(key, allowed)} (expected one of "
+                             f"{', '.join(allowed)})")
+        if key == "k" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise fail(path, f"must be a whole number >= 1, got {value!r}")
+        if key == "weights" and (not isinstance(value, list) or len(value) not in (2, 3)
+                                 or not all(_number(w) and w >= 0 for w in value)):
+            raise fail(path, f"must be [w_r, w_m] or [w_r, w_m, w_c], non-negative, got {value!r}")
+        if key == "model" and value not in MODELS:
+            raise fail(path, f"unknown model {value!r} (expected {' or '.join(MODELS)})")
+        if key == "memory_unit" and value not in MEMORY_UNITS:
+            raise fail(path, f"unknown memory unit {value!r} (expected "
+                             f"{' or '.join(MEMORY_UNITS)})")
+        if key == "axes" and (not isinstance(value, list) or not value
+                              or not all(isinstance(a, str) for a in value)):
+            raise fail(path, f"must be a list of statistic names, got {value!r}")
+        if key == "ranges":
+            if not isinstance(value, dict):
+                raise fail(path, "must be a table of statistic = [lo, hi]")
+            for stat, rng in value.items():
+                if not (isinstance(rng, list) and len(rng) == 2 and all(map(_number, rng))
+                        and 0 <= rng[0] < rng[1]):
+                    raise fail(f"{path}.{stat}", f"must be [lo, hi] with 0 <= lo < hi, "
+                                                 f"got {rng!r}")
+        if key == "fixed":
+            if not isinstance(value, dict):
+                raise fail(path, "must be a table of statistic = value")
+            for stat, v in value.items():
+                if not _number(v) or v < 0:
+                    raise fail(f"{path}.{stat}", f"must be a non-negative number, got {v!r}")

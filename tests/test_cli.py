@@ -1,0 +1,68 @@
+"""The cqopt command line, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cli.main import main
+from conftest import EXAMPLES, ROOT
+
+DEC = str(EXAMPLES / "dec-pkt.toml")
+WORKLOAD = str(EXAMPLES / "workload.toml")
+
+
+def test_explain_workload_text(capsys):
+    assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD]) == 0
+    out = capsys.readouterr().out
+    assert "== Q1" in out and "== Q2" in out
+    assert "TCP.dest_host = 2  [selection-equality]" in out
+    assert "SF.dest_host = TCP.src_host  (implied)" in out
+    assert "Statistics: rate.TCP, sel.TCP" in out
+
+
+def test_explain_json_one_query(capsys):
+    assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD, "--query", "Q1",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["name"] == "Q1"
+    assert data["query"]["statistics"] == ["rate.TCP", "sel.TCP"]
+    assert data["query"]["output_width"] == 8
+
+
+def test_explain_sql(capsys):
+    assert main(["explain", "--catalog", DEC, "--sql",
+                 "SELECT COUNT(*) FROM UDP [RANGE 10 SECONDS] WHERE UDP.bytes > 100"]) == 0
+    assert "COUNT(*)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--sql", "SELECT * FROM TPC WINDOW [1]"], "did you mean 'TCP'"),
+    (["--sql", "SELECT FROM"], "syntax error"),
+    (["--workload", WORKLOAD, "--query", "Q3"], "no query named 'Q3'"),
+    (["--workload", "missing.toml"], "no such file"),
+])
+def test_errors_exit_2_without_traceback(capsys, args, fragment):
+    assert main(["explain", "--catalog", DEC, *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cqopt: error:") and fragment in err
+    assert "Traceback" not in err
+
+
+def test_missing_catalog_file(capsys):
+    assert main(["explain", "--catalog", "nope.toml", "--sql", "SELECT 1"]) == 2
+    assert "nope.toml: no such file" in capsys.readouterr().err
+
+
+def test_help_and_console_script():
+    done = subprocess.run([sys.executable, "-m", "cli.main", "explain", "--help"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0 and "--catalog" in done.stdout
+
+
+def test_ci_runs_the_readme_test_command():
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in (ROOT / "README.md").read_text()
