@@ -58,9 +58,6 @@ _UNIT_ALIASES: dict[str, str] = {
     **{unit[:-1]: unit for unit in UNIT_SECONDS},
 }
 
-WINDOW_KINDS = ("range", "rows", "now", "unbounded")
-
-
 class StreamWindow(exp.Expression):
     """A CQL window: ``[RANGE 10 SECONDS]``, ``[ROWS 5]``, ``[NOW]``, ``WINDOW [1]`` ...
 
@@ -71,7 +68,13 @@ class StreamWindow(exp.Expression):
     ``preceding`` True when the optional PRECEDING keyword was written.
     """
 
-    arg_types = {"kind": True, "size": False, "unit": False, "partition_by": False, "preceding": False}
+    arg_types = {
+        "kind": True,
+        "size": False,
+        "unit": False,
+        "partition_by": False,
+        "preceding": False,
+    }
 
     @property
     def kind(self) -> str:
@@ -205,8 +208,10 @@ class CQLParser(BaseParser):
             if self._match(TokenType.PARTITION_BY) or self._match_text_seq("PARTITION", "BY"):
                 partition_by = self._parse_csv(self._parse_partition_column)
             if not self._match(TokenType.ROWS):
-                expected = "ROWS" if partition_by else "RANGE, ROWS, PARTITION BY, NOW or UNBOUNDED"
-                self.raise_error(f"Expected {expected} in a stream window")
+                expected = (
+                    "ROWS" if partition_by else "RANGE, ROWS, PARTITION BY, NOW or UNBOUNDED"
+                )
+                self.raise_error(f"Expected {expected} in the stream window")
             size = self._parse_window_size("ROWS count", integer=True)
             window = StreamWindow(kind="rows", size=size, partition_by=partition_by)
             window.set("preceding", self._match_text_seq("PRECEDING") or None)
@@ -233,12 +238,18 @@ class CQLParser(BaseParser):
 
     def _parse_window_unit(self) -> str:
         curr = self._curr
-        if not curr or curr.token_type in (TokenType.R_BRACKET, TokenType.SENTINEL):
+        if (
+            not curr
+            or curr.token_type in (TokenType.R_BRACKET, TokenType.SENTINEL)
+            or self._match_text_seq("PRECEDING", advance=False)
+        ):
             return "SECONDS"  # the papers' default unit
-        if curr.text.upper() == "PRECEDING" and curr.token_type not in self.TEXT_MATCH_EXCLUDED_TOKENS:
-            return "SECONDS"
-        unit = _UNIT_ALIASES.get(curr.text.upper())
-        if unit is None or curr.token_type in self.TEXT_MATCH_EXCLUDED_TOKENS:
+
+        # quoted text ('SECONDS', "SECONDS") is not a unit
+        unit = None
+        if curr.token_type not in self.TEXT_MATCH_EXCLUDED_TOKENS:
+            unit = _UNIT_ALIASES.get(curr.text.upper())
+        if unit is None:
             self.raise_error(
                 f"Unknown window unit '{curr.text}', expected one of {', '.join(UNIT_SECONDS)}"
             )
