@@ -1,0 +1,253 @@
+"""A reference executor: runs a plan over one window of tuples per stream.
+
+The ground truth against which cost models are checked: every operator runs
+on pandas DataFrames, simply and correctly, not fast. One call evaluates one
+round of the OM processing model: each stream's current window goes in, each
+operator reads its inputs' whole output, and the root's output is the round's
+result. A join is evaluated on the two windows as a whole (every pair of the
+left and right windows that satisfies its predicates), not incrementally.
+
+Inside the executor a column is named ``"STREAM.column"`` and an aggregate's
+result by its text, ``"COUNT(*)"``, ``"AVG(S.a)"``. The result's columns are
+named as the query's output columns, in the query's order.
+
+Per operator the executor counts the tuples it ``read`` (the sum over its
+inputs; ``inputs`` has one count per input), ``emitted`` and ``held``: what
+the operator keeps in memory during the round. A source holds its window; a
+selection, projection or aggregate holds what it read in the window (it
+scans the window once); a join holds both of its inputs' windows.
+
+Aggregates follow SQL: without GROUP BY there is one result row even for an
+empty window (COUNT 0; SUM, AVG, MIN and MAX missing, as NaN).
+
+>>> import pandas as pd
+>>> from catalog import Catalog
+>>> from optimizer.logical import parse_query
+>>> from optimizer.enumerate import enumerate_plans
+>>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
+...     "columns": {"a": "int", "b": "int", "c": "int"}}}})
+>>> q = parse_query("SELECT S.a FROM S WHERE S.b IN (1, 2) WINDOW [1]", cat)
+>>> window = pd.DataFrame({"a": [1, 2, 3, 3], "b": [1, 5, 2, 2], "c": [0, 0, 0, 0]})
+>>> run = execute(enumerate_plans(q)[0], q, {"S": window})
+>>> sorted(multiset(run.result).items())
+[((1,), 1), ((3,), 2)]
+>>> run.operators["sel:S"]
+OperatorCounts(read=4, emitted=3, held=4, inputs=(4,))
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from optimizer.group_selections import Selection
+from optimizer.intervals import IntervalSet
+from optimizer.enumerate import output_column_ref
+from optimizer.join_closure import JoinPredicate
+from optimizer.literals import literal_value
+from optimizer.logical import AGGREGATES, ContinuousQuery
+from optimizer.plan import Plan, column_text
+
+COMPARE = {exp.EQ: operator.eq, exp.NEQ: operator.ne, exp.LT: operator.lt,
+           exp.LTE: operator.le, exp.GT: operator.gt, exp.GTE: operator.ge}
+
+
+@dataclass(frozen=True)
+class OperatorCounts:
+    """Tuples one operator read (per input in ``inputs``), emitted and held."""
+
+    read: int
+    emitted: int
+    held: int
+    inputs: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    result: pd.DataFrame  # the result multiset, columns named as the query's output
+    operators: dict[str, OperatorCounts]  # per operator key, bottom-up
+
+
+def execute(plan: Plan, query: ContinuousQuery,
+            windows: Mapping[str, pd.DataFrame]) -> ExecutionResult:
+    """Run ``plan`` over one window per stream (columns named as in the catalog)."""
+    frames: dict[str, pd.DataFrame] = {}
+    counts: dict[str, OperatorCounts] = {}
+    for key in plan.operators():
+        node = plan.node(key)
+        inputs = [frames[k] for k in node["inputs"]]
+        kind = node["kind"]
+        if kind == "source":
+            out = _source(query, node["stream"], windows)
+        elif kind == "selection":
+            out = inputs[0][select_mask(node["predicate"], inputs[0])]
+        elif kind == "projection":
+            keys = [column_text(c) for c in node["columns"]]
+            out = inputs[0][list(dict.fromkeys(keys))]  # a repeated output column is kept once
+        elif kind == "join":
+            out = join(inputs[0], inputs[1], node["predicate"])
+        else:
+            out = aggregate(inputs[0], node["aggregates"], node["group_by"], node["having"])
+        frames[key] = out.reset_index(drop=True)
+        sizes = tuple(len(f) for f in inputs)
+        read = len(out) if kind == "source" else sum(sizes)
+        counts[key] = OperatorCounts(read, len(out), read, sizes)
+    root = frames[plan.root]
+    result = pd.DataFrame({i: root[column_text(output_column_ref(c))].to_numpy()
+                           for i, c in enumerate(query.projection)}, index=root.index)
+    result.columns = [c.name for c in query.projection]
+    return ExecutionResult(result, counts)
+
+
+def multiset(frame: pd.DataFrame, digits: int = 9) -> Counter:
+    """The rows of ``frame`` as a Counter of tuples, comparable across plans.
+
+    Numbers become Python ints or floats rounded to ``digits`` significant
+    digits (sums in another order differ in the last bits); NaN becomes None.
+    """
+    def canonical(value: Any) -> Any:
+        if isinstance(value, (bool, np.bool_)):
+            return bool(value)
+        if isinstance(value, (int, np.integer)):
+            return int(value)
+        if isinstance(value, (float, np.floating)):
+            value = float(value)
+            if math.isnan(value):
+                return None
+            return int(value) if value.is_integer() else float(f"{value:.{digits}g}")
+        return value
+
+    return Counter(tuple(canonical(v) for v in row)
+                   for row in frame.itertuples(index=False, name=None))
+
+
+# -- operators ----------------------------------------------------------------
+def _source(query: ContinuousQuery, stream: str,
+            windows: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    if stream not in windows:
+        raise KeyError(f"no window given for stream {stream}")
+    window = windows[stream]
+    names = [c.name for c in query.stream(stream).columns]
+    missing = [n for n in names if n not in window.columns]
+    if missing:
+        raise KeyError(f"the window of {stream} lacks column(s) {', '.join(missing)}")
+    return window[names].rename(columns={n: f"{stream}.{n}" for n in names})
+
+
+def select_mask(selection: Selection, frame: pd.DataFrame) -> pd.Series:
+    """Rows of ``frame`` that pass the grouped selection: its value sets and residuals."""
+    mask = pd.Series(True, index=frame.index)
+    for column, values in selection.columns.items():
+        mask &= interval_mask(values, frame[f"{selection.stream}.{column}"])
+    for residual in selection.residual:
+        mask &= evaluate(residual, frame)
+    return mask
+
+
+def interval_mask(values: IntervalSet, column: pd.Series) -> pd.Series:
+    """Vectorised :meth:`IntervalSet.contains`."""
+    mask = pd.Series(False, index=column.index)
+    for iv in values.intervals:
+        above = True if iv.lo is None else (column >= iv.lo if iv.lo_closed else column > iv.lo)
+        below = True if iv.hi is None else (column <= iv.hi if iv.hi_closed else column < iv.hi)
+        mask |= above & below
+    return mask
+
+
+def join(left: pd.DataFrame, right: pd.DataFrame, predicates: tuple) -> pd.DataFrame:
+    """Every pair of rows of ``left`` and ``right`` that satisfies all ``predicates``.
+
+    Equi-joins are merge keys (all of them, redundant ones too); theta
+    predicates filter the merged frame; with no equi-join, a cross product.
+    """
+    left_on, right_on = [], []
+    for p in predicates:
+        if isinstance(p, JoinPredicate):
+            a, b = column_text(p.left), column_text(p.right)
+            left_on.append(a if a in left.columns else b)
+            right_on.append(b if a in left.columns else a)
+    if left_on:
+        out = pd.merge(left, right, how="inner", left_on=left_on, right_on=right_on)
+    else:
+        out = pd.merge(left, right, how="cross")
+    for p in predicates:
+        if not isinstance(p, JoinPredicate):
+            out = out[evaluate(p.expression, out)]
+    return out
+
+
+def aggregate(frame: pd.DataFrame, aggregates: tuple, group_by: tuple,
+              having: exp.Expression | None) -> pd.DataFrame:
+    """GROUP BY ``group_by`` computing ``aggregates``, then filter with HAVING."""
+    keys = [column_text(c) for c in group_by]
+    if keys:
+        grouped = frame.groupby(keys, sort=True, dropna=False)
+        columns = {}
+        for agg in aggregates:
+            if agg.argument is None:
+                columns[str(agg)] = grouped.size()
+            else:
+                series = grouped[column_text(agg.argument)]
+                columns[str(agg)] = getattr(series, _PANDAS[agg.function])()
+        out = pd.DataFrame(columns, index=grouped.size().index).reset_index()
+        out = out[keys + [str(a) for a in aggregates]] if aggregates else out[keys]
+    else:
+        row = {}
+        for agg in aggregates:
+            if agg.argument is None:
+                row[str(agg)] = len(frame)
+            elif agg.function == "COUNT":
+                row[str(agg)] = int(frame[column_text(agg.argument)].count())
+            elif frame.empty:
+                row[str(agg)] = np.nan  # SQL: SUM/AVG/MIN/MAX of nothing is NULL
+            else:
+                row[str(agg)] = getattr(frame[column_text(agg.argument)], _PANDAS[agg.function])()
+        out = pd.DataFrame([row])
+    if having is not None:
+        out = out[np.asarray(evaluate(having, out), dtype=bool)]
+    return out
+
+
+_PANDAS = {"COUNT": "count", "SUM": "sum", "AVG": "mean", "MIN": "min", "MAX": "max"}
+
+
+# -- expressions --------------------------------------------------------------
+def evaluate(node: exp.Expression, frame: pd.DataFrame) -> Any:
+    """Evaluate a qualified predicate (or HAVING condition) over ``frame``, vectorised."""
+    if isinstance(node, exp.Paren):
+        return evaluate(node.this, frame)
+    if isinstance(node, exp.And):
+        return evaluate(node.left, frame) & evaluate(node.right, frame)
+    if isinstance(node, exp.Or):
+        return evaluate(node.left, frame) | evaluate(node.right, frame)
+    if isinstance(node, exp.Not):
+        return ~evaluate(node.this, frame)
+    if type(node) in COMPARE:
+        return COMPARE[type(node)](evaluate(node.left, frame), evaluate(node.right, frame))
+    if isinstance(node, exp.Between):
+        value = evaluate(node.this, frame)
+        return (value >= evaluate(node.args["low"], frame)) & \
+            (value <= evaluate(node.args["high"], frame))
+    if isinstance(node, exp.In):
+        return evaluate(node.this, frame).isin([literal_value(v) for v in node.expressions])
+    if isinstance(node, exp.Column):
+        return frame[f"{node.table}.{node.name}"]
+    if type(node) in AGGREGATES:
+        return frame[_aggregate_key(node)]
+    return literal_value(node)
+
+
+def _aggregate_key(node: exp.Expression) -> str:
+    """The column an aggregate call's result has: ``COUNT(*)``, ``SUM(S.a)``."""
+    arg = node.this
+    if arg is None or isinstance(arg, exp.Star):
+        return f"{AGGREGATES[type(node)]}(*)"
+    return f"{AGGREGATES[type(node)]}({arg.table}.{arg.name})"
