@@ -149,6 +149,22 @@ class Catalog:
     def seconds_per_time_unit(self) -> float:
         return TIME_UNITS[self.time_unit]
 
+    def to_dict(self) -> dict[str, Any]:
+        """The catalog as data that :meth:`from_dict` reads back to an equal catalog."""
+        return {
+            "time_unit": self.time_unit,
+            "operators": asdict(self.operators),
+            "pipes": asdict(self.pipes),
+            "streams": {
+                n: {"rate": list(s.rate),
+                    **({"granularity": s.granularity} if s.granularity else {}),
+                    "columns": {c.name: {"type": c.type if c.type != "string"
+                                         else f"string({c.width})", "width": c.width}
+                                for c in s.columns}}
+                for n, s in self.streams.items()
+            },
+        }
+
     def fingerprint(self) -> str:
         """A stable hash of everything that matters to costs (not the file's path).
 

@@ -43,3 +43,40 @@ def split_name(name: str) -> tuple[str, tuple[str, ...]]:
         raise QueryError(f"malformed statistic name {name!r}: expected rate.STREAM, "
                          "sel.STREAM or jsel.STREAM_A.STREAM_B")
     return kind, streams
+
+
+DEFAULT_SELECTIVITY = 0.5
+
+
+def default_value(name: str, catalog) -> float:
+    """The value a statistic takes when nobody gives one.
+
+    A rate is the middle of the stream's catalog range; a selectivity (``sel``
+    or ``jsel``) is 0.5.
+    """
+    kind, streams = split_name(name)
+    if kind == "rate":
+        stream = catalog.stream(streams[0])
+        if stream is None:
+            raise QueryError(f"statistic {name!r} names a stream the catalog does not have")
+        lo, hi = stream.rate
+        return (lo + hi) / 2
+    return DEFAULT_SELECTIVITY
+
+
+def check_value(name: str, value: float) -> float:
+    """``value`` as a float if it is a valid value of statistic ``name``, else a QueryError."""
+    kind, _ = split_name(name)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise QueryError(f"statistic {name} must be a number, got {value!r}") from None
+    if x != x:
+        raise QueryError(f"statistic {name} is NaN")
+    if kind == "rate" and not (0 <= x < float("inf")):
+        raise QueryError(f"statistic {name} is a rate in tuples/s and must be finite and "
+                         f">= 0, got {x:g}")
+    if kind != "rate" and not 0 <= x <= 1:
+        raise QueryError(f"statistic {name} is a selectivity and must lie in [0, 1], "
+                         f"got {x:g}")
+    return x

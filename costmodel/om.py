@@ -1,0 +1,118 @@
+"""The OM rate/memory cost model (seed 001, section 4.1), vectorized.
+
+Per operator, with λ its input rate (tuples/s), W its window (seconds) and
+tpr its processing rate (tuples/s, from the catalog by the operator's rate
+class):
+
+- output rate c_r: selection ``sel · λ``, projection ``λ``, aggregate
+  ``1 / (C_Ω · λ · W)`` with ``C_Ω = 1 / tpr``, join
+  ``sel · λ_L · λ_R · W / (C_L · λ_L + C_R · λ_R)`` with ``C = 1 / tpr``;
+- input buffering ``c_inp = λ · (λ · W / tpr)``, intermediate queue
+  ``c_int = c_r · W``, memory ``c_m = c_inp + c_int``;
+- the plan's rate ``C_r`` is its root's, its memory ``C_m`` the sum.
+
+Readings the paper leaves open (COSTMODELS.md), each pinned by a test:
+
+1. **Capacity** (default on): an operator cannot emit faster than it
+   processes. A unary operator processes ``min(λ, tpr)`` tuples/s; a join
+   needs ``(λ_L + λ_R) / tpr`` seconds for one second of arrivals and its
+   output is throttled by that only when it exceeds 1 second, so its rate is
+   ``sel · λ_L · λ_R · W / max(1, (λ_L + λ_R) / tpr)``. This reproduces the
+   paper's Figure 2 (rates 5.0 and 2.5). ``capacity=False`` gives the
+   literal formulas.
+2. **Memory unit** (default ``bytes``): input buffering is counted at the
+   input tuple's width, the intermediate queue at the output tuple's width,
+   so a projection that narrows tuples saves memory above it. ``tuples``
+   gives the literal formulas.
+3. **Join inputs**: while the join processes one window
+   (``(λ_L + λ_R) · W / tpr`` seconds), each input buffers its own arrivals:
+   ``c_inp = (λ_L · s_L + λ_R · s_R) · (λ_L + λ_R) · W / tpr``. The join's W
+   is the mean of its inputs' windows (``base``).
+4. CPU, which the paper does not cost, is the busy fraction ``λ / tpr``
+   (seconds of work per second), summed over operators.
+
+Sources cost nothing: the paper counts operator buffers only.
+
+>>> from catalog import load_catalog
+>>> from optimizer.logical import parse_query
+>>> from optimizer.enumerate import enumerate_plans
+>>> import numpy as np, pathlib
+>>> cat = load_catalog(pathlib.Path(__file__).parent.parent / "examples" / "dec-pkt.toml")
+>>> q = parse_query("SELECT TCP.src_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]", cat)
+>>> costs = [OM(cat).cost(p, {"rate.TCP": 500.0, "sel.TCP": np.array([0.1, 0.9])})
+...          for p in enumerate_plans(q)]
+>>> [c.rate.tolist() for c in costs]
+[[50.0, 450.0], [50.0, 450.0]]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from catalog import Catalog
+from costmodel.base import (
+    Array, OperatorCost, PlanCost, selectivity, statistic, sum_arrays, window_seconds,
+)
+from optimizer.statistics import rate_name
+
+
+class OM:
+    """OM's rate/memory model over a catalog's processing rates."""
+
+    name = "om"
+
+    def __init__(self, catalog: Catalog, memory_unit: str = "bytes", capacity: bool = True):
+        if memory_unit not in ("bytes", "tuples"):
+            raise ValueError(f"memory_unit must be 'bytes' or 'tuples', got {memory_unit!r}")
+        self.catalog = catalog
+        self.memory_unit = memory_unit
+        self.capacity = capacity
+
+    def cost(self, plan, stats: Mapping[str, ArrayLike]) -> PlanCost:
+        """Output rate, memory and CPU of ``plan`` over the broadcast grid of ``stats``."""
+        rates: dict[str, Array] = {}
+        windows: dict[str, Array] = {}
+        operators: dict[str, OperatorCost] = {}
+        bytes_ = self.memory_unit == "bytes"
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            for key in plan.operators():
+                node = plan.node(key)
+                if node["kind"] == "source":
+                    lam = statistic(stats, rate_name(node["stream"]))
+                    rates[key], windows[key] = lam, window_seconds(node["window"], lam)
+                    zero = np.zeros_like(lam)
+                    operators[key] = OperatorCost(lam, zero, zero)
+                    continue
+                inputs = node["inputs"]
+                tpr = self.catalog.operators.rate(node["rate_class"])
+                in_widths = node["in_widths"] if bytes_ else (1,) * len(inputs)
+                out_width = node["out_width"] if bytes_ else 1
+                sel = selectivity(stats, node["selectivity"])
+                window = sum_arrays(windows[i] for i in inputs) / len(inputs)
+                if node["kind"] == "join":
+                    lam_l, lam_r = (rates[i] for i in inputs)
+                    busy = (lam_l + lam_r) / tpr  # seconds to process one second of input
+                    throttle = np.maximum(busy, 1.0) if self.capacity else busy
+                    out = sel * lam_l * lam_r * window / throttle
+                    buffered = (lam_l * in_widths[0] + lam_r * in_widths[1]) * busy * window
+                else:
+                    lam = rates[inputs[0]]
+                    busy = lam / tpr
+                    processed = np.minimum(lam, tpr) if self.capacity else lam
+                    if node["kind"] == "aggregate":
+                        out = tpr / (processed * window)  # 1 / (C_Ω · λ · W)
+                    else:
+                        out = sel * processed  # sel is 1 for a projection
+                    buffered = lam * busy * window * in_widths[0]
+                queued = out * window * out_width
+                rates[key], windows[key] = out, window
+                operators[key] = OperatorCost(out, buffered + queued, busy)
+        return PlanCost(
+            rate=rates[plan.root],
+            memory=sum_arrays(c.memory for c in operators.values()),
+            cpu=sum_arrays(c.cpu for c in operators.values()),
+            operators=operators,
+        )

@@ -1,0 +1,205 @@
+"""The OM cost model: the paper's numbers, its open readings, and vectorization."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from catalog import Catalog, load_catalog
+from costmodel import OM, PIPES, Utility, plan_utilities
+from optimizer.enumerate import enumerate_plans
+from optimizer.logical import Window, parse_query
+from optimizer.plan import Plan
+
+from conftest import EXAMPLES
+
+Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"
+Q2 = ("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
+      "AND UDP.dest_host = SF.dest_host WINDOW [1]")
+
+
+@pytest.fixture(scope="module")
+def dec() -> Catalog:
+    return load_catalog(EXAMPLES / "dec-pkt.toml")
+
+
+def chain_plan(selections: list[tuple[str, str]], window_s: float = 1.0) -> Plan:
+    """source S -> σ -> σ ...: each (statistic, rate class) in order, bottom-up."""
+    g = nx.DiGraph()
+    base = dict(streams=("S",), stream="S", predicate=None, columns=None, window=None,
+                in_widths=(10,), out_width=10)
+    g.add_node("src:S", **{**base, "kind": "source", "inputs": (), "rate_class": None,
+                           "selectivity": (), "in_widths": (),
+                           "window": Window("range", seconds=window_s)})
+    below = "src:S"
+    for i, (stat, rate_class) in enumerate(selections):
+        key = f"sel:{i}"
+        g.add_node(key, **{**base, "kind": "selection", "inputs": (below,),
+                           "rate_class": rate_class, "selectivity": (stat,)})
+        g.add_edge(below, key)
+        below = key
+    return Plan(g, below)
+
+
+FIG2 = Catalog.from_dict({"operators": {"selection_equality": 500, "selection_range": 50},
+                          "streams": {"S": {"rate": [1, 1000], "columns": {"a": "int"}}}})
+
+
+@pytest.mark.parametrize("source_rate", [100.0, 250.0, 1000.0])
+def test_figure_2_rates_under_capacity(source_rate):
+    """o1: sel 0.5, 500 tps; o2: sel 0.1, 50 tps. C_r = 5.0 (o1 first) and 2.5 (o2 first)."""
+    stats = {"rate.S": source_rate, "sel.o1": 0.5, "sel.o2": 0.1}
+    o1, o2 = ("sel.o1", "selection-equality"), ("sel.o2", "selection-range")
+    model = OM(FIG2)
+    assert float(model.cost(chain_plan([o1, o2]), stats).rate) == pytest.approx(5.0)
+    assert float(model.cost(chain_plan([o2, o1]), stats).rate) == pytest.approx(2.5)
+
+
+def test_literal_rates_make_orders_equal():
+    """Without the capacity reading, any order of selections has the same rate."""
+    stats = {"rate.S": 100.0, "sel.o1": 0.5, "sel.o2": 0.1}
+    o1, o2 = ("sel.o1", "selection-equality"), ("sel.o2", "selection-range")
+    model = OM(FIG2, capacity=False)
+    rates = [float(model.cost(chain_plan(order), stats).rate) for order in ([o1, o2], [o2, o1])]
+    assert rates == pytest.approx([5.0, 5.0])
+
+
+def test_utility_example_of_the_paper():
+    assign1, assign2 = Utility(0.1, 0.9), Utility(20000, 2)
+    assert float(assign1.of(5.0, 775)) == pytest.approx(697.52)
+    assert float(assign1.of(2.5, 575)) == pytest.approx(517.54)
+    assert float(assign2.of(5.0, 775)) == pytest.approx(5550)
+    assert float(assign2.of(2.5, 575)) == pytest.approx(9150)
+
+
+def test_utility_rejects_bad_weights_and_handles_zero_rate():
+    with pytest.raises(ValueError):
+        Utility(-1, 1)
+    assert np.isinf(Utility().of(0.0, 10.0))
+    assert float(Utility(0.0, 1.0).of(0.0, 10.0)) == 10.0
+
+
+def test_literal_memory_formulas_in_tuples():
+    """c_inp = λ·(λW/tpr), c_int = c_r·W, per operator, in tuples."""
+    lam, sel, w = 400.0, 0.5, 2.0
+    plan = chain_plan([("sel.o1", "selection-equality")], window_s=w)
+    cost = OM(FIG2, memory_unit="tuples").cost(plan, {"rate.S": lam, "sel.o1": sel})
+    tpr = 500.0
+    assert float(cost.memory) == pytest.approx(lam * lam * w / tpr + sel * lam * w)
+    bytes_cost = OM(FIG2).cost(plan, {"rate.S": lam, "sel.o1": sel})
+    assert float(bytes_cost.memory) == pytest.approx(10 * float(cost.memory))
+    assert float(cost.cpu) == pytest.approx(lam / tpr)
+
+
+def q1_memory_difference(sel: np.ndarray, lam: float) -> np.ndarray:
+    """C_m(σ→π) − C_m(π→σ) for Q1, from the formulas by hand (W = 1, bytes).
+
+    Tuples are 28 B, projected ones 8 B; tpr σ = 400,000, π = 500,000.
+    """
+    s_eq, p = 400_000.0, 500_000.0
+    sigma_first = 28 * lam**2 / s_eq + 28 * sel * lam + 28 * (sel * lam) ** 2 / p + 8 * sel * lam
+    pi_first = 28 * lam**2 / p + 8 * lam + 8 * lam**2 / s_eq + 8 * sel * lam
+    return sigma_first - pi_first
+
+
+def test_q1_selection_first_at_low_selectivity_projection_first_at_high(dec):
+    q = parse_query(Q1, dec)
+    plans = enumerate_plans(q)
+    ids = [p.id for p in plans]
+    sigma_pi, pi_sigma = ids.index("TCP[σπ]"), ids.index("TCP[πσ]")
+    sel = np.linspace(0.01, 1.0, 400)
+    lam = 500.0
+    scores = plan_utilities(OM(dec), Utility(), plans, {"rate.TCP": lam, "sel.TCP": sel})
+    sigma_wins = scores[sigma_pi] < scores[pi_sigma]
+    assert sigma_wins[0] and not sigma_wins[-1]
+    # one boundary, where the hand-written formulas put it (the rate terms are equal)
+    boundary = sel[np.argmax(~sigma_wins)]
+    expected = sel[np.argmax(q1_memory_difference(sel, lam) >= 0)]
+    assert boundary == pytest.approx(expected)
+    assert np.all(sigma_wins[sel < boundary]) and not np.any(sigma_wins[sel >= boundary])
+    assert 0.25 < boundary < 0.32  # about 8/28, where 28·sel·λ passes 8·λ
+
+
+def test_q1_memory_matches_hand_formulas(dec):
+    plans = {p.id: p for p in enumerate_plans(parse_query(Q1, dec))}
+    sel = np.array([0.1, 0.5, 0.9])
+    stats = {"rate.TCP": 500.0, "sel.TCP": sel}
+    m = {k: OM(dec).cost(p, stats).memory for k, p in plans.items()}
+    np.testing.assert_allclose(m["TCP[σπ]"] - m["TCP[πσ]"], q1_memory_difference(sel, 500.0))
+
+
+def test_join_reading_each_input_buffers_its_own_arrivals(dec):
+    """Reading 3: c_inp = (λ_L·s_L + λ_R·s_R)·(λ_L + λ_R)·W / tpr."""
+    q = parse_query("SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host WINDOW [2]", dec)
+    (plan,) = enumerate_plans(q)
+    lam_l, lam_r, jsel = 300.0, 200.0, 0.01
+    cost = OM(dec).cost(plan, {"rate.TCP": lam_l, "rate.UDP": lam_r, "jsel.TCP.UDP": jsel})
+    join = next(k for k in plan.operators() if plan.node(k)["kind"] == "join")
+    tpr, w = 3000.0, 2.0
+    busy = (lam_l + lam_r) / tpr
+    out = jsel * lam_l * lam_r * w  # busy < 1 s: not throttled
+    expected = (lam_l * 28 + lam_r * 28) * busy * w + out * w * 56
+    assert float(cost.operators[join].rate) == pytest.approx(out)
+    assert float(cost.operators[join].memory) == pytest.approx(expected)
+
+
+def test_join_is_throttled_past_capacity(dec):
+    q = parse_query("SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host WINDOW [1]", dec)
+    (plan,) = enumerate_plans(q)
+    stats = {"rate.TCP": 4000.0, "rate.UDP": 2000.0, "jsel.TCP.UDP": 0.001}
+    capped = OM(dec).cost(plan, stats).rate
+    literal = OM(dec, capacity=False).cost(plan, stats).rate
+    # (λ_L + λ_R) / tpr = 2 s of work per second: the capacity reading halves the rate
+    assert float(capped) == pytest.approx(0.001 * 4000 * 2000 / 2)
+    assert float(literal) == pytest.approx(float(capped))
+    light = {"rate.TCP": 100.0, "rate.UDP": 100.0, "jsel.TCP.UDP": 0.01}
+    assert float(OM(dec, capacity=False).cost(plan, light).rate) > float(
+        OM(dec).cost(plan, light).rate)
+
+
+def test_q2_grid_shapes_and_three_plans(dec):
+    plans = enumerate_plans(parse_query(Q2, dec))
+    assert len(plans) == 3
+    r = np.linspace(100, 500, 7)
+    stats = {"rate.TCP": r[:, None, None], "rate.UDP": r[None, :, None],
+             "rate.SF": r[None, None, :], "jsel.TCP.UDP": 0.01, "jsel.SF.UDP": 0.01,
+             "jsel.SF.TCP": 0.01}
+    for model in (OM(dec), PIPES(dec)):
+        scores = plan_utilities(model, Utility(), plans, stats)
+        assert scores.shape == (3, 7, 7, 7) and np.all(np.isfinite(scores))
+
+
+rates = st.floats(1.0, 5000.0)
+sels = st.floats(1e-4, 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(rates, rates, rates, sels, sels, sels), min_size=1, max_size=6))
+def test_vectorized_equals_scalar_cell_by_cell(cells):
+    dec = load_catalog(EXAMPLES / "dec-pkt.toml")
+    cols = np.array(cells).T
+    names = ["rate.TCP", "rate.UDP", "rate.SF", "jsel.TCP.UDP", "jsel.SF.UDP", "jsel.SF.TCP"]
+    grid = dict(zip(names, cols))
+    for query in (Q1, Q2):
+        q = parse_query(query, dec)
+        stats = {**grid, "sel.TCP": grid["jsel.SF.TCP"]}
+        for model in (OM(dec), PIPES(dec)):
+            for plan in enumerate_plans(q):
+                whole = model.cost(plan, stats)
+                for i in range(len(cells)):
+                    one = model.cost(plan, {k: v[i] for k, v in stats.items()})
+                    for field in ("rate", "memory", "cpu"):
+                        a = np.broadcast_to(getattr(whole, field), cols.shape[1:])[i]
+                        b = getattr(one, field)
+                        assert np.isfinite(b) and b >= 0
+                        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_missing_statistic_is_named(dec):
+    from costmodel import MissingStatisticError
+    (plan, *_) = enumerate_plans(parse_query(Q1, dec))
+    with pytest.raises(MissingStatisticError, match="sel.TCP"):
+        OM(dec).cost(plan, {"rate.TCP": 1.0})
