@@ -1,0 +1,231 @@
+"""The run-time API: load a chart set, choose a plan in microseconds.
+
+Nothing here imports Spark or matplotlib. A :class:`ChartSet` is read-only
+once loaded, so any number of threads may call :meth:`ChartSet.choose` and
+:meth:`ChartSet.choose_many` at once.
+
+``choose`` finds each axis's region, ``floor((x − lo) / (hi − lo) · k)``;
+a value outside the chart is clamped to its edge and the clamp reported.
+NaN, a negative or infinite rate and a selectivity outside [0, 1] are
+errors. Statistics that are not axes of the query's chart are ignored: the
+chart was built with them fixed at the values in ``chart.spec.fixed``.
+
+>>> import pathlib, tempfile
+>>> from catalog import load_catalog
+>>> from optimizer.workload import load_workload
+>>> from charts.spec import workload_specs
+>>> from charts.build import build_local
+>>> from charts.store import write_chart_set
+>>> examples = pathlib.Path(__file__).parent.parent / "examples"
+>>> cat = load_catalog(examples / "dec-pkt.toml")
+>>> specs = [s for s, _ in workload_specs(load_workload(examples / "workload.toml"), cat)]
+>>> out = pathlib.Path(tempfile.mkdtemp()) / "charts"
+>>> _ = write_chart_set(out, build_local(specs, cat, progress=False), cat)
+>>> charts = load(out)
+>>> charts.choose("Q1", {"sel.TCP": 0.05, "rate.TCP": 500}).plan.id
+'TCP[σπ]'
+>>> c = charts.choose("Q1", {"sel.TCP": 0.9, "rate.TCP": 5000})
+>>> c.plan_id, c.cell, c.clamped
+('TCP[πσ]', (9, 9), ('rate.TCP',))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from catalog import Catalog
+from catalog.errors import did_you_mean
+from charts.spec import Axis, ChartSpec
+from charts.store import ChartSetError, read_manifest, read_query_data
+from optimizer.enumerate import enumerate_plans
+from optimizer.logical import parse_query
+from optimizer.plan import Plan
+from optimizer.statistics import check_value, split_name
+
+
+class Choice(NamedTuple):
+    """The plan for one set of statistics, the cell it fell in, and what was clamped."""
+
+    plan: Plan
+    plan_id: str
+    cell: tuple[int, ...]
+    clamped: tuple[str, ...]  # the statistics that lay outside the chart
+
+
+@dataclass(frozen=True)
+class Choices:
+    """``choose_many``'s answer: one plan index per row, and where rows were clamped."""
+
+    plans: tuple[Plan, ...]
+    plan_index: np.ndarray  # (n,), into plans
+    cells: np.ndarray  # (n, axes)
+    clamped: np.ndarray  # (n,) bool: some statistic lay outside the chart
+
+    @property
+    def plan_ids(self) -> np.ndarray:
+        return np.asarray([p.id for p in self.plans], dtype=object)[self.plan_index]
+
+
+@dataclass(frozen=True)
+class Staleness:
+    stale: bool
+    built_with: str  # the catalog fingerprint the charts were built with
+    catalog: str  # the given catalog's fingerprint
+
+    def __str__(self) -> str:
+        if self.stale:
+            return (f"stale: built with catalog {self.built_with}, the catalog is now "
+                    f"{self.catalog}; rebuild with cqopt build --force")
+        return f"fresh: built with catalog {self.catalog}"
+
+
+class QueryChart:
+    """One query's loaded chart: its spec, plans (sorted by id) and cell table."""
+
+    def __init__(self, spec: ChartSpec, plans: list[Plan], plan_index: np.ndarray,
+                 cost: np.ndarray):
+        self.spec = spec
+        self.plans = tuple(plans)
+        self.plan_index = plan_index
+        self.cost = cost
+        self._flat = plan_index.ravel().tolist()  # a list indexes faster than numpy
+        strides = [math.prod(spec.shape[i + 1:]) for i in range(len(spec.axes))]
+        # Per axis, everything the hot path needs, precomputed once.
+        self._axes = tuple((a.statistic, a.lo, a.hi, a.k / (a.hi - a.lo), a.k - 1, stride,
+                            split_name(a.statistic)[0] == "rate")
+                           for a, stride in zip(spec.axes, strides))
+
+    @property
+    def axes(self) -> tuple[Axis, ...]:
+        return self.spec.axes
+
+    def choose(self, stats: Mapping[str, float]) -> Choice:
+        flat, cell, clamped = 0, [], []
+        for name, lo, hi, scale, last, stride, is_rate in self._axes:
+            try:
+                x = float(stats[name])
+            except KeyError:
+                raise _missing(self, name, stats) from None
+            except (TypeError, ValueError):
+                raise ChartSetError(f"statistic {name} must be a number, "
+                                    f"got {stats[name]!r}") from None
+            if not (0.0 <= x <= (math.inf if is_rate else 1.0)) or x == math.inf:
+                check_value(name, x)  # raises the message for NaN, negative, > 1, inf
+            if x < lo:
+                i = 0
+                clamped.append(name)
+            elif x > hi:
+                i = last
+                clamped.append(name)
+            else:
+                i = int((x - lo) * scale)
+                if i > last:  # x == hi belongs to the last region
+                    i = last
+            cell.append(i)
+            flat += i * stride
+        plan = self.plans[self._flat[flat]]
+        return Choice(plan, plan.id, tuple(cell), tuple(clamped))
+
+    def choose_many(self, stats: Mapping[str, ArrayLike]) -> Choices:
+        per_axis, clamped = [], None
+        for axis in self.spec.axes:
+            if axis.statistic not in stats:
+                raise _missing(self, axis.statistic, stats)
+            x = np.asarray(stats[axis.statistic], dtype=np.float64).ravel()
+            _check_array(axis.statistic, x)
+            idx, outside = axis.cells(x)
+            per_axis.append(idx)
+            clamped = outside if clamped is None else clamped | outside
+        per_axis = np.broadcast_arrays(*per_axis)
+        flat = np.ravel_multi_index(per_axis, self.spec.shape)
+        return Choices(self.plans, self.plan_index.ravel()[flat], np.stack(per_axis, axis=-1),
+                       np.broadcast_to(clamped, flat.shape))
+
+
+class ChartSet:
+    """A loaded chart set: one :class:`QueryChart` per query."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], charts: dict[str, QueryChart]):
+        self.path = path
+        self.manifest = manifest
+        self.charts = charts
+
+    @property
+    def fingerprint(self) -> str:
+        return self.manifest["catalog_fingerprint"]
+
+    def __getitem__(self, query: str) -> QueryChart:
+        try:
+            return self.charts[query]
+        except KeyError:
+            raise ChartSetError(f"{self.path}: no chart for query '{query}'"
+                                f"{did_you_mean(query, self.charts)}; it has "
+                                f"{', '.join(self.charts)}") from None
+
+    def choose(self, query: str, stats: Mapping[str, float]) -> Choice:
+        """The chart's plan for ``query`` at ``stats`` (a mapping of statistic -> value)."""
+        chart = self.charts.get(query)
+        if chart is None:
+            chart = self[query]
+        return chart.choose(stats)
+
+    def choose_many(self, query: str, stats: Mapping[str, ArrayLike]) -> Choices:
+        """``choose`` for arrays of statistics (broadcast together), at numpy speed."""
+        return self[query].choose_many(stats)
+
+    def check(self, catalog: Catalog) -> Staleness:
+        """Whether the charts were built from a catalog with other costs than ``catalog``."""
+        now = catalog.fingerprint()
+        return Staleness(now != self.fingerprint, self.fingerprint, now)
+
+
+def load(path: str | Path) -> ChartSet:
+    """Read a chart set, checking its format, version and checksums."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    try:
+        catalog = Catalog.from_dict(manifest["catalog"], f"{path}/manifest.json catalog")
+    except Exception as err:  # a damaged manifest must never surface as a bare error
+        raise ChartSetError(f"{path}: damaged: its catalog does not load ({err})") from None
+    charts = {}
+    for name, entry in manifest["queries"].items():
+        try:
+            spec = ChartSpec.from_dict(entry)
+            stored_ids = [p["id"] for p in entry["plans"]]
+            entry["data"], entry["sha256"]  # read_query_data checks them
+        except (KeyError, TypeError, ValueError) as err:
+            raise ChartSetError(f"{path}: damaged: the manifest entry of query {name} is "
+                                f"incomplete ({err!r})") from None
+        plan_index, cost = read_query_data(path, name, entry)
+        query = parse_query(spec.sql, catalog)
+        plans = sorted(enumerate_plans(query, catalog=catalog), key=lambda p: p.id)
+        if [p.id for p in plans] != stored_ids:
+            raise ChartSetError(f"{path}: query {name}'s plans are now "
+                                f"{[p.id for p in plans]}, the chart set has {stored_ids}: it "
+                                "was built by another version of cqopt; rebuild it")
+        charts[name] = QueryChart(spec, plans, plan_index, cost)
+    return ChartSet(path, manifest, charts)
+
+
+def _missing(chart: QueryChart, name: str, stats: Mapping[str, Any]) -> ChartSetError:
+    axes = ", ".join(a.statistic for a in chart.spec.axes)
+    return ChartSetError(f"query {chart.spec.name}: statistic {name} is missing"
+                         f"{did_you_mean(name, list(stats))}; its chart needs {axes}")
+
+
+def _check_array(name: str, x: np.ndarray) -> None:
+    if np.isnan(x).any():
+        raise ChartSetError(f"statistic {name} has NaN at row {int(np.argmax(np.isnan(x)))}")
+    kind = split_name(name)[0]
+    bad = (x < 0) | np.isinf(x) if kind == "rate" else (x < 0) | (x > 1)
+    if bad.any():
+        row = int(np.argmax(bad))
+        what = "a finite rate >= 0" if kind == "rate" else "a selectivity in [0, 1]"
+        raise ChartSetError(f"statistic {name} must be {what}; row {row} is {x[row]:g}")

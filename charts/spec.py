@@ -1,0 +1,171 @@
+"""Chart specifications: which statistics are axes, their ranges and k, the rest fixed.
+
+One N-dimensional chart per query. Each axis is a statistic with a range
+``[lo, hi]`` and a k-regular partition, boundaries at ``lo + i·(hi − lo)/k``
+(the OM paper's Algorithm 1 with the ``lo +`` it omits); every other
+statistic of the query is fixed at a recorded value. Defaults follow the OM
+paper: a single-stream query gets the sel-λ chart (``sel.S``, ``rate.S``; just
+``rate.S`` when S has no selection), a join query the λ-λ chart (one
+``rate.S`` axis per stream, selectivities fixed). Rate ranges come from the
+catalog, selectivity ranges default to (0, 1], fixed values to
+:func:`optimizer.statistics.default_value`.
+
+>>> ax = Axis("sel.S", 0.0, 1.0, 4)
+>>> ax.edges().tolist(), ax.centroids().tolist()
+([0.0, 0.25, 0.5, 0.75, 1.0], [0.125, 0.375, 0.625, 0.875])
+>>> ax.cells(np.array([-0.2, 0.3, 1.0, 7.0]))
+(array([0, 1, 3, 3]), array([ True, False, False,  True]))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from catalog import Catalog
+from costmodel.utility import DEFAULT_WEIGHTS
+from optimizer.errors import WorkloadError
+from optimizer.logical import ContinuousQuery
+from optimizer.statistics import default_value, rate_name, sel_name, split_name
+from optimizer.workload import Workload
+
+DEFAULT_K = 10
+
+
+@dataclass(frozen=True)
+class Axis:
+    statistic: str
+    lo: float
+    hi: float
+    k: int
+
+    def edges(self) -> np.ndarray:
+        """The k + 1 region boundaries ``lo + i·(hi − lo)/k``."""
+        return self.lo + np.arange(self.k + 1) * (self.hi - self.lo) / self.k
+
+    def centroids(self, cells: np.ndarray | None = None) -> np.ndarray:
+        """The centre of each region (of the given cell indices)."""
+        cells = np.arange(self.k) if cells is None else np.asarray(cells)
+        return self.lo + (cells + 0.5) * (self.hi - self.lo) / self.k
+
+    def cells(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Region index of each value, clamped to the chart, and where it was clamped."""
+        raw = np.floor((np.asarray(values, dtype=np.float64) - self.lo)
+                       / (self.hi - self.lo) * self.k)
+        # The top edge belongs to the last region; only values beyond the range are clamps.
+        outside = (values < self.lo) | (values > self.hi)
+        return np.clip(raw, 0, self.k - 1).astype(np.intp), outside
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"statistic": self.statistic, "lo": self.lo, "hi": self.hi, "k": self.k}
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """What one query's chart covers and how its cells are costed."""
+
+    name: str
+    sql: str
+    axes: tuple[Axis, ...]
+    fixed: dict[str, float] = field(default_factory=dict)
+    model: str = "om"
+    weights: tuple[float, ...] = DEFAULT_WEIGHTS
+    memory_unit: str = "bytes"
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.k for a in self.axes)
+
+    @property
+    def n_cells(self) -> int:
+        return math.prod(self.shape)
+
+    def centroid_stats(self, flat_cells: np.ndarray) -> dict[str, np.ndarray]:
+        """Statistics at the centroids of the given flat (C-order) cell indices."""
+        per_axis = np.unravel_index(np.asarray(flat_cells, dtype=np.intp), self.shape)
+        stats: dict[str, Any] = {a.statistic: a.centroids(i) for a, i in zip(self.axes, per_axis)}
+        stats.update(self.fixed)
+        return stats
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "sql": self.sql, "axes": [a.to_dict() for a in self.axes],
+                "fixed": dict(self.fixed), "model": self.model, "weights": list(self.weights),
+                "memory_unit": self.memory_unit}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ChartSpec:
+        return cls(d["name"], d["sql"], tuple(Axis(**a) for a in d["axes"]), dict(d["fixed"]),
+                   d["model"], tuple(d["weights"]), d["memory_unit"])
+
+
+def default_axes(query: ContinuousQuery) -> list[str]:
+    """sel-λ for one stream (λ alone without a selection), λ-λ for a join."""
+    if len(query.streams) == 1:
+        s = query.streams[0].name
+        return [sel_name(s), rate_name(s)] if s in query.selections else [rate_name(s)]
+    return [rate_name(s) for s in query.stream_names]
+
+
+def make_spec(name: str, sql: str, query: ContinuousQuery, catalog: Catalog,
+              settings: dict[str, Any], where: str = "") -> ChartSpec:
+    """The chart of one query from its workload settings (already merged with defaults)."""
+    def fail(problem: str) -> WorkloadError:
+        return WorkloadError(f"{where}query {name}: {problem}")
+
+    known = query.statistics
+    axes_names = settings.get("axes") or default_axes(query)
+    ranges = settings.get("ranges", {})
+    fixed_given = settings.get("fixed", {})
+    for stat in [*axes_names, *ranges, *fixed_given]:
+        if stat not in known:
+            raise fail(f"statistic {stat!r} is not one this query depends on "
+                       f"({', '.join(known)})")
+    if len(set(axes_names)) != len(axes_names):
+        raise fail(f"an axis is named twice in {axes_names}")
+    for stat in ranges:
+        if stat not in axes_names:
+            raise fail(f"ranges gives {stat!r}, which is not an axis ({', '.join(axes_names)})")
+    for stat in fixed_given:
+        if stat in axes_names:
+            raise fail(f"{stat!r} is both an axis and fixed; drop one")
+    k = int(settings.get("k", DEFAULT_K))
+    axes = []
+    for stat in axes_names:
+        kind, streams = split_name(stat)
+        if stat in ranges:
+            lo, hi = (float(x) for x in ranges[stat])
+        elif kind == "rate":
+            lo, hi = catalog.stream(streams[0]).rate
+        else:
+            lo, hi = 0.0, 1.0
+        if kind != "rate" and hi > 1:
+            raise fail(f"range of selectivity {stat} must lie in [0, 1], got [{lo:g}, {hi:g}]")
+        axes.append(Axis(stat, float(lo), float(hi), k))
+    fixed = {s: float(fixed_given.get(s, default_value(s, catalog)))
+             for s in known if s not in axes_names}
+    return ChartSpec(name, sql.strip(), tuple(axes), fixed, settings.get("model", "om"),
+                     tuple(float(w) for w in settings.get("weights", DEFAULT_WEIGHTS)),
+                     settings.get("memory_unit", "bytes"))
+
+
+def workload_specs(workload: Workload, catalog: Catalog,
+                   overrides: dict[str, Any] | None = None) -> list[tuple[ChartSpec,
+                                                                          ContinuousQuery]]:
+    """Every query's chart spec; ``overrides`` (from the command line) beat the file."""
+    from optimizer.logical import parse_query
+    from catalog.errors import CqoptError
+
+    out = []
+    for wq in workload.queries:
+        try:
+            query = parse_query(wq.sql, catalog)
+        except CqoptError as err:
+            raise WorkloadError(f"{workload.source}: query {wq.name}: {err}") from None
+        settings = {**workload.defaults, **wq.options,
+                    **{k: v for k, v in (overrides or {}).items() if v is not None}}
+        out.append((make_spec(wq.name, wq.sql, query, catalog, settings,
+                              f"{workload.source}: "), query))
+    return out

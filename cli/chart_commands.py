@@ -1,0 +1,144 @@
+"""``cqopt build``, ``cqopt choose`` and ``cqopt show``: charts from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from catalog import load_catalog
+from catalog.errors import CqoptError
+from optimizer.statistics import check_value, split_name
+from optimizer.workload import load_workload
+
+
+def parse_stat(text: str) -> tuple[str, float]:
+    """``NAME=VALUE`` of ``--stat``, checked."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise CqoptError(f"--stat {text!r}: expected NAME=VALUE, e.g. rate.TCP=500")
+    split_name(name)
+    return name, check_value(name, value)
+
+
+def parse_weights(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        weights = [float(w) for w in text.split(",")]
+    except ValueError:
+        raise CqoptError(f"--weights {text!r}: expected WR,WM or WR,WM,WC numbers, "
+                         "e.g. 0.4,0.6") from None
+    if len(weights) not in (2, 3) or any(not (w >= 0) for w in weights):
+        raise CqoptError(f"--weights {text!r}: expected two or three non-negative numbers")
+    return weights
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from charts.build import build_local
+    from charts.spec import workload_specs
+    from charts.store import check_writable, write_chart_set
+
+    out = Path(args.out)
+    check_writable(out, args.force)  # before any work
+    catalog = load_catalog(args.catalog)
+    workload = load_workload(args.workload)
+    overrides = {"k": args.k, "model": args.model, "weights": parse_weights(args.weights)}
+    if args.k is not None and args.k < 1:
+        raise CqoptError(f"--k {args.k}: needs a whole number >= 1")
+    specs = [spec for spec, _ in workload_specs(workload, catalog, overrides)]
+    start = time.perf_counter()
+    if args.engine == "local":
+        charts = build_local(specs, catalog, progress=not args.quiet)
+        extra = {"engine": "local"}
+    else:
+        from charts.spark_build import build_spark
+
+        charts = build_spark(specs, catalog, master=args.master, progress=not args.quiet)
+        extra = {"engine": "spark", "master": args.master}
+    write_chart_set(out, charts, catalog, force=args.force, engine=extra.pop("engine"),
+                    extra=extra)
+    total = time.perf_counter() - start
+    print(f"{'query':<16} {'plans':>5} {'cells':>9} {'plans used':>10} {'seconds':>8}")
+    for chart in charts:
+        print(f"{chart.spec.name:<16} {len(chart.plan_ids):5d} {chart.spec.n_cells:9d} "
+              f"{chart.plans_used:10d} {chart.seconds:8.2f}")
+    print(f"wrote {out} ({len(charts)} charts, {args.engine} engine, {total:.1f} s)")
+    return 0
+
+
+def cmd_choose(args: argparse.Namespace) -> int:
+    import charts
+
+    chart_set = charts.load(args.charts)
+    stats = dict(parse_stat(s) for s in args.stat or [])
+    choice = chart_set.choose(args.query, stats)
+    if args.json:
+        print(json.dumps({"query": args.query, "plan": choice.plan_id, "cell": list(choice.cell),
+                          "clamped": list(choice.clamped)}, ensure_ascii=False))
+        return 0
+    print(f"{args.query}: plan {choice.plan_id}, cell {choice.cell}")
+    if choice.clamped:
+        print(f"clamped to the chart's edge: {', '.join(choice.clamped)}")
+    print(choice.plan.explain())
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    import charts
+    from charts.diagram import plan_diagram
+
+    chart_set = charts.load(args.charts)
+    at = dict(parse_stat(s) for s in args.at or [])
+    out = plan_diagram(chart_set[args.query], args.out, at=at)
+    print(f"wrote {out}")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser(
+        "build", help="build the plan charts of a workload (a Spark batch job)",
+        description="Cost every candidate plan of every workload query at the centroid of "
+                    "every chart region and store the cheapest, as a chart set directory "
+                    "(manifest.json + Parquet). Runs on Spark (--master, default local[*]) "
+                    "or in this process (--engine local).")
+    p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
+    p.add_argument("--workload", required=True, help="workload (TOML) of named queries")
+    p.add_argument("--out", required=True, metavar="DIR", help="chart set directory to write")
+    p.add_argument("--k", type=int, help="regions per axis, for every query (default: the "
+                                         "workload's, else 10)")
+    p.add_argument("--model", choices=["om", "pipes"], help="cost model (default: the "
+                                                             "workload's, else om)")
+    p.add_argument("--weights", metavar="WR,WM[,WC]",
+                   help="utility weights (default: the workload's, else 0.4,0.6)")
+    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    p.add_argument("--engine", choices=["spark", "local"], default="spark",
+                   help="spark (default) or local: the same kernel in this process")
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(run=cmd_build)
+
+    p = sub.add_parser(
+        "choose", help="look up the chart's plan for given statistics",
+        description="Load a chart set and print the plan its chart holds for the given "
+                    "statistics; values outside the chart are clamped to its edge and "
+                    "reported.")
+    p.add_argument("--charts", required=True, metavar="DIR", help="chart set directory")
+    p.add_argument("--query", required=True, metavar="NAME", help="query name")
+    p.add_argument("--stat", action="append", metavar="NAME=VALUE",
+                   help="a statistic, e.g. rate.TCP=500 (repeat for each chart axis)")
+    p.add_argument("--json", action="store_true",
+                   help="print {query, plan, cell, clamped} as JSON")
+    p.set_defaults(run=cmd_choose)
+
+    p = sub.add_parser(
+        "show", help="draw a query's plan diagram (PNG)",
+        description="Draw the plan diagram of one query: every region coloured by its plan, "
+                    "with a legend; charts of 3 or more axes as 2-D slices.")
+    p.add_argument("--charts", required=True, metavar="DIR", help="chart set directory")
+    p.add_argument("--query", required=True, metavar="NAME", help="query name")
+    p.add_argument("--out", required=True, metavar="FILE.png", help="image to write")
+    p.add_argument("--at", action="append", metavar="NAME=VALUE",
+                   help="for 3+ axes: slice at this value of an axis beyond the first two")
+    p.set_defaults(run=cmd_show)

@@ -1,0 +1,131 @@
+"""Benchmark: run-time plan lookup from a loaded chart set.
+
+Prints, for a 2-D chart (the OM paper's Q1), a 3-D chart (its Q2) and a 4-D
+chart (a 4-stream chain join):
+
+- ``choose()`` latency: the median per call over batches of calls, and the
+  p99 of single calls timed one by one (timer overhead subtracted);
+- ``choose_many()`` lookups per second over 10^6 random statistics;
+- the ratio to re-optimizing from scratch per call: enumerating and costing
+  every candidate plan at the statistics, then taking the argmin (for the
+  4-stream join), in the same process.
+
+    python scripts/bench_lookup.py [--k 10] [--calls 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import charts
+from catalog import Catalog, load_catalog
+from charts.build import build_local
+from charts.spec import workload_specs
+from charts.store import write_chart_set
+from costmodel import Utility, make_model, plan_utilities
+from optimizer.enumerate import enumerate_plans
+from optimizer.logical import parse_query
+from optimizer.workload import workload_from_dict
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CHAIN4 = ("SELECT * FROM TCP, UDP, SF, WEB WHERE TCP.src_host = UDP.dest_host "
+          "AND UDP.src_host = SF.dest_host AND SF.src_host = WEB.dest_host WINDOW [1]")
+
+
+def catalog_with_web() -> Catalog:
+    data = load_catalog(EXAMPLES / "dec-pkt.toml").to_dict()
+    data["streams"]["WEB"] = {**data["streams"]["SF"], "rate": [20, 300]}
+    return Catalog.from_dict(data)
+
+
+def random_stats(chart, n: int, rng) -> list[dict[str, float]]:
+    cols = {a.statistic: rng.uniform(a.lo, a.hi, n) for a in chart.spec.axes}
+    return [{k: float(v[i]) for k, v in cols.items()} for i in range(n)]
+
+
+def time_choose(cs, name: str, points: list[dict[str, float]], batch: int = 1000):
+    choose = cs.choose
+    per_batch = []
+    for lo in range(0, len(points), batch):
+        chunk = points[lo:lo + batch]
+        start = time.perf_counter()
+        for p in chunk:
+            choose(name, p)
+        per_batch.append((time.perf_counter() - start) / len(chunk))
+    clock = time.perf_counter_ns
+    empty = []
+    for _ in range(20000):
+        a = clock()
+        empty.append(clock() - a)
+    overhead = statistics.median(empty)
+    single = []
+    for p in points[:50000]:
+        a = clock()
+        choose(name, p)
+        single.append(clock() - a - overhead)
+    return statistics.median(per_batch) * 1e6, float(np.percentile(single, 99)) / 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--k", type=int, default=10, help="regions per axis")
+    parser.add_argument("--calls", type=int, default=200_000, help="choose() calls per chart")
+    parser.add_argument("--many", type=int, default=1_000_000, help="rows for choose_many")
+    args = parser.parse_args()
+    catalog = catalog_with_web()
+    workload = workload_from_dict({"defaults": {"k": args.k}, "query": [
+        {"name": "Q1", "sql": "SELECT TCP.src_host, TCP.dest_host FROM TCP "
+                              "WHERE TCP.dest_host = 2 WINDOW [1]"},
+        {"name": "Q2", "sql": "SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
+                              "AND UDP.dest_host = SF.dest_host WINDOW [1]",
+         "fixed": {"jsel.TCP.UDP": 0.001, "jsel.SF.UDP": 0.001, "jsel.SF.TCP": 0.001}},
+        {"name": "J4", "sql": CHAIN4},
+    ]})
+    specs = [s for s, _ in workload_specs(workload, catalog)]
+    out = Path(tempfile.mkdtemp()) / "charts"
+    write_chart_set(out, build_local(specs, catalog, progress=False), catalog)
+    cs = charts.load(out)
+    rng = np.random.default_rng(0)
+    print(f"{'chart':6} {'axes':>4} {'cells':>7} {'choose median µs':>17} {'p99 µs':>7} "
+          f"{'choose_many /s':>15}")
+    medians = {}
+    for name in ("Q1", "Q2", "J4"):
+        chart = cs[name]
+        points = random_stats(chart, args.calls, rng)
+        time_choose(cs, name, points[:20000])  # warm-up
+        median, p99 = time_choose(cs, name, points)
+        medians[name] = median
+        many = {a.statistic: rng.uniform(a.lo, a.hi, args.many) for a in chart.spec.axes}
+        runs = []
+        for _ in range(5):
+            start = time.perf_counter()
+            cs.choose_many(name, many)
+            runs.append(time.perf_counter() - start)
+        print(f"{name:6} {len(chart.spec.axes):4d} {chart.spec.n_cells:7d} {median:17.2f} "
+              f"{p99:7.2f} {args.many / statistics.median(runs):15.3e}")
+
+    # Re-optimizing from scratch per call: enumerate and cost every plan, take the argmin.
+    spec = cs["J4"].spec
+    model, utility = make_model(spec.model, catalog), Utility.from_weights(spec.weights)
+    query = parse_query(spec.sql, catalog)
+    points = random_stats(cs["J4"], 300, rng)
+    times = []
+    for p in points:
+        start = time.perf_counter()
+        plans = enumerate_plans(query)
+        scores = plan_utilities(model, utility, plans, {**spec.fixed, **p})
+        plans[int(np.argmin(scores))]
+        times.append(time.perf_counter() - start)
+    reopt = statistics.median(times) * 1e6
+    print(f"\nre-optimizing J4 per call ({len(enumerate_plans(query))} plans): median "
+          f"{reopt:.0f} µs; chart lookup {medians['J4']:.2f} µs; ratio {reopt / medians['J4']:.0f}x")
+
+
+if __name__ == "__main__":
+    main()

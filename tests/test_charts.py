@@ -1,0 +1,321 @@
+"""Charts: specs, the local build, the on-disk format, lookups, diagrams, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import charts
+from catalog import load_catalog
+from charts.build import ChartContext, build_local
+from charts.spec import Axis, ChartSpec, default_axes, make_spec, workload_specs
+from charts.store import ChartSetError, write_chart_set
+from cli.main import main
+from costmodel import Utility, make_model
+from optimizer.errors import QueryError, WorkloadError
+from optimizer.logical import parse_query
+from optimizer.workload import load_workload, workload_from_dict
+
+from conftest import EXAMPLES, ROOT
+
+DEC = EXAMPLES / "dec-pkt.toml"
+WORKLOAD = EXAMPLES / "workload.toml"
+
+
+@pytest.fixture(scope="module")
+def dec():
+    return load_catalog(DEC)
+
+
+@pytest.fixture(scope="module")
+def specs(dec):
+    return [s for s, _ in workload_specs(load_workload(WORKLOAD), dec, {"k": 8})]
+
+
+@pytest.fixture(scope="module")
+def chart_dir(tmp_path_factory, specs, dec):
+    out = tmp_path_factory.mktemp("charts") / "set"
+    write_chart_set(out, build_local(specs, dec, progress=False), dec)
+    return out
+
+
+def test_default_axes_follow_the_paper(dec):
+    q1 = parse_query("SELECT TCP.src_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]", dec)
+    assert default_axes(q1) == ["sel.TCP", "rate.TCP"]
+    q0 = parse_query("SELECT TCP.src_host FROM TCP WINDOW [1]", dec)
+    assert default_axes(q0) == ["rate.TCP"]
+    q2 = parse_query("SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host "
+                     "AND TCP.bytes > 3 WINDOW [1]", dec)
+    assert default_axes(q2) == ["rate.TCP", "rate.UDP"]
+    spec = make_spec("q", "x", q2, dec, {})
+    assert spec.fixed == {"sel.TCP": 0.5, "jsel.TCP.UDP": 0.5}
+    assert spec.axes[0] == Axis("rate.TCP", 100.0, 1000.0, 10)
+
+
+def test_partition_boundaries_include_lo():
+    ax = Axis("rate.S", 100.0, 1000.0, 9)
+    assert ax.edges()[0] == 100.0 and ax.edges()[-1] == pytest.approx(1000.0)
+    np.testing.assert_allclose(np.diff(ax.edges()), 100.0)
+    idx, clamped = ax.cells(np.array([100.0, 199.9, 200.0, 1000.0, 50.0]))
+    assert idx.tolist() == [0, 0, 1, 8, 0] and clamped.tolist() == [False] * 4 + [True]
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    ({"axes": ["rate.XYZ"]}, "not one this query depends on"),
+    ({"ranges": {"jsel.TCP.UDP": [0, 0.5]}}, "not an axis"),
+    ({"fixed": {"rate.TCP": 3}}, "both an axis and fixed"),
+    ({"axes": ["rate.TCP", "rate.TCP"]}, "named twice"),
+    ({"axes": ["jsel.TCP.UDP"], "ranges": {"jsel.TCP.UDP": [0, 2]}}, "[0, 1]"),
+])
+def test_bad_chart_settings(dec, settings, fragment):
+    q = parse_query("SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host WINDOW [1]", dec)
+    with pytest.raises(WorkloadError) as info:
+        make_spec("q", "x", q, dec, settings)
+    assert fragment in str(info.value)
+
+
+def test_local_build_is_the_argmin_at_each_centroid(dec, specs):
+    for spec, chart in zip(specs, build_local(specs, dec, progress=False)):
+        context = ChartContext(spec, dec)
+        model = make_model(spec.model, dec, spec.memory_unit)
+        utility = Utility.from_weights(spec.weights)
+        assert list(chart.plan_ids) == sorted(chart.plan_ids)
+        for cell in [0, spec.n_cells // 3, spec.n_cells - 1]:
+            stats = spec.centroid_stats(np.array([cell]))
+            scores = [float(np.ravel(utility(model.cost(p, stats)))[0]) for p in context.plans]
+            assert chart.plan_index.ravel()[cell] == int(np.argmin(scores))
+            assert chart.cost.ravel()[cell] == pytest.approx(min(scores))
+
+
+def test_ties_go_to_the_smallest_plan_id(dec):
+    # A query with no selection: both plans are one; a projection-only pair of
+    # candidates does not exist, so force equal costs with zero weights on memory.
+    spec = ChartSpec("t", "SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host WINDOW [1]",
+                     (Axis("rate.TCP", 100, 200, 2),), {"rate.UDP": 100.0, "jsel.TCP.UDP": 0.1})
+    chart = build_local([spec], dec, progress=False)[0]
+    assert chart.plan_index.tolist() == [0, 0]
+
+
+def test_chart_set_round_trip_and_choose(chart_dir, specs):
+    cs = charts.load(chart_dir)
+    assert set(cs.charts) == {"Q1", "Q2"}
+    manifest = json.loads((chart_dir / "manifest.json").read_text())
+    assert manifest["format_version"] == 1 and manifest["catalog_fingerprint"]
+    q1 = manifest["queries"]["Q1"]
+    assert {"sql", "plans", "axes", "fixed", "data", "sha256", "model", "weights",
+            "memory_unit"} <= set(q1)
+    low = cs.choose("Q1", {"sel.TCP": 0.02, "rate.TCP": 500})
+    high = cs.choose("Q1", {"sel.TCP": 0.98, "rate.TCP": 500})
+    assert (low.plan_id, high.plan_id) == ("TCP[σπ]", "TCP[πσ]")
+    assert low.clamped == () and low.cell == (0, 3)  # (500 - 100) / 900 · 8 = 3.6
+    edge = cs.choose("Q1", {"sel.TCP": 1.0, "rate.TCP": 1000.0})
+    assert edge.cell == (7, 7) and edge.clamped == ()
+
+
+def test_choose_clamps_and_rejects(chart_dir):
+    cs = charts.load(chart_dir)
+    c = cs.choose("Q2", {"rate.TCP": 5, "rate.UDP": 10_000, "rate.SF": 300})
+    assert c.cell[:2] == (0, 7) and set(c.clamped) == {"rate.TCP", "rate.UDP"}
+    for bad, fragment in [({"rate.TCP": float("nan")}, "NaN"),
+                          ({"rate.TCP": -1}, ">= 0"),
+                          ({"rate.TCP": float("inf")}, "finite")]:
+        with pytest.raises(QueryError, match=fragment):
+            cs.choose("Q2", {"rate.UDP": 100, "rate.SF": 100, **bad})
+    with pytest.raises(QueryError, match=r"\[0, 1\]"):
+        cs.choose("Q1", {"sel.TCP": 1.2, "rate.TCP": 100})
+    with pytest.raises(ChartSetError, match="rate.SF is missing"):
+        cs.choose("Q2", {"rate.TCP": 100, "rate.UDP": 100})
+    with pytest.raises(ChartSetError, match="did you mean 'Q1'"):
+        cs.choose("Q11", {})
+
+
+def test_choose_many_equals_choose(chart_dir):
+    cs = charts.load(chart_dir)
+    rng = np.random.default_rng(3)
+    stats = {"rate.TCP": rng.uniform(0, 1200, 500), "rate.UDP": rng.uniform(50, 600, 500),
+             "rate.SF": rng.uniform(0, 700, 500)}
+    many = cs.choose_many("Q2", stats)
+    for i in range(0, 500, 7):
+        one = cs.choose("Q2", {k: v[i] for k, v in stats.items()})
+        assert many.plan_ids[i] == one.plan_id
+        assert tuple(many.cells[i]) == one.cell
+        assert bool(many.clamped[i]) == bool(one.clamped)
+    with pytest.raises(ChartSetError, match="row 3"):
+        cs.choose_many("Q2", {**stats, "rate.SF": np.r_[1.0, 2.0, 3.0, -4.0]})
+
+
+def test_concurrent_readers_agree(chart_dir):
+    cs = charts.load(chart_dir)
+    rng = np.random.default_rng(5)
+    points = [{"sel.TCP": s, "rate.TCP": r}
+              for s, r in zip(rng.uniform(0, 1, 2000), rng.uniform(100, 1000, 2000))]
+    expected = [cs.choose("Q1", p).plan_id for p in points]
+    results, errors = {}, []
+
+    def reader(n):
+        try:
+            results[n] = [cs.choose("Q1", p).plan_id for p in points]
+        except Exception as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=reader, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and all(r == expected for r in results.values())
+
+
+def test_staleness(chart_dir, dec):
+    cs = charts.load(chart_dir)
+    assert not cs.check(dec).stale
+    data = dec.to_dict()
+    data["operators"]["equi_join"] = 1000
+    from catalog import Catalog
+    report = cs.check(Catalog.from_dict(data))
+    assert report.stale and "rebuild" in str(report)
+
+
+def test_load_rejects_damaged_and_foreign_directories(chart_dir, tmp_path):
+    import shutil
+    with pytest.raises(ChartSetError, match="no such chart set"):
+        charts.load(tmp_path / "absent")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ChartSetError, match="no manifest.json"):
+        charts.load(tmp_path / "empty")
+    damaged = tmp_path / "damaged"
+    shutil.copytree(chart_dir, damaged)
+    with open(damaged / "Q1.parquet", "r+b") as f:
+        f.seek(40)
+        f.write(b"\x00\x01\x02")
+    with pytest.raises(ChartSetError, match="Q1.parquet: damaged: its sha256"):
+        charts.load(damaged)
+    (damaged / "Q1.parquet").unlink()
+    with pytest.raises(ChartSetError, match="data file Q1.parquet is missing"):
+        charts.load(damaged)
+    future = tmp_path / "future"
+    shutil.copytree(chart_dir, future)
+    manifest = json.loads((future / "manifest.json").read_text())
+    manifest["format_version"] = 99
+    (future / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ChartSetError, match="version 99"):
+        charts.load(future)
+    (future / "manifest.json").write_text('{"format": "something-else"}')
+    with pytest.raises(ChartSetError, match="not a cqopt chart set"):
+        charts.load(future)
+    (future / "manifest.json").write_text("{not json")
+    with pytest.raises(ChartSetError, match="not readable JSON"):
+        charts.load(future)
+
+
+class Boom(Exception):
+    pass
+
+
+def test_failed_write_leaves_nothing_and_keeps_the_old_set(chart_dir, dec, specs, tmp_path,
+                                                           monkeypatch):
+    import shutil
+    out = tmp_path / "set"
+    shutil.copytree(chart_dir, out)
+    before = sorted(p.name for p in out.iterdir())
+    built = build_local(specs, dec, progress=False)
+    with pytest.raises(ChartSetError, match="--force"):
+        write_chart_set(out, built, dec)
+
+    def explode(*args, **kwargs):
+        raise Boom("disk full")
+
+    monkeypatch.setattr("charts.store.json.dump", explode)
+    with pytest.raises(Boom):
+        write_chart_set(out, built, dec, force=True)
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["set"]  # no temporary left behind
+    charts.load(out)
+    monkeypatch.undo()
+    with pytest.raises(Boom):
+        monkeypatch.setattr("charts.store.pq.write_table", explode)
+        write_chart_set(tmp_path / "fresh", built, dec)
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_killed_build_leaves_no_partial_chart_set(tmp_path):
+    """A build killed mid-way leaves no directory at --out."""
+    out = tmp_path / "set"
+    code = ("import sys, os, signal; import charts.store as s\n"
+            "real = s.pq.write_table\n"
+            "def slow(*a, **k):\n"
+            "    real(*a, **k); os.kill(os.getpid(), signal.SIGKILL)\n"
+            "s.pq.write_table = slow\n"
+            "from cli.main import main\n"
+            f"main(['build', '--catalog', {str(DEC)!r}, '--workload', {str(WORKLOAD)!r}, "
+            f"'--out', {str(out)!r}, '--engine', 'local', '--quiet'])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode != 0
+    assert not out.exists()
+
+
+def test_runtime_api_imports_neither_spark_nor_matplotlib(chart_dir):
+    code = ("import sys, charts\n"
+            f"cs = charts.load({str(chart_dir)!r})\n"
+            "cs.choose('Q1', {'sel.TCP': 0.5, 'rate.TCP': 300})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('pyspark', 'matplotlib', 'py4j')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_diagram_2d_and_sliced_3d(chart_dir, tmp_path):
+    from charts.diagram import plan_diagram, slice_points
+    cs = charts.load(chart_dir)
+    assert len(slice_points(cs["Q2"])) == 4
+    assert slice_points(cs["Q2"], {"rate.SF": 480}) == [{"rate.SF": 7}]
+    for name in ("Q1", "Q2"):
+        out = plan_diagram(cs[name], tmp_path / f"{name}.png")
+        assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_build_choose_show(tmp_path, capsys):
+    out = tmp_path / "set"
+    args = ["build", "--catalog", str(DEC), "--workload", str(WORKLOAD), "--out", str(out),
+            "--engine", "local", "--k", "5", "--quiet"]
+    assert main(args) == 0
+    summary = capsys.readouterr().out
+    assert "Q1" in summary and "wrote" in summary
+    assert main(args) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main([*args, "--force", "--weights", "0.9,0.1", "--model", "pipes"]) == 0
+    capsys.readouterr()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["queries"]["Q1"]["model"] == "pipes"
+    assert manifest["queries"]["Q1"]["weights"] == [0.9, 0.1]
+    assert main(["choose", "--charts", str(out), "--query", "Q1", "--stat", "sel.TCP=0.1",
+                 "--stat", "rate.TCP=5000", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert answer["query"] == "Q1" and answer["clamped"] == ["rate.TCP"]
+    assert answer["cell"] == [0, 4] and answer["plan"]
+    assert main(["choose", "--charts", str(out), "--query", "Q1", "--stat", "sel.TCP"]) == 2
+    assert "NAME=VALUE" in capsys.readouterr().err
+    assert main(["show", "--charts", str(out), "--query", "Q2", "--out",
+                 str(tmp_path / "q2.png")]) == 0
+    assert (tmp_path / "q2.png").exists()
+    assert main(["build", "--catalog", str(DEC), "--workload", str(WORKLOAD), "--out",
+                 str(tmp_path / "x"), "--weights", "a,b", "--engine", "local"]) == 2
+
+
+def test_workload_overrides_reach_the_spec(dec):
+    w = workload_from_dict({"defaults": {"k": 4, "model": "pipes"}, "query": [
+        {"name": "a", "sql": "SELECT TCP.src_host FROM TCP WHERE TCP.bytes > 100 WINDOW [2]",
+         "k": 6, "ranges": {"rate.TCP": [200, 300]}}]})
+    (spec, _), = workload_specs(w, dec)
+    assert spec.shape == (6, 6) and spec.model == "pipes"
+    assert spec.axes[1] == Axis("rate.TCP", 200.0, 300.0, 6)
+    (spec, _), = workload_specs(w, dec, {"k": 3})
+    assert spec.shape == (3, 3)
