@@ -13,10 +13,13 @@ import textwrap
 from collections.abc import Sequence
 
 from catalog import load_catalog
-from cli import chart_commands
 from catalog.errors import CqoptError
+from cli import chart_commands
+from cli.chart_commands import parse_stat, parse_weights
+from costmodel import DEFAULT_WEIGHTS, Utility, make_model
 from optimizer.enumerate import enumerate_plans
 from optimizer.logical import ContinuousQuery, parse_query
+from optimizer.statistics import DEFAULT_SELECTIVITY, default_value
 from optimizer.workload import load_workload
 
 EXIT_USAGE = 2
@@ -39,17 +42,52 @@ def _queries(args: argparse.Namespace, catalog) -> list[tuple[str, ContinuousQue
     return out
 
 
+def _statistics(query: ContinuousQuery, given: dict[str, float], catalog
+                ) -> dict[str, tuple[float, bool]]:
+    """Every statistic of ``query``: (value, whether it is the documented default)."""
+    return {name: (given[name], False) if name in given
+            else (default_value(name, catalog), True) for name in query.statistics}
+
+
+def _costs(query, plans, stats, model, utility) -> list[dict[str, float]]:
+    values = {name: value for name, (value, _) in stats.items()}
+    out = []
+    for plan in plans:
+        cost = model.cost(plan, values)
+        out.append({"rate": float(cost.rate), "memory": float(cost.memory),
+                    "cpu": float(cost.cpu), "utility": float(utility(cost))})
+    return out
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog)
     queries = _queries(args, catalog)
-    plans = {name: enumerate_plans(q, catalog=catalog) for name, q in queries}
+    given = dict(parse_stat(s) for s in args.stat or [])
+    unused = set(given) - {s for _, q in queries for s in q.statistics}
+    if unused:
+        raise CqoptError(f"--stat {', '.join(sorted(unused))}: no query here depends on it; "
+                         "the statistics are " + ", ".join(
+                             dict.fromkeys(s for _, q in queries for s in q.statistics)))
+    model = make_model(args.model, catalog)
+    utility = Utility.from_weights(parse_weights(args.weights) or DEFAULT_WEIGHTS)
+    objects = []
+    for name, q in queries:
+        plans = enumerate_plans(q, catalog=catalog)
+        stats = _statistics(q, given, catalog)
+        costs = _costs(q, plans, stats, model, utility)
+        chosen = plans[min(range(len(plans)), key=lambda i: (costs[i]["utility"], plans[i].id))]
+        objects.append({"name": name, "query": q.to_dict(), "model": model.name,
+                        "weights": [utility.w_r, utility.w_m, utility.w_c],
+                        "statistics": {s: {"value": v, "default": d}
+                                       for s, (v, d) in stats.items()},
+                        "plans": [{"id": p.id, "tree": p.explain(), "cost": c}
+                                  for p, c in zip(plans, costs)],
+                        "chosen": chosen.id})
     if args.json:
-        objects = [{"name": name, "query": q.to_dict(),
-                    "plans": [{"id": p.id, "tree": p.explain()} for p in plans[name]]}
-                   for name, q in queries]
-        print(json.dumps(objects[0] if len(objects) == 1 else {"queries": objects}, indent=2))
+        print(json.dumps(objects[0] if len(objects) == 1 else {"queries": objects}, indent=2,
+                         ensure_ascii=False))
         return 0
-    for i, (name, q) in enumerate(queries):
+    for i, ((name, q), obj) in enumerate(zip(queries, objects)):
         if i:
             print()
         print(f"== {name}")
@@ -57,10 +95,21 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print()
         print(q.describe())
         print()
-        print(f"Candidate plans ({len(plans[name])}):")
-        for number, plan in enumerate(plans[name], 1):
-            print(f"  {number}. {plan.id}")
-            print(textwrap.indent(plan.explain(), "     "))
+        stats = ", ".join(f"{s}={v['value']:g}" + (" (default)" if v["default"] else "")
+                          for s, v in obj["statistics"].items())
+        print(f"Costed with the {model.name.upper()} model, weights "
+              f"({utility.w_r:g}, {utility.w_m:g}), at {stats}")
+        print("  (defaults: the middle of the catalog's range for a rate, "
+              f"{DEFAULT_SELECTIVITY} for a selectivity)")
+        print()
+        print(f"Candidate plans ({len(obj['plans'])}):")
+        for number, plan in enumerate(obj["plans"], 1):
+            c = plan["cost"]
+            mark = "  <- cheapest" if plan["id"] == obj["chosen"] else ""
+            print(f"  {number}. {plan['id']}  rate {c['rate']:.4g}/s  memory "
+                  f"{c['memory']:.4g} B  cpu {c['cpu']:.3g} s/s  utility {c['utility']:.6g}"
+                  f"{mark}")
+            print(textwrap.indent(plan["tree"], "     "))
     return 0
 
 
@@ -87,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "the statistics its cost depends on; then every candidate plan (OM's "
                     "heuristics) with its id and operator tree.")
     _add_query_source(p)
+    p.add_argument("--stat", action="append", metavar="NAME=VALUE",
+                   help="a statistic to cost the plans at, e.g. rate.TCP=500 or sel.TCP=0.3 "
+                        "(repeatable; others take their defaults)")
+    p.add_argument("--model", choices=["om", "pipes"], default="om",
+                   help="cost model (default om)")
+    p.add_argument("--weights", metavar="WR,WM[,WC]", help="utility weights (default 0.4,0.6)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=cmd_explain)
     chart_commands.add_parsers(sub)

@@ -66,3 +66,36 @@ def test_help_and_console_script():
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
     assert ci in (ROOT / "README.md").read_text()
+
+
+def test_explain_costs_every_plan_and_marks_the_cheapest(capsys):
+    assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD, "--query", "Q1",
+                 "--stat", "rate.TCP=500", "--stat", "sel.TCP=0.05", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [p["id"] for p in data["plans"]] == ["TCP[σπ]", "TCP[πσ]"]
+    for plan in data["plans"]:
+        assert set(plan["cost"]) == {"rate", "memory", "cpu", "utility"}
+        assert plan["cost"]["rate"] == pytest.approx(25.0)
+    cheapest = min(data["plans"], key=lambda p: p["cost"]["utility"])
+    assert data["chosen"] == cheapest["id"] == "TCP[σπ]"  # low selectivity: select first
+    assert data["statistics"]["sel.TCP"] == {"value": 0.05, "default": False}
+
+
+def test_explain_defaults_are_listed(capsys):
+    assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD, "--query", "Q2",
+                 "--model", "pipes", "--weights", "0.5,0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "rate.TCP=550 (default)" in out and "jsel.TCP.UDP=0.5 (default)" in out
+    assert out.count("<- cheapest") == 1 and "PIPES model" in out
+
+
+@pytest.mark.parametrize("stat, fragment", [
+    ("rate.XYZ=3", "no query here depends on it"),
+    ("sel.TCP=2", "[0, 1]"),
+    ("rate.TCP=-1", ">= 0"),
+    ("rate.TCP", "NAME=VALUE"),
+    ("bogus=1", "malformed statistic name"),
+])
+def test_explain_bad_stats(capsys, stat, fragment):
+    assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD, "--stat", stat]) == 2
+    assert fragment in capsys.readouterr().err
