@@ -1,0 +1,168 @@
+"""Estimating next round's statistics from the rounds observed so far.
+
+- :class:`DecayMean` is OM's estimator (seed 001, section 4.3): the mean of
+  the last d observations weighted by ``G(r) = e^{−a·r}``, r = 0 for the most
+  recent, ``x_e = Σ F(R−r)·G(r) / Σ G(r)``. We read "the previous d values"
+  as d observations, r = 0..d−1 (the paper's sum runs to d, one more).
+- :class:`LastValue` and :class:`EWMA` are the usual alternatives.
+- :class:`ThresholdHistogram` is the join-selectivity estimator: it keeps a
+  histogram of recent observations and re-estimates (the centre of the
+  fullest bin, a robust mode) only when an observation leaves the current
+  estimate by more than a relative threshold. The paper builds its
+  histograms over join-key values (Poosala); per-round statistics carry the
+  observed selectivity, not the keys, so the histogram here is over those.
+
+Every estimator skips NaN observations (a round without tuples says
+nothing about a selectivity) and estimates ``None`` before its first one.
+:func:`decay_weighted_means` is the same estimate as :class:`DecayMean` for a
+whole series at once.
+
+>>> est = DecayMean(d=3, decay=0.5)
+>>> for x in (1.0, 2.0, 4.0):
+...     est.observe(x)
+>>> round(est.estimate(), 4)  # (4 + 2·e^-0.5 + 1·e^-1) / (1 + e^-0.5 + e^-1)
+2.8266
+>>> decay_weighted_means(np.array([1.0, 2.0, 4.0]), d=3, decay=0.5).round(4).tolist()
+[nan, 1.0, 1.6225, 2.8266]
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Protocol
+
+import numpy as np
+
+
+class Estimator(Protocol):
+    def observe(self, value: float) -> None: ...
+
+    def estimate(self) -> float | None: ...
+
+
+class DecayMean:
+    """OM's decay-weighted mean over the last ``d`` observations."""
+
+    def __init__(self, d: int = 5, decay: float = 0.5):
+        if d < 1 or decay < 0:
+            raise ValueError(f"need d >= 1 and decay >= 0, got d={d}, decay={decay}")
+        self.d = d
+        self.weights = np.exp(-decay * np.arange(d))  # weights[r], r = 0 newest
+        self.history: deque[float] = deque(maxlen=d)
+
+    def observe(self, value: float) -> None:
+        if not math.isnan(value):
+            self.history.append(value)
+
+    def estimate(self) -> float | None:
+        if not self.history:
+            return None
+        newest_first = list(reversed(self.history))
+        w = self.weights[:len(newest_first)]
+        return float(np.dot(newest_first, w) / w.sum())
+
+
+class LastValue:
+    """The last observation."""
+
+    def __init__(self):
+        self.last: float | None = None
+
+    def observe(self, value: float) -> None:
+        if not math.isnan(value):
+            self.last = value
+
+    def estimate(self) -> float | None:
+        return self.last
+
+
+class EWMA:
+    """Exponentially weighted moving average, ``e ← α·x + (1 − α)·e``."""
+
+    def __init__(self, alpha: float = 0.3):
+        if not 0 < alpha <= 1:
+            raise ValueError(f"alpha must lie in (0, 1], got {alpha}")
+        self.alpha = alpha
+        self.value: float | None = None
+
+    def observe(self, value: float) -> None:
+        if math.isnan(value):
+            return
+        self.value = value if self.value is None else \
+            self.alpha * value + (1 - self.alpha) * self.value
+
+    def estimate(self) -> float | None:
+        return self.value
+
+
+class ThresholdHistogram:
+    """A histogram of recent observations, re-read only when an observation strays.
+
+    >>> est = ThresholdHistogram(threshold=0.5)
+    >>> for x in (0.010, 0.011, 0.012):
+    ...     est.observe(x)
+    >>> est.estimate(), est.reestimates  # 0.011 and 0.012 stay within 50%
+    (0.01, 1)
+    >>> est.observe(0.05); est.reestimates
+    2
+    """
+
+    def __init__(self, window: int = 20, bins: int = 8, threshold: float = 0.2):
+        if window < 1 or bins < 1 or threshold < 0:
+            raise ValueError("need window >= 1, bins >= 1, threshold >= 0")
+        self.history: deque[float] = deque(maxlen=window)
+        self.bins = bins
+        self.threshold = threshold
+        self.value: float | None = None
+        self.reestimates = 0
+
+    def observe(self, value: float) -> None:
+        if math.isnan(value):
+            return
+        self.history.append(value)
+        if self.value is None or abs(value - self.value) > self.threshold * abs(self.value):
+            self.value = self._mode()
+            self.reestimates += 1
+
+    def _mode(self) -> float:
+        values = np.asarray(self.history)
+        if values.min() == values.max():
+            return float(values[0])
+        counts, edges = np.histogram(values, bins=self.bins)
+        i = int(np.argmax(counts))
+        return float((edges[i] + edges[i + 1]) / 2)
+
+    def estimate(self) -> float | None:
+        return self.value
+
+
+ESTIMATORS = {"decay": DecayMean, "last": LastValue, "ewma": EWMA}
+
+
+def make_estimator(kind: str, *, d: int = 5, decay: float = 0.5, alpha: float = 0.3):
+    """An estimator by name: ``decay`` (OM's), ``last`` or ``ewma``."""
+    if kind == "decay":
+        return DecayMean(d, decay)
+    if kind == "last":
+        return LastValue()
+    if kind == "ewma":
+        return EWMA(alpha)
+    raise ValueError(f"unknown estimator {kind!r} (expected decay, last or ewma)")
+
+
+def decay_weighted_means(series: np.ndarray, d: int = 5, decay: float = 0.5) -> np.ndarray:
+    """:class:`DecayMean`'s estimate before each round and after the last: length n + 1.
+
+    Entry t uses the observations of rounds < t (NaN skipped); NaN before any.
+    """
+    series = np.asarray(series, dtype=np.float64)
+    est = DecayMean(d, decay)
+    out = np.full(len(series) + 1, np.nan)
+    for t, x in enumerate(series):
+        e = est.estimate()
+        out[t] = np.nan if e is None else e
+        est.observe(x)
+    e = est.estimate()
+    out[-1] = np.nan if e is None else e
+    return out

@@ -1,0 +1,186 @@
+"""Fidelity: how often the chart's plan, chosen from estimated statistics, was optimal.
+
+For each round of observed statistics (from :mod:`charts.round_stats`):
+
+- the **estimated** plan: an :class:`~charts.runtime.AdaptiveQuery` estimates
+  the round from the rounds before it and looks the estimate up in the chart;
+- the **optimal** plan: every candidate costed exactly at the round's actual
+  statistics (the chart's model and weights); a round is a **hit** when the
+  chosen plan costs no more than the optimum (ties count as hits);
+- **regret** ``cost(chosen) / cost(optimal) − 1`` at the actual statistics;
+- **move** and **switch** as counted by the adaptive query.
+
+Baselines in the same run: **RAND** (a seeded random plan per round),
+**RATE** (one plan, the optimum at the mean statistics of the first d rounds,
+never switched) and **ORACLE-CHART** (the chart looked up at the actual
+statistics). Misses split into *estimation* misses (the oracle chart hit, the
+estimate did not) and *discretization* misses (even the oracle chart missed).
+
+Statistics a round does not define (a selectivity in a round without tuples)
+carry the last defined value forward; before the first, the chart's axis
+middle or fixed value. Statistics the trace does not give (the chart's fixed
+ones, e.g. join selectivities of a λ-λ chart that the trace lacks) keep the
+chart's fixed value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from catalog import Catalog
+from charts.build import ChartContext, build_local
+from charts.lookup import QueryChart
+from charts.runtime import AdaptiveQuery, Hysteresis
+from charts.spec import Axis, ChartSpec
+from costmodel import Utility, make_model, plan_utilities
+
+BASELINES = ("rand", "rate", "oracle_chart")
+
+
+@dataclass
+class Replay:
+    name: str
+    rounds: pd.DataFrame  # one row per round
+    summary: dict[str, Any]
+    plans: tuple[str, ...] = field(default=())
+
+
+def actual_statistics(chart: QueryChart, observed: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per statistic of the chart, one value per round (NaN carried forward)."""
+    out = {}
+    initial = {a.statistic: (a.lo + a.hi) / 2 for a in chart.spec.axes}
+    initial.update(chart.spec.fixed)
+    for name, first in initial.items():
+        if name in observed:
+            series = pd.Series(observed[name].to_numpy(dtype=np.float64))
+            out[name] = series.ffill().fillna(first).to_numpy()
+        else:
+            out[name] = np.full(len(observed), first)
+    return out
+
+
+def _outcome(utilities: np.ndarray, chosen: np.ndarray, best: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Hit and regret of the chosen plan index per round."""
+    t = np.arange(utilities.shape[1])
+    cost, optimum = utilities[chosen, t], utilities[best, t]
+    hit = cost <= optimum * (1 + 1e-12)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        regret = np.where(hit, 0.0, cost / optimum - 1.0)
+    return hit, regret
+
+
+def _changes(index: np.ndarray) -> int:
+    return int(np.count_nonzero(index[1:] != index[:-1]))
+
+
+def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFrame, *,
+           estimator: str = "decay", d: int = 5, decay: float = 0.5, seed: int = 0,
+           hysteresis: Hysteresis | None = None) -> Replay:
+    """Replay observed rounds through the chart and every baseline."""
+    spec = chart.spec
+    model = make_model(spec.model, catalog, spec.memory_unit)
+    utility = Utility.from_weights(spec.weights)
+    plans = list(chart.plans)
+    actual = actual_statistics(chart, observed)
+    n = len(observed)
+    utilities = plan_utilities(model, utility, plans, actual)
+    utilities = np.broadcast_to(utilities, (len(plans), n))
+    best = np.argmin(utilities, axis=0)
+
+    def cost(plan, stats):
+        return float(utility(model.cost(plan, stats)))
+
+    adaptive = AdaptiveQuery(chart, estimator=estimator, d=d, decay=decay,
+                             hysteresis=hysteresis, cost=cost if hysteresis else None)
+    position = {id(p): i for i, p in enumerate(plans)}
+    chosen = np.empty(n, dtype=np.intp)
+    moves = np.zeros(n, dtype=bool)
+    switches = np.zeros(n, dtype=bool)
+    estimates = {a.statistic: np.empty(n) for a in spec.axes}
+    for t in range(n):
+        outcome = adaptive.step({k: v[t] for k, v in actual.items()})
+        chosen[t] = position[id(outcome.plan)]
+        moves[t], switches[t] = outcome.move, outcome.switch
+        for k in estimates:
+            estimates[k][t] = outcome.estimate[k]
+    hit, regret = _outcome(utilities, chosen, best)
+
+    oracle = chart.choose_many({a.statistic: actual[a.statistic] for a in spec.axes})
+    oracle_hit, oracle_regret = _outcome(utilities, oracle.plan_index, best)
+    rand = np.random.default_rng(seed).integers(0, len(plans), n)
+    rand_hit, rand_regret = _outcome(utilities, rand, best)
+    first = {k: np.array([np.mean(v[:max(1, min(d, n))])]) for k, v in actual.items()}
+    rate_plan = int(np.argmin(plan_utilities(model, utility, plans, first)[:, 0]))
+    rate = np.full(n, rate_plan)
+    rate_hit, rate_regret = _outcome(utilities, rate, best)
+
+    ids = np.array([p.id for p in plans], dtype=object)
+    rounds = pd.DataFrame({
+        "round": observed["round"].to_numpy() if "round" in observed else np.arange(n),
+        "start": observed["start"].to_numpy() if "start" in observed else np.arange(n, float),
+        **{f"actual:{k}": v for k, v in actual.items()},
+        **{f"estimate:{k}": v for k, v in estimates.items()},
+        "plan": ids[chosen], "optimal": ids[best], "hit": hit, "regret": regret,
+        "move": moves, "switch": switches,
+        "oracle_plan": ids[oracle.plan_index], "oracle_hit": oracle_hit,
+        "rand_hit": rand_hit, "rate_hit": rate_hit,
+    })
+
+    def stats(h, r, index=None):
+        out = {"fidelity": float(np.mean(h)) if n else float("nan"),
+               "regret": float(np.mean(r)) if n else float("nan")}
+        if index is not None:
+            out["switches"] = _changes(index)
+        return out
+
+    summary = {
+        "rounds": n,
+        **stats(hit, regret),
+        "moves": int(moves.sum()),
+        "switches": int(switches.sum()),
+        "misses": {"estimation": int(np.sum(oracle_hit & ~hit)),
+                   "discretization": int(np.sum(~oracle_hit & ~hit))},
+        "baselines": {
+            "rand": stats(rand_hit, rand_regret, rand),
+            "rate": {**stats(rate_hit, rate_regret, rate), "plan": str(ids[rate_plan])},
+            "oracle_chart": {**stats(oracle_hit, oracle_regret, oracle.plan_index),
+                             "moves": _changes(np.ravel_multi_index(
+                                 oracle.cells.T, spec.shape))},
+        },
+    }
+    return Replay(name, rounds, summary, tuple(ids))
+
+
+def with_k(spec: ChartSpec, k: int) -> ChartSpec:
+    return replace(spec, axes=tuple(Axis(a.statistic, a.lo, a.hi, k) for a in spec.axes))
+
+
+def k_sweep(name: str, spec: ChartSpec, catalog: Catalog, observed: pd.DataFrame,
+            ks: list[int], **kwargs) -> pd.DataFrame:
+    """Fidelity, regret, moves, switches and plans stored, for charts of each k."""
+    rows = []
+    for k in ks:
+        spec_k = with_k(spec, k)
+        built = build_local([spec_k], catalog, progress=False)[0]
+        chart = QueryChart(spec_k, ChartContext(spec_k, catalog).plans, built.plan_index,
+                           built.cost)
+        result = replay(name, chart, catalog, observed, **kwargs).summary
+        rows.append({"k": k, "cells": spec_k.n_cells, "plans_used": built.plans_used,
+                     "fidelity": result["fidelity"], "regret": result["regret"],
+                     "moves": result["moves"], "switches": result["switches"],
+                     "oracle_fidelity": result["baselines"]["oracle_chart"]["fidelity"]})
+    return pd.DataFrame(rows)
+
+
+def fidelity_over_time(rounds: pd.DataFrame, bucket_s: float = 100.0) -> pd.DataFrame:
+    """Fidelity of the chart and every baseline per ``bucket_s`` of trace time."""
+    start = rounds["start"] - rounds["start"].min()
+    bucket = (start // bucket_s * bucket_s).rename("from")
+    cols = {"chart": "hit", "oracle_chart": "oracle_hit", "rand": "rand_hit", "rate": "rate_hit"}
+    return rounds[list(cols.values())].groupby(bucket).mean().rename(
+        columns={v: k for k, v in cols.items()}).reset_index()

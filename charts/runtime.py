@@ -1,0 +1,165 @@
+"""Run-time plan switching: OM's Algorithm 2, and a round-robin scheduler.
+
+An :class:`AdaptiveQuery` runs one query round by round: estimate the
+round's statistics from the rounds observed so far, look the estimate up in
+the chart, run the plan, observe the round's actual statistics, update the
+estimators. It counts **moves** (the estimate entered another region than
+the previous round's) and **switches** (the plan run differs from the
+previous round's). Before the first observation a statistic is estimated at
+the middle of its chart axis (or its fixed value).
+
+An optional :class:`Hysteresis` (off by default) keeps the current plan
+until the chart's new plan is cheaper by ``margin`` (relative utility at the
+estimate) for ``rounds`` rounds in a row.
+
+A :class:`RoundRobin` scheduler runs many adaptive queries fairly: a FIFO
+queue, each query runs one round and is re-queued at the back.
+
+>>> from types import SimpleNamespace as Plan
+>>> from charts.spec import Axis, ChartSpec
+>>> from charts.lookup import QueryChart
+>>> import numpy as np
+>>> spec = ChartSpec("q", "SELECT 1", (Axis("sel.S", 0.0, 1.0, 2),))
+>>> chart = QueryChart(spec, [Plan(id="A"), Plan(id="B")], np.array([0, 1]), np.zeros(2))
+>>> aq = AdaptiveQuery(chart, estimator="last")  # starts at sel.S = 0.5, the axis middle
+>>> [aq.step({"sel.S": s}).plan_id for s in (0.2, 0.9, 0.8, 0.1)]
+['B', 'A', 'B', 'B']
+>>> aq.moves, aq.switches
+(2, 2)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from charts.estimators import ThresholdHistogram, make_estimator
+from charts.lookup import QueryChart
+from optimizer.statistics import split_name
+
+
+@dataclass(frozen=True)
+class Hysteresis:
+    """Switch only when the new plan is cheaper by ``margin`` for ``rounds`` rounds."""
+
+    margin: float = 0.05
+    rounds: int = 3
+
+
+@dataclass(frozen=True)
+class RoundOutcome:
+    round: int
+    estimate: dict[str, float]  # the statistics the plan was chosen for
+    cell: tuple[int, ...]
+    plan: Any  # the plan run this round (a Plan, or whatever the chart holds)
+    plan_id: str
+    chart_plan_id: str  # what the chart said; differs from plan_id under hysteresis
+    move: bool
+    switch: bool
+
+
+class AdaptiveQuery:
+    """One continuous query switching plans at chart region boundaries."""
+
+    def __init__(self, chart: QueryChart, *, estimator: str = "decay", d: int = 5,
+                 decay: float = 0.5, jsel_threshold: float = 0.2,
+                 hysteresis: Hysteresis | None = None, cost: Callable | None = None):
+        self.chart = chart
+        self.hysteresis = hysteresis
+        self.cost = cost  # (plan, stats) -> utility, needed by the hysteresis only
+        if hysteresis and cost is None:
+            raise ValueError("hysteresis needs a cost function (plan, stats) -> utility")
+        self.estimators = {}
+        for name in self.statistics:
+            if split_name(name)[0] == "jsel":
+                self.estimators[name] = ThresholdHistogram(threshold=jsel_threshold)
+            else:
+                self.estimators[name] = make_estimator(estimator, d=d, decay=decay)
+        self.initial = {a.statistic: (a.lo + a.hi) / 2 for a in chart.spec.axes}
+        self.initial.update(chart.spec.fixed)
+        self.rounds = self.moves = self.switches = 0
+        self.cell: tuple[int, ...] | None = None
+        self.plan = None
+        self._pending = 0  # rounds the chart has preferred another plan (hysteresis)
+
+    @property
+    def statistics(self) -> tuple[str, ...]:
+        return tuple(a.statistic for a in self.chart.spec.axes) + tuple(self.chart.spec.fixed)
+
+    def estimate(self) -> dict[str, float]:
+        """The statistics expected for the next round."""
+        out = {}
+        for name, est in self.estimators.items():
+            value = est.estimate()
+            out[name] = self.initial[name] if value is None else value
+        return out
+
+    def choose(self) -> tuple[dict[str, float], Any]:
+        estimate = self.estimate()
+        return estimate, self.chart.choose(estimate)
+
+    def observe(self, actual: Mapping[str, float]) -> None:
+        for name, est in self.estimators.items():
+            if name in actual:
+                est.observe(float(actual[name]))
+
+    def step(self, actual: Mapping[str, float]) -> RoundOutcome:
+        """Algorithm 2: estimate, look up, run one round, observe its statistics."""
+        estimate, choice = self.choose()
+        plan = choice.plan
+        if self.hysteresis and self.plan is not None and plan is not self.plan:
+            plan = self._hold(plan, estimate)
+        else:
+            self._pending = 0
+        move = self.cell is not None and choice.cell != self.cell
+        switch = self.plan is not None and plan is not self.plan
+        self.moves += move
+        self.switches += switch
+        outcome = RoundOutcome(self.rounds, estimate, choice.cell, plan, _id(plan),
+                               choice.plan_id, move, switch)
+        self.cell, self.plan = choice.cell, plan
+        self.rounds += 1
+        self.observe(actual)
+        return outcome
+
+    def _hold(self, new_plan, estimate: dict[str, float]):
+        current = self.cost(self.plan, estimate)
+        better = self.cost(new_plan, estimate)
+        gain = current / better - 1 if better > 0 else math.inf
+        self._pending = self._pending + 1 if gain > self.hysteresis.margin else 0
+        if self._pending >= self.hysteresis.rounds:
+            self._pending = 0
+            return new_plan
+        return self.plan
+
+
+def _id(plan) -> str:
+    return getattr(plan, "id", str(plan))
+
+
+@dataclass
+class RoundRobin:
+    """Runs adaptive queries fairly: FIFO, one round each, re-queued at the back."""
+
+    queries: dict[str, AdaptiveQuery]
+    queue: deque = field(init=False)
+
+    def __post_init__(self):
+        self.queue = deque(self.queries)
+
+    def run(self, feeds: Mapping[str, Iterable[Mapping[str, float]]],
+            max_rounds: int | None = None) -> list[tuple[str, RoundOutcome]]:
+        """Run until every feed is exhausted (or ``max_rounds`` in all); the schedule."""
+        streams = {name: iter(feed) for name, feed in feeds.items()}
+        log: list[tuple[str, RoundOutcome]] = []
+        while self.queue and (max_rounds is None or len(log) < max_rounds):
+            name = self.queue.popleft()
+            actual = next(streams[name], None) if name in streams else None
+            if actual is None:
+                continue  # this query's input has ended: it leaves the queue
+            log.append((name, self.queries[name].step(actual)))
+            self.queue.append(name)
+        return log
