@@ -1,0 +1,449 @@
+"""Per-round statistics of a query over stream traces, computed on Spark.
+
+The OM optimizer observes each statistic once per *round* (seed 001,
+section 4.3) and estimates the next round's value from the last few. Given
+one trace per stream of a query (DataFrames with a ``ts`` column in seconds,
+as :func:`charts.traces.read_trace` makes them), :func:`round_statistics`
+cuts trace time into rounds of ``window_s`` seconds from ``start``: round
+``r`` holds the tuples with ``start + r W <= ts < start + (r + 1) W``
+(out-of-order tuples land in the round of their timestamp). For each round:
+
+- ``rate.S``: S's tuples in the round divided by ``W``;
+- ``sel.S``: the fraction of them passing S's grouped selection (NaN when
+  the round has none);
+- ``jsel.A.B``: the round's join result count over ``|A| |B|``, where the
+  join applies every predicate of the query whose statistic is ``jsel.A.B``
+  (the equi-joins between A and B, implied ones included, and the theta
+  predicates over exactly A and B); NaN when a side is empty. The join is
+  over the round's tuples before any selection, the way the cost models
+  treat ``sel`` and ``jsel`` as independent factors.
+
+Everything is DataFrame aggregation and joins. Each stream is grouped once
+by round and the columns its join predicates read (a count and a count of
+selection passes per group); rates and selectivities sum those groups, and a
+join pairs the groups and sums the products of their counts, so no join
+pair is ever materialized, on the executors or the driver. One Spark job
+computes every statistic; only the per-round table comes back.
+
+Selections become Spark conditions straight from the logical query: an
+:class:`~optimizer.intervals.IntervalSet` per column (``isin`` for a point
+set, comparisons for intervals, OR across intervals, AND across columns) and
+the residual conjuncts translated node by node from their sqlglot trees.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import numbers
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+from sqlglot import exp
+
+from catalog.errors import CqoptError
+from optimizer.group_selections import Selection
+from optimizer.intervals import IntervalSet
+from optimizer.join_closure import JoinPredicate, ThetaPredicate
+from optimizer.literals import literal_value
+from optimizer.statistics import split_name
+
+if TYPE_CHECKING:  # pyspark loads only when statistics are computed
+    from pyspark.sql import Column, DataFrame
+
+    from optimizer.logical import ContinuousQuery
+
+    Resolver = Callable[[str, str], Column]  # (stream, column) -> a Spark column
+
+FORMAT_VERSION = 1
+_COUNT, _PASSED = "_n", "_passed"
+
+
+class RoundStatsError(CqoptError):
+    """Traces that cannot give a query's per-round statistics, or a bad statistics file."""
+
+
+# -- the statistics -------------------------------------------------------------
+def round_statistics(query: ContinuousQuery, traces: dict[str, DataFrame], window_s: float,
+                     *, start: float | None = None, rounds: int | None = None) -> pd.DataFrame:
+    """Every statistic of ``query`` in every round: columns ``round``, ``start``, then
+    ``query.statistics`` in order.
+
+    ``traces`` maps stream names (any case) to DataFrames with a ``ts``
+    column (seconds) and the columns the query's predicates read. ``start``
+    defaults to the earliest timestamp of the query's traces and ``rounds``
+    to as many as reach the latest one; every round is present, empty ones
+    with rate 0 and NaN selectivities.
+    """
+    if isinstance(window_s, bool) or not isinstance(window_s, numbers.Real) \
+            or not (math.isfinite(window_s) and window_s > 0):
+        raise RoundStatsError(f"the round length window_s must be a positive number of "
+                              f"seconds, got {window_s!r}")
+    if rounds is not None and (not isinstance(rounds, (int, np.integer)) or rounds < 0):
+        raise RoundStatsError(f"rounds must be a whole number >= 0, got {rounds!r}")
+    if start is not None and not math.isfinite(start):
+        raise RoundStatsError(f"start must be a finite time in seconds, got {start!r}")
+    frames = _query_frames(query, traces)
+    with _spark_errors(query):
+        return _round_statistics(query, frames, float(window_s), start, rounds)
+
+
+def _round_statistics(query: ContinuousQuery, frames: dict[str, DataFrame], window_s: float,
+                      start: float | None, rounds: int | None) -> pd.DataFrame:
+    if start is None or rounds is None:
+        first, last = _time_span(frames)
+        if first is None:
+            raise RoundStatsError("the traces of " + ", ".join(frames) + " hold no tuple; "
+                                  "pass start= and rounds= to get empty rounds")
+        start = first if start is None else float(start)
+        if rounds is None:
+            rounds = max(0, round_of(last, start, window_s) + 1)
+    start, rounds = float(start), int(rounds)
+    names = query.statistics
+    table = pd.DataFrame({"round": np.arange(rounds, dtype=np.int64),
+                          "start": start + np.arange(rounds) * window_s})
+    if rounds:
+        counts = _spark_counts(query, frames, start, window_s, rounds)
+        for name in names:
+            table[name] = _statistic(name, counts, rounds, window_s)
+    else:
+        for name in names:
+            table[name] = np.zeros(0)
+    table.attrs = {"cqopt_round_statistics": FORMAT_VERSION, "window_s": window_s,
+                   "start": start, "query": query.sql}
+    return table
+
+
+@contextlib.contextmanager
+def _spark_errors(query: ContinuousQuery) -> Iterator[None]:
+    """A failing Spark job (a trace file gone, a bad value) as a RoundStatsError."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except (PySparkException, Py4JError) as err:
+        lines = str(err).strip().splitlines()
+        raise RoundStatsError(f"Spark failed computing the per-round statistics of "
+                              f"'{query.sql}': {lines[0] if lines else type(err).__name__}"
+                              ) from None
+
+
+def _statistic(name: str, counts: dict[str, np.ndarray], rounds: int,
+               window_s: float) -> np.ndarray:
+    kind, streams = split_name(name)
+    sizes = [counts[f"n.{s}"] for s in streams]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if kind == "rate":
+            return sizes[0] / window_s
+        if kind == "sel":
+            return np.where(sizes[0] > 0, counts[f"pass.{streams[0]}"] / sizes[0], np.nan)
+        product = functools.reduce(np.multiply, sizes)
+        return np.where(product > 0, counts[name] / product, np.nan)
+
+
+def _query_frames(query: ContinuousQuery, traces: dict[str, DataFrame]) -> dict[str, DataFrame]:
+    """The query's streams -> their traces, checked for ``ts`` and the predicates' columns."""
+    by_lower = {name.lower(): df for name, df in traces.items()}
+    missing = [s for s in query.stream_names if s.lower() not in by_lower]
+    if missing:
+        raise RoundStatsError(f"no trace for stream{'s' if len(missing) > 1 else ''} "
+                              f"{', '.join(missing)} of the query; traces given: "
+                              + (", ".join(traces) or "none"))
+    frames = {s: by_lower[s.lower()] for s in query.stream_names}
+    for stream, df in frames.items():
+        have = {c.lower() for c in df.columns}
+        needed = ["ts", *_selection_columns(query, stream), *_join_columns(query, stream)]
+        absent = list(dict.fromkeys(c for c in needed if c.lower() not in have))
+        if absent:
+            raise RoundStatsError(
+                f"the trace of {stream} has no column {', '.join(absent)}, which the query "
+                f"reads; its columns are {', '.join(df.columns)} (a trace must have the "
+                "stream's columns, named as in the catalog, and ts in seconds)")
+    return frames
+
+
+def _selection_columns(query: ContinuousQuery, stream: str) -> tuple[str, ...]:
+    selection = query.selections.get(stream)
+    return selection.columns_used if selection is not None else ()
+
+
+def _join_columns(query: ContinuousQuery, stream: str) -> tuple[str, ...]:
+    """Columns of ``stream`` that any join statistic's predicates read."""
+    return tuple(dict.fromkeys(c for p in (*query.joins, *query.thetas)
+                               for s, c in p.columns if s == stream))
+
+
+def _time_span(frames: dict[str, DataFrame]) -> tuple[float | None, float | None]:
+    """The earliest and latest timestamp over all traces (one small job)."""
+    from pyspark.sql import functions as F
+
+    spans = [df.agg(F.min("ts").alias("lo"), F.max("ts").alias("hi")) for df in frames.values()]
+    rows = functools.reduce(lambda a, b: a.unionByName(b), spans).collect()
+    lows = [r["lo"] for r in rows if r["lo"] is not None]
+    highs = [r["hi"] for r in rows if r["hi"] is not None]
+    return (min(lows), max(highs)) if lows else (None, None)
+
+
+def round_of(ts: float, start: float, window_s: float) -> int:
+    """The round of one timestamp, by the rule :func:`assign_round` applies in Spark.
+
+    >>> round_of(0.3, 0.0, 0.1), round_of(0.29, 0.0, 0.1), round_of(-0.01, 0.0, 0.1)
+    (2, 2, -1)
+    """
+    guess = math.floor((ts - start) / window_s)
+    if ts < start + guess * window_s:
+        return guess - 1
+    if ts >= start + (guess + 1) * window_s:
+        return guess + 1
+    return guess
+
+
+def assign_round(ts: Column, start: float, window_s: float) -> Column:
+    """The round of each timestamp: ``r`` with ``start + r W <= ts < start + (r + 1) W``.
+
+    ``floor((ts - start) / W)`` can be off by one next to a boundary in
+    floating point; the result is corrected against the bounds as computed,
+    so a tuple at exactly ``start + r W`` is always in round ``r``.
+    """
+    from pyspark.sql import functions as F
+
+    guess = F.floor((ts - F.lit(start)) / F.lit(window_s))
+    lower = F.lit(start) + guess * F.lit(window_s)
+    upper = F.lit(start) + (guess + 1) * F.lit(window_s)
+    return (F.when(ts < lower, guess - 1).when(ts >= upper, guess + 1).otherwise(guess)
+            .cast("long"))
+
+
+def _spark_counts(query: ContinuousQuery, frames: dict[str, DataFrame], start: float,
+                  window_s: float, rounds: int) -> dict[str, np.ndarray]:
+    """Per round: ``n.S`` (tuples), ``pass.S`` (selection passes), and each join statistic's
+    result count; one Spark job, one small table collected."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    groups: dict[str, DataFrame] = {}
+    kept: list[DataFrame] = []
+    keys: dict[str, dict[tuple[str, str], str]] = {}
+    parts = []
+    for stream, df in frames.items():
+        column = _resolver(df)
+        selection = query.selections.get(stream)
+        passes = (selection_condition(selection, lambda s, c: column(c))
+                  if selection is not None else F.lit(True))
+        key_columns = _join_columns(query, stream)
+        # Prefixed names keep the streams' columns apart once groups are joined.
+        keys[stream] = {(stream, c.lower()): f"{stream}__{c}" for c in key_columns}
+        tagged = df.select(
+            assign_round(F.col("ts"), start, window_s).alias("round"),
+            *[column(c).alias(f"{stream}__{c}") for c in key_columns],
+            F.when(passes, 1).otherwise(0).alias(_PASSED))
+        tagged = tagged.where((F.col("round") >= 0) & (F.col("round") < rounds))
+        groups[stream] = tagged.groupBy("round", *keys[stream].values()).agg(
+            F.count(F.lit(1)).alias(_COUNT), F.sum(_PASSED).alias(_PASSED))
+        if key_columns:
+            # Read by the rates and by every join: grouped (one small table) and kept,
+            # so that the trace is scanned once, not once per statistic.
+            groups[stream] = groups[stream].persist(StorageLevel.MEMORY_AND_DISK)
+            kept.append(groups[stream])
+        per_round = groups[stream].groupBy("round").agg(
+            F.sum(_COUNT).alias("a"), F.sum(_PASSED).alias("b"))
+        parts.append(per_round.select(F.lit(stream).alias("key"), "round", "a", "b"))
+    for name in query.statistics:
+        kind, streams = split_name(name)
+        if kind == "jsel":
+            matches = _join_matches(query, name, streams, groups, keys)
+            parts.append(matches.select(F.lit(name).alias("key"), "round", "a",
+                                        F.lit(None).cast("long").alias("b")))
+    try:
+        long = functools.reduce(lambda a, b: a.unionByName(b), parts).toPandas()
+    finally:
+        for frame in kept:
+            frame.unpersist()
+    counts: dict[str, np.ndarray] = {}
+    for stream in frames:
+        mine = long[long.key == stream]
+        counts[f"n.{stream}"] = _dense(mine["round"], mine["a"], rounds)
+        counts[f"pass.{stream}"] = _dense(mine["round"], mine["b"], rounds)
+    for name in query.statistics:
+        if name.startswith("jsel."):
+            mine = long[long.key == name]
+            counts[name] = _dense(mine["round"], mine["a"], rounds)
+    return counts
+
+
+def _dense(rounds: pd.Series, values: pd.Series, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=float)
+    out[rounds.to_numpy(dtype=np.int64)] = values.to_numpy(dtype=float)
+    return out
+
+
+def _join_matches(query: ContinuousQuery, name: str, streams: tuple[str, ...],
+                  groups: dict[str, DataFrame],
+                  keys: dict[str, dict[tuple[str, str], str]]) -> DataFrame:
+    """Per round, the number of join results of statistic ``name``: the groups of its
+    streams joined on the round and its predicates, summing the counts' products."""
+    from pyspark.sql import functions as F
+
+    predicates = [p for p in (*query.joins, *query.thetas) if p.statistic == name]
+
+    def resolve(stream: str, column: str) -> Column:
+        return F.col(keys[stream][(stream, column.lower())])
+
+    sides = []
+    for i, stream in enumerate(streams):
+        read = {keys[stream][(s, c.lower())] for p in predicates for s, c in p.columns
+                if s == stream}
+        side = groups[stream]
+        if set(keys[stream].values()) != read:  # this join reads fewer of the stream's keys
+            side = side.groupBy("round", *sorted(read)).agg(F.sum(_COUNT).alias(_COUNT))
+        sides.append(side.select(F.col("round").alias(f"_round{i}"), *sorted(read),
+                                 F.col(_COUNT).alias(f"_n{i}")))
+    joined = sides[0]
+    for i in range(1, len(streams)):
+        condition = F.col("_round0") == F.col(f"_round{i}")
+        if i == len(streams) - 1:  # every predicate reads all the statistic's streams
+            condition = functools.reduce(
+                lambda a, b: a & b, [predicate_condition(p, resolve) for p in predicates],
+                condition)
+        joined = joined.join(sides[i], condition)
+    product = functools.reduce(lambda a, b: a * b, [F.col(f"_n{i}") for i in range(len(streams))])
+    return joined.groupBy(F.col("_round0").alias("round")).agg(F.sum(product).alias("a"))
+
+
+def _resolver(df: DataFrame) -> Callable[[str], Column]:
+    """Column by name, case-insensitively (catalog spelling vs. the trace's)."""
+    from pyspark.sql import functions as F
+
+    by_lower = {c.lower(): c for c in df.columns}
+    return lambda name: F.col(f"`{by_lower[name.lower()]}`")
+
+
+# -- predicates as Spark conditions ----------------------------------------------
+def selection_condition(selection: Selection, resolve: Resolver | None = None) -> Column:
+    """A Spark condition true exactly for the tuples passing ``selection``.
+
+    ``resolve(stream, column)`` gives the Spark column (default: the column
+    by its catalog name). A NULL value passes no comparison, as in SQL.
+    """
+    from pyspark.sql import functions as F
+
+    resolve = resolve or (lambda stream, column: F.col(f"`{column}`"))
+    terms = [interval_condition(resolve(selection.stream, column), values)
+             for column, values in selection.columns.items()]
+    terms += [spark_condition(r, resolve) for r in selection.residual]
+    return functools.reduce(lambda a, b: a & b, terms) if terms else F.lit(True)
+
+
+def interval_condition(column: Column, values: IntervalSet) -> Column:
+    """``column`` lies in ``values``: ``isin`` for the points, comparisons for intervals."""
+    from pyspark.sql import functions as F
+
+    if values.is_empty:
+        return F.lit(False)
+    points = [iv.lo for iv in values.intervals if iv.is_point]
+    terms = [column.isin(points)] if points else []
+    for iv in values.intervals:
+        if iv.is_point:
+            continue
+        bounds = []
+        if iv.lo is not None:
+            bounds.append(column >= F.lit(iv.lo) if iv.lo_closed else column > F.lit(iv.lo))
+        if iv.hi is not None:
+            bounds.append(column <= F.lit(iv.hi) if iv.hi_closed else column < F.lit(iv.hi))
+        # (-inf, inf) still fails a NULL, like any comparison
+        terms.append(functools.reduce(lambda a, b: a & b, bounds) if bounds
+                     else column.isNotNull())
+    return functools.reduce(lambda a, b: a | b, terms)
+
+
+_COMPARE: dict[type, Callable[[Column, Column], Column]] = {
+    exp.EQ: lambda a, b: a == b, exp.NEQ: lambda a, b: a != b,
+    exp.LT: lambda a, b: a < b, exp.LTE: lambda a, b: a <= b,
+    exp.GT: lambda a, b: a > b, exp.GTE: lambda a, b: a >= b,
+}
+
+
+def spark_condition(node: exp.Expression, resolve: Resolver) -> Column:
+    """A predicate of the logical query (qualified columns, constants, comparisons,
+    BETWEEN, IN, AND/OR/NOT) as a Spark condition; columns via ``resolve``."""
+    from pyspark.sql import functions as F
+
+    if isinstance(node, exp.Paren):
+        return spark_condition(node.this, resolve)
+    if isinstance(node, exp.And):
+        return spark_condition(node.left, resolve) & spark_condition(node.right, resolve)
+    if isinstance(node, exp.Or):
+        return spark_condition(node.left, resolve) | spark_condition(node.right, resolve)
+    if isinstance(node, exp.Not):
+        return ~spark_condition(node.this, resolve)
+    if type(node) in _COMPARE:
+        return _COMPARE[type(node)](_operand(node.left, resolve), _operand(node.right, resolve))
+    if isinstance(node, exp.Between):
+        value = _operand(node.this, resolve)
+        return ((value >= _operand(node.args["low"], resolve))
+                & (value <= _operand(node.args["high"], resolve)))
+    if isinstance(node, exp.In):
+        return _operand(node.this, resolve).isin([literal_value(e) for e in node.expressions])
+    if isinstance(node, exp.Boolean):
+        return F.lit(bool(node.this))
+    raise RoundStatsError(f"cannot evaluate the predicate '{node.sql()}' on a trace")
+
+
+def _operand(node: exp.Expression, resolve: Resolver) -> Column:
+    from pyspark.sql import functions as F
+
+    if isinstance(node, exp.Paren):
+        return _operand(node.this, resolve)
+    if isinstance(node, exp.Column):
+        return resolve(node.table, node.name)
+    return F.lit(literal_value(node))
+
+
+def predicate_condition(predicate: JoinPredicate | ThetaPredicate, resolve: Resolver) -> Column:
+    """A join or theta predicate as a Spark condition."""
+    if isinstance(predicate, JoinPredicate):
+        return resolve(*predicate.left) == resolve(*predicate.right)
+    return spark_condition(predicate.expression, resolve)
+
+
+# -- files ---------------------------------------------------------------------------
+def write_round_statistics(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a per-round statistics table as Parquet (atomically: a crash leaves no half file)."""
+    path = Path(path)
+    for column in ("round", "start"):
+        if column not in df.columns:
+            raise RoundStatsError(f"{path}: a round statistics table needs a {column!r} column")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        df.to_parquet(scratch, index=False)
+        os.replace(scratch, path)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_round_statistics(path: str | Path) -> pd.DataFrame:
+    """Read a table :func:`write_round_statistics` wrote (``attrs`` included)."""
+    path = Path(path)
+    if not path.exists():
+        raise RoundStatsError(f"{path}: no such file")
+    try:
+        df = pd.read_parquet(path)
+    except (OSError, ValueError) as err:
+        raise RoundStatsError(f"{path}: not a Parquet file of round statistics: "
+                              f"{str(err).strip().splitlines()[0]}") from None
+    absent = [c for c in ("round", "start") if c not in df.columns]
+    if absent:
+        raise RoundStatsError(f"{path}: not a round statistics table (no column "
+                              f"{', '.join(absent)}; its columns are {', '.join(df.columns)})")
+    return df

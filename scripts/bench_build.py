@@ -1,0 +1,167 @@
+"""Benchmark: the local engine against Spark ``local[2]`` on a generated workload.
+
+A generated catalog (8 streams) and workload (200 queries: 40% single-stream
+sel-λ charts, 20% each of 2-, 3- and 4-stream join λ-λ charts, OM and PIPES
+mixed) are built at k = 10, 20 and 40 by :func:`charts.build.build_local` and
+by :func:`charts.spark_build.build_spark` on one ``local[2]`` session, and the
+charts are checked to be identical. A 4-axis chart at k = 40 has 2.56 million
+cells, so every chart is capped at ``--cap`` cells (default 160,000 = 20^4):
+a chart whose k^axes exceeds it gets the largest k that fits (at k = 40 the
+4-stream joins are built at k = 20, everything else at 40).
+
+Spark's fixed costs are measured separately: the session's start-up (JVM,
+context, a trivial job), the first job of the session (Python workers and
+JVM classes warm up) and the median job time on a tiny workload (the OM
+paper's two queries at k = 10, 1,100 cells): the per-job cost that does not
+grow with the cells. The ratio compares Spark's job time minus that per-job
+cost with the local time. Times are medians of ``--repeat`` runs.
+
+    python scripts/bench_build.py [--queries 200] [--k 10,20,40] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from catalog import Catalog, load_catalog
+from charts.build import ChartContext, build_local
+from charts.spark_build import build_spark, spark_session
+from charts.spec import workload_specs
+from optimizer.workload import load_workload, workload_from_dict
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def generated_catalog(n_streams: int = 8, seed: int = 7) -> Catalog:
+    rng = random.Random(seed)
+    streams = {}
+    for i in range(n_streams):
+        lo = rng.choice([10, 50, 100, 200, 500])
+        streams[f"S{i}"] = {"rate": [lo, lo * rng.choice([4, 10, 20])], "granularity": 1e-6,
+                            "columns": {"ts": "timestamp", "a": "int", "b": "int", "c": "long",
+                                        "d": "double", "tag": "string(24)"}}
+    return Catalog.from_dict({"streams": streams}, "<generated>")
+
+
+def generated_queries(n: int, n_streams: int = 8, seed: int = 7) -> list[dict]:
+    """sel-λ selections and 2-4 stream joins, with assorted windows and both models."""
+    rng = random.Random(seed)
+    windows = ["", " [RANGE 10 SECONDS]", " [ROWS 100]", " [RANGE 500 MILLISECONDS]"]
+    out = []
+    for i in range(n):
+        width = rng.choices([1, 2, 3, 4], weights=[2, 1, 1, 1])[0]
+        names = rng.sample([f"S{j}" for j in range(n_streams)], width)
+        window = rng.choice(windows)
+        tail = "" if window else " WINDOW [1]"
+        sources = ", ".join(s + window for s in names)
+        s = names[0]
+        if width == 1:
+            where = rng.choice([f"{s}.c = {rng.randint(1, 9)}",
+                                f"{s}.d > {rng.randint(1, 9)} AND {s}.b <= 5"])
+            sql = f"SELECT {s}.a, {s}.tag FROM {sources} WHERE {where}"
+        else:
+            preds = [f"{a}.a = {b}.b" for a, b in zip(names, names[1:])]
+            if width == 4 and rng.random() < 0.5:
+                preds.append(f"{names[-1]}.a = {s}.c")  # a cycle: more join orders
+            if rng.random() < 0.5:
+                preds.append(f"{s}.c = 3")
+            sql = f"SELECT {', '.join(f'{n}.a' for n in names)} FROM {sources} " \
+                  f"WHERE {' AND '.join(preds)}"
+        out.append({"name": f"q{i:03d}", "sql": sql + tail,
+                    "model": "pipes" if rng.random() < 0.3 else "om"})
+    return out
+
+
+def capped_k(k: int, axes: int, cap: int) -> int:
+    """The largest k' <= k with k'^axes <= cap."""
+    while k > 1 and k ** axes > cap:
+        k -= 1
+    return k
+
+
+def workload_at(queries: list[dict], catalog: Catalog, k: int, cap: int):
+    specs = [s for s, _ in workload_specs(workload_from_dict({"query": queries}), catalog,
+                                          {"k": k})]
+    capped = [{**q, "k": capped_k(k, len(s.axes), cap)} for q, s in zip(queries, specs)]
+    return [s for s, _ in workload_specs(workload_from_dict({"query": capped}), catalog)]
+
+
+def timed(fn, repeat: int) -> tuple[float, object]:
+    times, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def identical(a, b) -> bool:
+    return all(x.plan_ids == y.plan_ids and np.array_equal(x.plan_index, y.plan_index)
+               and x.cost.tobytes() == y.cost.tobytes() for x, y in zip(a, b, strict=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queries", type=int, default=200, help="generated queries")
+    parser.add_argument("--k", default="10,20,40", help="comma-separated k values")
+    parser.add_argument("--cap", type=int, default=160_000, help="max cells per chart")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per case")
+    parser.add_argument("--master", default="local[2]", help="Spark master")
+    args = parser.parse_args()
+
+    catalog = generated_catalog()
+    queries = generated_queries(args.queries)
+    dec = load_catalog(EXAMPLES / "dec-pkt.toml")
+    tiny = [s for s, _ in workload_specs(load_workload(EXAMPLES / "workload.toml"), dec)]
+
+    load = os.getloadavg()[0]  # the machine's other work skews both engines' times
+    start = time.perf_counter()
+    spark = spark_session(args.master, progress=False)
+    spark.range(1).count()
+    session_s = time.perf_counter() - start
+    try:
+        start = time.perf_counter()
+        build_spark(tiny, dec, spark=spark, progress=False)
+        first_s = time.perf_counter() - start
+        fixed_s, _ = timed(lambda: build_spark(tiny, dec, spark=spark, progress=False),
+                           max(args.repeat, 3))
+        print(f"Spark {args.master}: session start-up + trivial job {session_s:.2f} s; "
+              f"first job {first_s:.2f} s; per-job fixed cost (tiny workload, "
+              f"{sum(s.n_cells for s in tiny)} cells) {fixed_s:.2f} s", flush=True)
+        print(f"{args.queries} queries, medians of {args.repeat} runs, charts capped at "
+              f"{args.cap} cells", flush=True)
+        header = (f"{'k':>3} {'charts k':>10} {'cells':>10} {'cell·plan':>11} {'local s':>8} "
+                  f"{'local c·p/s':>12} {'spark s':>8} {'spark-fixed':>11} "
+                  f"{'spark c·p/s':>12} {'ratio':>6} {'same':>5}")
+        print(header)
+        print("-" * len(header))
+        for k in (int(x) for x in args.k.split(",")):
+            specs = workload_at(queries, catalog, k, args.cap)
+            cells = sum(s.n_cells for s in specs)
+            evals = sum(s.n_cells * len(ChartContext(s, catalog).plans) for s in specs)
+            ks = sorted({a.k for s in specs for a in s.axes})
+            local_s, local = timed(lambda: build_local(specs, catalog, progress=False),
+                                   args.repeat)
+            spark_s, remote = timed(lambda: build_spark(specs, catalog, spark=spark,
+                                                        progress=False), args.repeat)
+            net = max(spark_s - fixed_s, 1e-9)
+            print(f"{k:3d} {','.join(map(str, ks)):>10} {cells:10d} {evals:11d} "
+                  f"{local_s:8.2f} {evals / local_s:12.3e} {spark_s:8.2f} {net:11.2f} "
+                  f"{evals / net:12.3e} {net / local_s:6.2f} "
+                  f"{'yes' if identical(local, remote) else 'NO':>5}", flush=True)
+    finally:
+        spark.stop()
+    print(f"ratio = (spark s - per-job fixed cost) / local s; 'same' = identical charts "
+          f"(plan ids, plan index, bitwise costs); 1-min load average {load:.2f} before, "
+          f"{os.getloadavg()[0]:.2f} after, on {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()
