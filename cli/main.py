@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from catalog import load_catalog
 from catalog.errors import CqoptError
-from cli import chart_commands
+from cli import chart_commands, fidelity_commands
 from cli.chart_commands import parse_stat, parse_weights
 from costmodel import DEFAULT_WEIGHTS, Utility, make_model
 from optimizer.enumerate import enumerate_plans
@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(run=cmd_explain)
     chart_commands.add_parsers(sub)
+    fidelity_commands.add_parsers(sub)
     return parser
 
 

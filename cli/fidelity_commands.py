@@ -1,0 +1,308 @@
+"""``cqopt generate`` and ``cqopt fidelity``: traces, and replaying them through charts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from catalog import load_catalog
+from catalog.errors import CqoptError
+
+DEFAULT_K_SWEEP = "2,5,10,20,40"
+
+
+def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise CqoptError(f"{option} {item!r}: expected STREAM=VALUE")
+        out[key] = value
+    return out
+
+
+def _fresh_dir(out: Path, force: bool) -> Path:
+    """A temporary sibling of ``out`` to write into, after checking ``out`` may be written."""
+    if out.exists() and not force:
+        raise CqoptError(f"{out} already exists; pass --force to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+
+
+def _swap(tmp: Path, out: Path) -> None:
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        out.rename(old / "previous")
+        tmp.rename(out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        tmp.rename(out)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from charts.traces import generate_trace, load_interarrivals, write_trace
+
+    catalog = load_catalog(args.catalog)
+    names = args.streams.split(",") if args.streams else list(catalog.streams)
+    streams = []
+    for name in names:
+        stream = catalog.stream(name)
+        if stream is None:
+            raise CqoptError(f"--streams: the catalog has no stream {name!r}; it has "
+                             + ", ".join(catalog.streams))
+        streams.append(stream)
+    if args.duration <= 0:
+        raise CqoptError(f"--duration {args.duration}: needs a positive number of seconds")
+    gaps = load_interarrivals(args.interarrivals) if args.interarrivals else None
+    steady: dict[str, dict[str, int]] = {}
+    for item in args.steady or []:
+        target, _, size = item.partition("=")
+        stream_name, dot, column = target.partition(".")
+        stream = catalog.stream(stream_name) if dot else None
+        if stream is None or stream.column(column) is None:
+            raise CqoptError(f"--steady {item!r}: expected STREAM.COLUMN[=DOMAIN] naming an "
+                             "int column of the catalog, e.g. UDP.dest_host=1000")
+        try:
+            domain = int(size) if size else 1000
+        except ValueError:
+            raise CqoptError(f"--steady {item!r}: the domain must be a whole number") from None
+        steady.setdefault(stream.name, {})[stream.column(column).name] = domain
+    out = Path(args.out)
+    tmp = _fresh_dir(out, args.force)
+    try:
+        for i, stream in enumerate(streams):
+            # Each stream reuses another stretch of the real gaps, so rates differ.
+            own = None if gaps is None else np.roll(gaps, -i * len(gaps) // len(streams))
+            try:
+                frame = generate_trace(stream, args.duration, seed=args.seed + i,
+                                       rate_cv=args.rate_cv, interarrivals=own,
+                                       steady=steady.get(stream.name))
+            except ValueError as err:
+                raise CqoptError(f"cannot generate {stream.name}: {err}") from None
+            path = write_trace(frame, tmp / f"{stream.name}.{args.format}")
+            print(f"{stream.name}: {len(frame)} tuples over {args.duration:g} s -> "
+                  f"{out / path.name}", file=sys.stderr)
+        _swap(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    print(f"wrote {out}")
+    return 0
+
+
+def _trace_paths(args: argparse.Namespace) -> dict[str, str]:
+    paths = _pairs(args.trace, "--trace")
+    if args.traces:
+        folder = Path(args.traces)
+        if not folder.is_dir():
+            raise CqoptError(f"--traces {folder}: no such directory")
+        for file in sorted(folder.iterdir()):
+            stream = file.name.split(".")[0]
+            # a file, or a directory of Parquet parts as Spark writes them
+            if not file.name.startswith(".") and (file.is_file() or file.suffix == ".parquet"):
+                paths.setdefault(stream, str(file))
+    if not paths:
+        raise CqoptError("no trace given: pass --trace STREAM=PATH (repeatable) or --traces DIR "
+                         "(make one with cqopt generate)")
+    return paths
+
+
+def _window_seconds(query) -> float:
+    if query.window is not None and query.window.seconds:
+        return query.window.seconds
+    ranges = [s.window.seconds for s in query.streams if s.window.kind == "range"]
+    if not ranges:
+        raise CqoptError("the query has no time window to cut rounds by: give it WINDOW [w] "
+                         "or a [RANGE w] window")
+    return max(ranges)
+
+
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    import charts
+    from charts.build import ChartContext, build_local
+    from charts.fidelity import k_sweep, replay
+    from charts.lookup import QueryChart
+    from charts.report import summary_json, write_report
+    from charts.round_stats import round_statistics, write_round_statistics
+    from charts.spark_build import spark_session
+    from charts.spec import workload_specs
+    from charts.traces import read_trace
+    from optimizer.workload import load_workload
+
+    catalog = load_catalog(args.catalog)
+    workload = load_workload(args.workload)
+    ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
+    paths = _trace_paths(args)
+    ts_columns = _pairs(args.ts_column, "--ts-column")
+    specs = workload_specs(workload, catalog, {"k": args.k})
+    if args.query:
+        specs = [(s, q) for s, q in specs if s.name in args.query]
+        missing = set(args.query) - {s.name for s, _ in specs}
+        if missing:
+            raise CqoptError(f"--query {', '.join(sorted(missing))}: not in {workload.source}")
+    paths = {(catalog.stream(s).name if catalog.stream(s) else s): p for s, p in paths.items()}
+    chosen = []
+    for spec, query in specs:
+        lacking = [s for s in query.stream_names if s not in paths]
+        if lacking:
+            print(f"skipping {spec.name}: no trace for {', '.join(lacking)}", file=sys.stderr)
+        else:
+            chosen.append((spec, query))
+    if not chosen:
+        raise CqoptError(f"no query of {workload.source} has a trace for all its streams; "
+                         f"traces were given for {', '.join(paths)}")
+    chart_set = charts.load(args.charts) if args.charts else None
+    if chart_set is not None:
+        fresh = chart_set.check(catalog)
+        if fresh.stale:
+            raise CqoptError(f"--charts {args.charts} is {fresh}")
+    out = Path(args.out)
+    tmp = _fresh_dir(out, args.force)
+    try:
+        observed = {}
+        from pyspark.sql import SparkSession
+
+        # A session already running in this process (a notebook, a test) is reused, not ours
+        # to stop.
+        active = SparkSession.getActiveSession()
+        spark = active or spark_session(args.master, progress=not args.quiet)
+        times = {(catalog.stream(s).name if catalog.stream(s) else s): c
+                 for s, c in ts_columns.items()}
+        try:
+            frames, infos = {}, {}
+            for name in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
+                print(f"{name}: reading {paths[name]}", file=sys.stderr)
+                frames[name], infos[name] = read_trace(spark, paths[name], catalog.stream(name),
+                                                       ts_column=times.get(name))
+            for spec, query in chosen:
+                print(f"{spec.name}: per-round statistics on Spark", file=sys.stderr)
+                mine = {s: frames[s] for s in query.stream_names}
+                observed[spec.name] = round_statistics(query, mine, _window_seconds(query),
+                                                       rounds=args.rounds)
+                (tmp / "rounds").mkdir(exist_ok=True)
+                write_round_statistics(observed[spec.name], tmp / "rounds" /
+                                       f"{spec.name}.parquet")
+        finally:
+            if active is None:
+                spark.stop()
+        replays, sweeps, used = {}, {}, {}
+        options = {"estimator": args.estimator, "d": args.d, "decay": args.decay,
+                   "seed": args.seed}
+        for spec, query in chosen:
+            if chart_set is not None and spec.name in chart_set.charts:
+                chart = chart_set[spec.name]
+            else:
+                built = build_local([spec], catalog, progress=False)[0]
+                chart = QueryChart(spec, ChartContext(spec, catalog).plans, built.plan_index,
+                                   built.cost)
+            used[spec.name] = chart
+            print(f"{spec.name}: replaying {len(observed[spec.name])} rounds", file=sys.stderr)
+            replays[spec.name] = replay(spec.name, chart, catalog, observed[spec.name],
+                                        **options)
+            if ks:
+                sweeps[spec.name] = k_sweep(spec.name, chart.spec, catalog,
+                                            observed[spec.name], ks, **options)
+        meta = {"catalog": args.catalog, "workload": args.workload,
+                **{f"trace {s}": _describe(info) for s, info in infos.items()},
+                "charts": args.charts or "built for this report",
+                "estimator": f"{args.estimator} (d = {args.d}, decay = {args.decay})"}
+        write_report(tmp, replays, used, sweeps, meta)
+        _swap(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if args.json:
+        print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
+        return 0
+    print(f"{'query':<10} {'method':<18} {'rounds':>6} {'fidelity':>8} {'regret':>8} "
+          f"{'moves':>6} {'switches':>8}")
+    for name, r in replays.items():
+        s = r.summary
+        print(f"{name:<10} {'chart':<18} {s['rounds']:6d} {s['fidelity']:8.3f} "
+              f"{s['regret']:8.3f} {s['moves']:6d} {s['switches']:8d}")
+        for base, b in s["baselines"].items():
+            print(f"{'':<10} {base:<18} {s['rounds']:6d} {b['fidelity']:8.3f} "
+                  f"{b['regret']:8.3f} {b.get('moves', ''):>6} {b.get('switches', ''):>8}")
+    print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
+    return 0
+
+
+def _describe(info) -> str:
+    unparsed = ", ".join(f"{c}: {n}" for c, n in (info.unparsed or {}).items() if n)
+    return (f"{info.path}: {info.rows} tuples over {info.end - info.start:.0f} s, "
+            f"{info.out_of_order} out of order ({info.late} late)"
+            + (f", unparsed values kept as missing ({unparsed})" if unparsed else ""))
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise CqoptError(f"{option} {text!r}: expected whole numbers like 2,5,10") from None
+    if not values or min(values) < 1:
+        raise CqoptError(f"{option} {text!r}: expected whole numbers >= 1")
+    return values
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser(
+        "generate", help="generate seeded stream traces for the catalog's streams",
+        description="Write one trace per stream: bursty arrivals (a Markov-modulated Poisson "
+                    "process, or real inter-arrival times from a file) and Zipf-skewed values "
+                    "whose mix drifts, so that rates and selectivities move.")
+    p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
+    p.add_argument("--out", required=True, metavar="DIR", help="directory for the traces")
+    p.add_argument("--streams", metavar="A,B", help="streams to generate (default: all)")
+    p.add_argument("--duration", type=float, default=600.0, help="seconds (default 600)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--rate-cv", type=float, default=0.25,
+                   help="coefficient of variation of the arrival rate (default 0.25)")
+    p.add_argument("--interarrivals", metavar="FILE",
+                   help="reuse real inter-arrival times from a CSV (e.g. DEC-PKT-1 UDP)")
+    p.add_argument("--steady", action="append", metavar="STREAM.COLUMN[=DOMAIN]",
+                   help="an int column drawn uniformly from 1..DOMAIN (default 1000) with no "
+                        "drift, e.g. join keys (repeatable)")
+    p.add_argument("--format", choices=["parquet", "csv", "dec"], default="parquet",
+                   help="trace file format (default parquet)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
+    p.set_defaults(run=cmd_generate)
+
+    p = sub.add_parser(
+        "fidelity", help="replay traces through the charts and report fidelity",
+        description="Compute per-round statistics from traces on Spark, replay them through "
+                    "each query's chart with estimated statistics, and report how often the "
+                    "chosen plan was the truly cheapest, against RAND, RATE and ORACLE-CHART, "
+                    "with a k sweep, as report.md and report.html with figures.")
+    p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
+    p.add_argument("--workload", required=True, help="workload (TOML) of named queries")
+    p.add_argument("--charts", metavar="DIR",
+                   help="chart set to replay (default: build the charts locally)")
+    p.add_argument("--trace", action="append", metavar="STREAM=PATH",
+                   help="a stream's trace: DEC-PKT text, CSV or Parquet (repeatable)")
+    p.add_argument("--traces", metavar="DIR",
+                   help="a directory of traces named STREAM.<ext> (from cqopt generate)")
+    p.add_argument("--ts-column", action="append", metavar="STREAM=COLUMN",
+                   help="the timestamp column of a CSV or Parquet trace")
+    p.add_argument("--out", required=True, metavar="REPORT", help="report directory")
+    p.add_argument("--query", action="append", metavar="NAME",
+                   help="replay only this query (repeatable; default: all with traces)")
+    p.add_argument("--k", type=int, help="k of charts built here (default: the workload's)")
+    p.add_argument("--d", type=int, default=5, help="rounds the estimator looks back (5)")
+    p.add_argument("--decay", type=float, default=0.5, help="OM's decay a (default 0.5)")
+    p.add_argument("--estimator", choices=["decay", "last", "ewma"], default="decay",
+                   help="rate and selectivity estimator (default: OM's decay mean)")
+    p.add_argument("--k-sweep", default=DEFAULT_K_SWEEP, metavar="LIST",
+                   help=f"k values to sweep, or none (default {DEFAULT_K_SWEEP})")
+    p.add_argument("--rounds", type=int, help="replay only the first N rounds")
+    p.add_argument("--seed", type=int, default=0, help="seed of the RAND baseline")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
+    p.add_argument("--quiet", action="store_true", help="no Spark progress bar")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    p.set_defaults(run=cmd_fidelity)
