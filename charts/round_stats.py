@@ -48,6 +48,7 @@ import pandas as pd
 from sqlglot import exp
 
 from catalog.errors import CqoptError
+from optimizer import predicates
 from optimizer.group_selections import Selection
 from optimizer.intervals import IntervalSet
 from optimizer.join_closure import JoinPredicate, ThetaPredicate
@@ -363,47 +364,17 @@ def interval_condition(column: Column, values: IntervalSet) -> Column:
     return functools.reduce(lambda a, b: a | b, terms)
 
 
-_COMPARE: dict[type, Callable[[Column, Column], Column]] = {
-    exp.EQ: lambda a, b: a == b, exp.NEQ: lambda a, b: a != b,
-    exp.LT: lambda a, b: a < b, exp.LTE: lambda a, b: a <= b,
-    exp.GT: lambda a, b: a > b, exp.GTE: lambda a, b: a >= b,
-}
-
-
 def spark_condition(node: exp.Expression, resolve: Resolver) -> Column:
     """A predicate of the logical query (qualified columns, constants, comparisons,
     BETWEEN, IN, AND/OR/NOT) as a Spark condition; columns via ``resolve``."""
     from pyspark.sql import functions as F
 
-    if isinstance(node, exp.Paren):
-        return spark_condition(node.this, resolve)
-    if isinstance(node, exp.And):
-        return spark_condition(node.left, resolve) & spark_condition(node.right, resolve)
-    if isinstance(node, exp.Or):
-        return spark_condition(node.left, resolve) | spark_condition(node.right, resolve)
-    if isinstance(node, exp.Not):
-        return ~spark_condition(node.this, resolve)
-    if type(node) in _COMPARE:
-        return _COMPARE[type(node)](_operand(node.left, resolve), _operand(node.right, resolve))
-    if isinstance(node, exp.Between):
-        value = _operand(node.this, resolve)
-        return ((value >= _operand(node.args["low"], resolve))
-                & (value <= _operand(node.args["high"], resolve)))
-    if isinstance(node, exp.In):
-        return _operand(node.this, resolve).isin([literal_value(e) for e in node.expressions])
-    if isinstance(node, exp.Boolean):
-        return F.lit(bool(node.this))
-    raise RoundStatsError(f"cannot evaluate the predicate '{node.sql()}' on a trace")
+    def operand(leaf: exp.Expression) -> Column:
+        if isinstance(leaf, exp.Column):
+            return resolve(leaf.table, leaf.name)
+        return F.lit(literal_value(leaf))
 
-
-def _operand(node: exp.Expression, resolve: Resolver) -> Column:
-    from pyspark.sql import functions as F
-
-    if isinstance(node, exp.Paren):
-        return _operand(node.this, resolve)
-    if isinstance(node, exp.Column):
-        return resolve(node.table, node.name)
-    return F.lit(literal_value(node))
+    return predicates.evaluate(node, operand)
 
 
 def predicate_condition(predicate: JoinPredicate | ThetaPredicate, resolve: Resolver) -> Column:

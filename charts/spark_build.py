@@ -2,10 +2,10 @@
 
 The job, and why it is shaped this way:
 
-1. **Driver.** Each chart's :class:`~charts.build.ChartContext` is built and
-   costed at one cell first, so a bad query or model fails here as a cqopt
-   error rather than as an executor traceback. The charts' cells are then
-   laid end to end: chart ``c`` owns the global row ids
+1. **Driver.** Each chart's :class:`~charts.build.ChartContext` (plans,
+   model, utility) is built first, so a bad query, model or weights fails
+   here as in the local engine, not as an executor traceback. The charts'
+   cells are then laid end to end: chart ``c`` owns the global row ids
    ``offsets[c] <= id < offsets[c + 1]``, and its local flat (C-order) cell
    is ``id - offsets[c]``.
 2. **Rows.** ``spark.range(total_cells, numPartitions=P)`` makes one row per
@@ -24,7 +24,7 @@ The job, and why it is shaped this way:
 4. **Result.** The (chart int32, cell int64, plan int32, cost double) rows
    are written as Parquet to a scratch directory and read back on the
    driver with pyarrow; millions of rows never go through py4j. Each row is
-   placed at its global id (a counting sort, i.e. sorted by (chart, cell)),
+   placed at its global id (a counting sort: the order of (chart, cell)),
    and every cell must be present exactly once.
 
 Both engines run the same elementwise numpy code on the same cell centroids,
@@ -254,8 +254,8 @@ def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | 
     if not specs:
         return []
     contexts = [ChartContext(spec, catalog) for spec in specs]
-    for context in contexts:
-        evaluate_cells(context, np.zeros(1, dtype=np.int64))  # fail fast, on the driver
+    for context in contexts:  # fail fast, on the driver, on a bad query, model or weights
+        _ = (context.plans, context.model, context.utility)  # each a cached property
     own = spark is None
     if own:
         spark = spark_session(master, progress=progress)

@@ -38,7 +38,6 @@ OperatorCounts(read=4, emitted=3, held=4, inputs=(4,))
 from __future__ import annotations
 
 import math
-import operator
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
+from optimizer import predicates
 from optimizer.group_selections import Selection
 from optimizer.intervals import IntervalSet
 from optimizer.enumerate import output_column_ref
@@ -56,8 +56,6 @@ from optimizer.literals import literal_value
 from optimizer.logical import AGGREGATES, ContinuousQuery
 from optimizer.plan import Plan, column_text
 
-COMPARE = {exp.EQ: operator.eq, exp.NEQ: operator.ne, exp.LT: operator.lt,
-           exp.LTE: operator.le, exp.GT: operator.gt, exp.GTE: operator.ge}
 
 
 @dataclass(frozen=True)
@@ -222,27 +220,14 @@ _PANDAS = {"COUNT": "count", "SUM": "sum", "AVG": "mean", "MIN": "min", "MAX": "
 # -- expressions --------------------------------------------------------------
 def evaluate(node: exp.Expression, frame: pd.DataFrame) -> Any:
     """Evaluate a qualified predicate (or HAVING condition) over ``frame``, vectorised."""
-    if isinstance(node, exp.Paren):
-        return evaluate(node.this, frame)
-    if isinstance(node, exp.And):
-        return evaluate(node.left, frame) & evaluate(node.right, frame)
-    if isinstance(node, exp.Or):
-        return evaluate(node.left, frame) | evaluate(node.right, frame)
-    if isinstance(node, exp.Not):
-        return ~evaluate(node.this, frame)
-    if type(node) in COMPARE:
-        return COMPARE[type(node)](evaluate(node.left, frame), evaluate(node.right, frame))
-    if isinstance(node, exp.Between):
-        value = evaluate(node.this, frame)
-        return (value >= evaluate(node.args["low"], frame)) & \
-            (value <= evaluate(node.args["high"], frame))
-    if isinstance(node, exp.In):
-        return evaluate(node.this, frame).isin([literal_value(v) for v in node.expressions])
-    if isinstance(node, exp.Column):
-        return frame[f"{node.table}.{node.name}"]
-    if type(node) in AGGREGATES:
-        return frame[_aggregate_key(node)]
-    return literal_value(node)
+    def operand(leaf: exp.Expression) -> Any:
+        if isinstance(leaf, exp.Column):
+            return frame[f"{leaf.table}.{leaf.name}"]
+        if type(leaf) in AGGREGATES:
+            return frame[_aggregate_key(leaf)]
+        return literal_value(leaf)
+
+    return predicates.evaluate(node, operand)
 
 
 def _aggregate_key(node: exp.Expression) -> str:

@@ -282,3 +282,11 @@ def test_unreadable_result_names_the_shared_scratch(spark, dec, monkeypatch):
                                               "pass scratch= a directory the driver and every "
                                               "executor share"):
         build_spark(example_specs(dec, k=2), dec, spark=spark, progress=False)
+
+
+def test_bad_model_settings_fail_on_the_driver_as_locally(spark, dec):
+    spec = dataclasses.replace(example_specs(dec, k=2)[0], model="pipes", memory_unit="tuples")
+    with pytest.raises((ValueError, CqoptError)) as local:
+        build_local([spec], dec, progress=False)
+    with pytest.raises(type(local.value), match="PIPES model counts memory in bytes only"):
+        build_spark([spec], dec, spark=spark, progress=False)
