@@ -106,6 +106,10 @@ class QueryChart:
     def axes(self) -> tuple[Axis, ...]:
         return self.spec.axes
 
+    @property
+    def plan_ids(self) -> tuple[str, ...]:
+        return tuple(p.id for p in self.plans)
+
     def choose(self, stats: Mapping[str, float]) -> Choice:
         flat, cell, clamped = 0, [], []
         for name, lo, hi, scale, last, stride, is_rate in self._axes:

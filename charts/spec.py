@@ -53,8 +53,8 @@ class Axis:
 
     def cells(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Region index of each value, clamped to the chart, and where it was clamped."""
-        raw = np.floor((np.asarray(values, dtype=np.float64) - self.lo)
-                       / (self.hi - self.lo) * self.k)
+        values = np.asarray(values, dtype=np.float64)
+        raw = np.floor((values - self.lo) / (self.hi - self.lo) * self.k)
         # The top edge belongs to the last region; only values beyond the range are clamps.
         outside = (values < self.lo) | (values > self.hi)
         return np.clip(raw, 0, self.k - 1).astype(np.intp), outside
@@ -131,6 +131,9 @@ def make_spec(name: str, sql: str, query: ContinuousQuery, catalog: Catalog,
     for stat in fixed_given:
         if stat in axes_names:
             raise fail(f"{stat!r} is both an axis and fixed; drop one")
+    if settings.get("model") == "pipes" and settings.get("memory_unit", "bytes") != "bytes":
+        raise fail("the PIPES model counts memory in bytes only; drop memory_unit = "
+                   f"{settings['memory_unit']!r} or use model = \"om\"")
     k = int(settings.get("k", DEFAULT_K))
     axes = []
     for stat in axes_names:

@@ -53,9 +53,13 @@ def cmd_build(args: argparse.Namespace) -> int:
         charts = build_local(specs, catalog, progress=not args.quiet)
         extra = {"engine": "local"}
     else:
+        from pyspark.sql import SparkSession
+
         from charts.spark_build import build_spark
 
-        charts = build_spark(specs, catalog, master=args.master, progress=not args.quiet)
+        # A session already running in this process (a notebook) is used, and left running.
+        charts = build_spark(specs, catalog, spark=SparkSession.getActiveSession(),
+                             master=args.master, progress=not args.quiet)
         extra = {"engine": "spark", "master": args.master}
     write_chart_set(out, charts, catalog, force=args.force, engine=extra.pop("engine"),
                     extra=extra)

@@ -319,3 +319,30 @@ def test_workload_overrides_reach_the_spec(dec):
     assert spec.axes[1] == Axis("rate.TCP", 200.0, 300.0, 6)
     (spec, _), = workload_specs(w, dec, {"k": 3})
     assert spec.shape == (3, 3)
+
+
+def test_pipes_with_tuples_is_a_workload_error(dec, capsys, tmp_path):
+    w = workload_from_dict({"defaults": {"model": "pipes", "memory_unit": "tuples"},
+                            "query": [{"name": "a", "sql": "SELECT TCP.src_host FROM TCP "
+                                                           "WHERE TCP.bytes > 1 WINDOW [1]"}]})
+    with pytest.raises(WorkloadError, match="bytes only"):
+        workload_specs(w, dec)
+
+
+def test_axis_cells_take_lists_and_loaded_charts_name_their_plans(chart_dir):
+    idx, outside = Axis("sel.S", 0.0, 1.0, 4).cells([0.2, 1.5])
+    assert idx.tolist() == [0, 3] and outside.tolist() == [False, True]
+    assert charts.load(chart_dir)["Q1"].plan_ids == ("TCP[πσ]", "TCP[σπ]")
+
+
+def test_cli_build_on_spark_uses_the_running_session(spark, tmp_path, capsys, dec, specs):
+    out = tmp_path / "set"
+    assert main(["build", "--catalog", str(DEC), "--workload", str(WORKLOAD), "--out", str(out),
+                 "--k", "8", "--quiet"]) == 0
+    assert "spark engine" in capsys.readouterr().out
+    local = build_local(specs, dec, progress=False)
+    loaded = charts.load(out)
+    for chart in local:
+        assert loaded[chart.spec.name].plan_ids == chart.plan_ids
+        assert np.array_equal(loaded[chart.spec.name].plan_index, chart.plan_index)
+    assert not spark.sparkContext._jsc.sc().isStopped()
