@@ -47,9 +47,7 @@ class ChartContext:
 
     @cached_property
     def plans(self) -> list[Plan]:
-        query = parse_query(self.spec.sql, self.catalog)
-        plans = enumerate_plans(query, catalog=self.catalog)
-        return sorted(plans, key=lambda p: p.id)
+        return candidate_plans(self.spec, self.catalog)
 
     @cached_property
     def model(self):
@@ -58,6 +56,24 @@ class ChartContext:
     @cached_property
     def utility(self) -> Utility:
         return Utility.from_weights(self.spec.weights)
+
+
+def candidate_plans(spec: ChartSpec, catalog: Catalog) -> list[Plan]:
+    """A chart's candidate plans, sorted by id: the same in every process.
+
+    Past the exhaustive limit the local search orders joins by the chart's own
+    model and weights at the centre of the chart (its fixed statistics and the
+    middle of each axis), so builds and loads agree on the candidates.
+    """
+    query = parse_query(spec.sql, catalog)
+    model = make_model(spec.model, catalog, spec.memory_unit)
+    utility = Utility.from_weights(spec.weights)
+    centre = {**spec.fixed, **{a.statistic: (a.lo + a.hi) / 2 for a in spec.axes}}
+
+    def cost(plan: Plan) -> float:
+        return float(utility(model.cost(plan, centre)))
+
+    return sorted(enumerate_plans(query, catalog=catalog, cost=cost), key=lambda p: p.id)
 
 
 def evaluate_cells(context: ChartContext, flat_cells: np.ndarray) -> tuple[np.ndarray,

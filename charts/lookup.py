@@ -42,10 +42,9 @@ from numpy.typing import ArrayLike
 
 from catalog import Catalog
 from catalog.errors import did_you_mean
+from charts.build import candidate_plans
 from charts.spec import Axis, ChartSpec
 from charts.store import ChartSetError, read_manifest, read_query_data
-from optimizer.enumerate import enumerate_plans
-from optimizer.logical import parse_query
 from optimizer.plan import Plan
 from optimizer.statistics import check_value, split_name
 
@@ -208,8 +207,7 @@ def load(path: str | Path) -> ChartSet:
             raise ChartSetError(f"{path}: damaged: the manifest entry of query {name} is "
                                 f"incomplete ({err!r})") from None
         plan_index, cost = read_query_data(path, name, entry)
-        query = parse_query(spec.sql, catalog)
-        plans = sorted(enumerate_plans(query, catalog=catalog), key=lambda p: p.id)
+        plans = candidate_plans(spec, catalog)
         if [p.id for p in plans] != stored_ids:
             raise ChartSetError(f"{path}: query {name}'s plans are now "
                                 f"{[p.id for p in plans]}, the chart set has {stored_ids}: it "

@@ -72,8 +72,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     utility = Utility.from_weights(parse_weights(args.weights) or DEFAULT_WEIGHTS)
     objects = []
     for name, q in queries:
-        plans = enumerate_plans(q, catalog=catalog)
         stats = _statistics(q, given, catalog)
+        values = {name: value for name, (value, _) in stats.items()}
+        # Past the exhaustive limit, the local search orders joins by this model at these stats.
+        plans = enumerate_plans(q, catalog=catalog,
+                                cost=lambda p: float(utility(model.cost(p, values))))
         costs = _costs(q, plans, stats, model, utility)
         chosen = plans[min(range(len(plans)), key=lambda i: (costs[i]["utility"], plans[i].id))]
         objects.append({"name": name, "query": q.to_dict(), "model": model.name,

@@ -69,11 +69,11 @@ from catalog import Catalog
 from optimizer.join_closure import JoinPredicate, ThetaPredicate
 from optimizer.logical import ContinuousQuery, OutputColumn
 from optimizer.plan import PROJECT, SELECT, ColumnRef, Plan
+from optimizer.statistics import DEFAULT_SELECTIVITY, default_value, rate_name
 
 SELECT_PROJECT = SELECT + PROJECT  # σ→π: select, then project
 PROJECT_SELECT = PROJECT + SELECT  # π→σ: project, then select
 CostFunction = Callable[[Plan], float]
-DEFAULT_SELECTIVITY = 0.5
 
 
 def enumerate_plans(query: ContinuousQuery, *, max_exhaustive: int = 6,
@@ -296,8 +296,7 @@ def intermediate_size_cost(catalog: Catalog | None = None) -> CostFunction:
     """
 
     def window_tuples(node: dict) -> float:
-        stream = catalog.stream(node["stream"]) if catalog is not None else None
-        rate = sum(stream.rate) / 2 if stream is not None else 1.0
+        rate = default_value(rate_name(node["stream"]), catalog) if catalog is not None else 1.0
         window = node["window"]
         if window.kind == "rows":
             return float(window.rows)
