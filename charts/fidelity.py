@@ -16,11 +16,14 @@ never switched) and **ORACLE-CHART** (the chart looked up at the actual
 statistics). Misses split into *estimation* misses (the oracle chart hit, the
 estimate did not) and *discretization* misses (even the oracle chart missed).
 
-Statistics a round does not define (a selectivity in a round without tuples)
+A round in which every plan costs infinitely much (no tuples arrived, or a
+selectivity of 0 leaves no output) has no optimal plan: it is counted as
+undefined and left out of fidelity and regret. To cost the optimum,
+statistics a round does not define (a selectivity in a round without tuples)
 carry the last defined value forward; before the first, the chart's axis
 middle or fixed value. Statistics the trace does not give (the chart's fixed
 ones, e.g. join selectivities of a λ-λ chart that the trace lacks) keep the
-chart's fixed value.
+chart's fixed value. The estimators see only what was observed.
 """
 
 from __future__ import annotations
@@ -65,13 +68,14 @@ def actual_statistics(chart: QueryChart, observed: pd.DataFrame) -> dict[str, np
 
 def _outcome(utilities: np.ndarray, chosen: np.ndarray, best: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray]:
-    """Hit and regret of the chosen plan index per round."""
+    """Hit and regret of the chosen plan index per round (NaN where undefined)."""
     t = np.arange(utilities.shape[1])
     cost, optimum = utilities[chosen, t], utilities[best, t]
     hit = cost <= optimum * (1 + 1e-12)
     with np.errstate(invalid="ignore", divide="ignore"):
         regret = np.where(hit, 0.0, cost / optimum - 1.0)
-    return hit, regret
+    undefined = ~np.isfinite(optimum)  # every plan costs infinitely much: no right answer
+    return np.where(undefined, np.nan, hit), np.where(undefined, np.nan, regret)
 
 
 def _changes(index: np.ndarray) -> int:
@@ -102,8 +106,11 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     moves = np.zeros(n, dtype=bool)
     switches = np.zeros(n, dtype=bool)
     estimates = {a.statistic: np.empty(n) for a in spec.axes}
+    # The estimators see what was observed (NaN where a round defines nothing, which
+    # they skip); the filled-in values serve only to cost the optimum.
+    raw = {k: observed[k].to_numpy(dtype=np.float64) for k in actual if k in observed}
     for t in range(n):
-        outcome = adaptive.step({k: v[t] for k, v in actual.items()})
+        outcome = adaptive.step({k: v[t] for k, v in raw.items()})
         chosen[t] = position[id(outcome.plan)]
         moves[t], switches[t] = outcome.move, outcome.switch
         for k in estimates:
@@ -131,20 +138,24 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         "rand_hit": rand_hit, "rate_hit": rate_hit,
     })
 
+    defined = np.isfinite(utilities[best, np.arange(n)])
+
     def stats(h, r, index=None):
-        out = {"fidelity": float(np.mean(h)) if n else float("nan"),
-               "regret": float(np.mean(r)) if n else float("nan")}
+        some = bool(defined.any())
+        out = {"fidelity": float(np.mean(h[defined])) if some else float("nan"),
+               "regret": float(np.mean(r[defined])) if some else float("nan")}
         if index is not None:
             out["switches"] = _changes(index)
         return out
 
     summary = {
         "rounds": n,
+        "undefined_rounds": int(n - defined.sum()),
         **stats(hit, regret),
         "moves": int(moves.sum()),
         "switches": int(switches.sum()),
-        "misses": {"estimation": int(np.sum(oracle_hit & ~hit)),
-                   "discretization": int(np.sum(~oracle_hit & ~hit))},
+        "misses": {"estimation": int(np.sum((oracle_hit == 1) & (hit == 0))),
+                   "discretization": int(np.sum((oracle_hit == 0) & (hit == 0)))},
         "baselines": {
             "rand": stats(rand_hit, rand_regret, rand),
             "rate": {**stats(rate_hit, rate_regret, rate), "plan": str(ids[rate_plan])},

@@ -97,7 +97,8 @@ class QueryChart:
         self._flat = plan_index.ravel().tolist()  # a list indexes faster than numpy
         strides = [math.prod(spec.shape[i + 1:]) for i in range(len(spec.axes))]
         # Per axis, everything the hot path needs, precomputed once.
-        self._axes = tuple((a.statistic, a.lo, a.hi, a.k / (a.hi - a.lo), a.k - 1, stride,
+        # The cell arithmetic is Axis.cells' to the operation, so choose and choose_many agree.
+        self._axes = tuple((a.statistic, a.lo, a.hi, a.hi - a.lo, a.k, stride,
                             split_name(a.statistic)[0] == "rate")
                            for a, stride in zip(spec.axes, strides))
 
@@ -111,7 +112,7 @@ class QueryChart:
 
     def choose(self, stats: Mapping[str, float]) -> Choice:
         flat, cell, clamped = 0, [], []
-        for name, lo, hi, scale, last, stride, is_rate in self._axes:
+        for name, lo, hi, width, k, stride, is_rate in self._axes:
             try:
                 x = float(stats[name])
             except KeyError:
@@ -125,12 +126,12 @@ class QueryChart:
                 i = 0
                 clamped.append(name)
             elif x > hi:
-                i = last
+                i = k - 1
                 clamped.append(name)
             else:
-                i = int((x - lo) * scale)
-                if i > last:  # x == hi belongs to the last region
-                    i = last
+                i = int((x - lo) / width * k)
+                if i == k:  # x == hi belongs to the last region
+                    i = k - 1
             cell.append(i)
             flat += i * stride
         plan = self.plans[self._flat[flat]]

@@ -346,3 +346,15 @@ def test_cli_build_on_spark_uses_the_running_session(spark, tmp_path, capsys, de
         assert loaded[chart.spec.name].plan_ids == chart.plan_ids
         assert np.array_equal(loaded[chart.spec.name].plan_index, chart.plan_index)
     assert not spark.sparkContext._jsc.sc().isStopped()
+
+
+def test_choose_and_choose_many_agree_on_awkward_ranges(tmp_path):
+    from charts.lookup import QueryChart
+    spec = ChartSpec("q", "x", (Axis("sel.S", 0.1, 0.9, 4),))
+    chart = QueryChart(spec, [type("P", (), {"id": str(i)})() for i in range(4)],
+                       np.arange(4), np.zeros(4))
+    values = np.round(np.linspace(0.1, 0.9, 801), 3)
+    many = chart.choose_many({"sel.S": values}).cells[:, 0]
+    one = [chart.choose({"sel.S": float(v)}).cell[0] for v in values]
+    assert many.tolist() == one
+    assert chart.choose({"sel.S": 0.7}).cell == (2,)  # (0.7 - 0.1) / 0.8 * 4 = 3 - ulp

@@ -96,7 +96,7 @@ def test_hand_made_sequence_hits_moves_switches(q1_chart):
     s = r.summary
     assert (s["rounds"], s["moves"], s["switches"]) == (7, 3, 3)
     assert s["fidelity"] == pytest.approx(3 / 7)
-    assert s["regret"] > 0 and r.rounds.loc[r.rounds.hit, "regret"].eq(0).all()
+    assert s["regret"] > 0 and r.rounds.loc[r.rounds.hit == 1, "regret"].eq(0).all()
     # the chart at the actual statistics is right every round: misses are estimation's
     assert s["baselines"]["oracle_chart"]["fidelity"] == 1.0
     assert s["misses"] == {"estimation": 4, "discretization": 0}
@@ -171,3 +171,21 @@ def test_k_sweep_and_report(q1_chart, tmp_path):
     table = summary_json({"Q1": r})["queries"]["Q1"]
     assert set(table) >= {"rounds", "fidelity", "regret", "moves", "switches", "baselines"}
     assert set(table["baselines"]) == {"rand", "rate", "oracle_chart"}
+
+
+def test_rounds_without_an_optimum_are_undefined(q1_chart):
+    catalog, chart = q1_chart
+    observed = pd.DataFrame({"round": range(4), "start": np.arange(4.0),
+                             "sel.TCP": [0.0, 0.0, 0.1, 0.9]})
+    s = replay("Q1", chart, catalog, observed, estimator="last").summary
+    assert s["undefined_rounds"] == 2  # sel 0: no output, every plan costs infinitely much
+    assert s["baselines"]["rand"]["fidelity"] in (0.0, 0.5, 1.0)  # over the 2 defined rounds
+
+
+def test_estimators_see_observations_not_filled_values(q1_chart):
+    catalog, chart = q1_chart
+    observed = pd.DataFrame({"round": range(6), "start": np.arange(6.0),
+                             "sel.TCP": [np.nan, np.nan, np.nan, 0.02, 0.02, 0.02]})
+    r = replay("Q1", chart, catalog, observed, d=5, decay=0.5)
+    assert r.rounds["estimate:sel.TCP"].tolist() == pytest.approx([0.5, 0.5, 0.5, 0.5, 0.02,
+                                                                   0.02])
