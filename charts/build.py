@@ -29,10 +29,8 @@ from functools import cached_property
 import numpy as np
 
 from catalog import Catalog
-from charts.spec import ChartSpec
+from charts.spec import ChartSpec, candidate_plans
 from costmodel import Utility, make_model, plan_utilities
-from optimizer.enumerate import enumerate_plans
-from optimizer.logical import parse_query
 from optimizer.plan import Plan
 
 CHUNK_CELLS = 1 << 18  # cells per kernel call: bounds memory at plans x chunk doubles
@@ -58,24 +56,6 @@ class ChartContext:
         return Utility.from_weights(self.spec.weights)
 
 
-def candidate_plans(spec: ChartSpec, catalog: Catalog) -> list[Plan]:
-    """A chart's candidate plans, sorted by id: the same in every process.
-
-    Past the exhaustive limit the local search orders joins by the chart's own
-    model and weights at the centre of the chart (its fixed statistics and the
-    middle of each axis), so builds and loads agree on the candidates.
-    """
-    query = parse_query(spec.sql, catalog)
-    model = make_model(spec.model, catalog, spec.memory_unit)
-    utility = Utility.from_weights(spec.weights)
-    centre = {**spec.fixed, **{a.statistic: (a.lo + a.hi) / 2 for a in spec.axes}}
-
-    def cost(plan: Plan) -> float:
-        return float(utility(model.cost(plan, centre)))
-
-    return sorted(enumerate_plans(query, catalog=catalog, cost=cost), key=lambda p: p.id)
-
-
 def evaluate_cells(context: ChartContext, flat_cells: np.ndarray) -> tuple[np.ndarray,
                                                                           np.ndarray]:
     """The cheapest plan (index into the sorted plans) and its utility at each cell."""
@@ -83,7 +63,7 @@ def evaluate_cells(context: ChartContext, flat_cells: np.ndarray) -> tuple[np.nd
     stats = context.spec.centroid_stats(flat_cells)
     scores = plan_utilities(context.model, context.utility, context.plans, stats)
     scores = np.broadcast_to(scores, (len(context.plans), len(flat_cells)))
-    best = np.argmin(scores, axis=0)
+    best = np.argmin(np.where(np.isnan(scores), np.inf, scores), axis=0)  # NaN never wins
     return best.astype(np.uint16), scores[best, np.arange(len(flat_cells))]
 
 

@@ -137,9 +137,6 @@ class ThresholdHistogram:
         return self.value
 
 
-ESTIMATORS = {"decay": DecayMean, "last": LastValue, "ewma": EWMA}
-
-
 def make_estimator(kind: str, *, d: int = 5, decay: float = 0.5, alpha: float = 0.3):
     """An estimator by name: ``decay`` (OM's), ``last`` or ``ewma``."""
     if kind == "decay":

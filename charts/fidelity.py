@@ -55,9 +55,7 @@ class Replay:
 def actual_statistics(chart: QueryChart, observed: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per statistic of the chart, one value per round (NaN carried forward)."""
     out = {}
-    initial = {a.statistic: (a.lo + a.hi) / 2 for a in chart.spec.axes}
-    initial.update(chart.spec.fixed)
-    for name, first in initial.items():
+    for name, first in chart.spec.centre().items():
         if name in observed:
             series = pd.Series(observed[name].to_numpy(dtype=np.float64))
             out[name] = series.ffill().fillna(first).to_numpy()
@@ -167,6 +165,13 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     return Replay(name, rounds, summary, tuple(ids))
 
 
+def local_chart(spec: ChartSpec, catalog: Catalog) -> QueryChart:
+    """Build ``spec``'s chart in this process, ready for lookups."""
+    context = ChartContext(spec, catalog)
+    built = build_local([spec], catalog, progress=False)[0]
+    return QueryChart(spec, context.plans, built.plan_index, built.cost)
+
+
 def with_k(spec: ChartSpec, k: int) -> ChartSpec:
     return replace(spec, axes=tuple(Axis(a.statistic, a.lo, a.hi, k) for a in spec.axes))
 
@@ -176,12 +181,10 @@ def k_sweep(name: str, spec: ChartSpec, catalog: Catalog, observed: pd.DataFrame
     """Fidelity, regret, moves, switches and plans stored, for charts of each k."""
     rows = []
     for k in ks:
-        spec_k = with_k(spec, k)
-        built = build_local([spec_k], catalog, progress=False)[0]
-        chart = QueryChart(spec_k, ChartContext(spec_k, catalog).plans, built.plan_index,
-                           built.cost)
+        chart = local_chart(with_k(spec, k), catalog)
         result = replay(name, chart, catalog, observed, **kwargs).summary
-        rows.append({"k": k, "cells": spec_k.n_cells, "plans_used": built.plans_used,
+        rows.append({"k": k, "cells": chart.spec.n_cells,
+                     "plans_used": len(np.unique(chart.plan_index)),
                      "fidelity": result["fidelity"], "regret": result["regret"],
                      "moves": result["moves"], "switches": result["switches"],
                      "oracle_fidelity": result["baselines"]["oracle_chart"]["fidelity"]})

@@ -41,12 +41,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from catalog import Catalog
-from catalog.errors import did_you_mean
-from charts.build import candidate_plans
-from charts.spec import Axis, ChartSpec
+from catalog.errors import CqoptError, did_you_mean
+from charts.spec import Axis, ChartSpec, candidate_plans
 from charts.store import ChartSetError, read_manifest, read_query_data
 from optimizer.plan import Plan
-from optimizer.statistics import check_value, split_name
+from optimizer.statistics import check_value, check_values, split_name
 
 
 class Choice(NamedTuple):
@@ -138,19 +137,27 @@ class QueryChart:
         return Choice(plan, plan.id, tuple(cell), tuple(clamped))
 
     def choose_many(self, stats: Mapping[str, ArrayLike]) -> Choices:
-        per_axis, clamped = [], None
         for axis in self.spec.axes:
             if axis.statistic not in stats:
                 raise _missing(self, axis.statistic, stats)
-            x = np.asarray(stats[axis.statistic], dtype=np.float64).ravel()
-            _check_array(axis.statistic, x)
+        # The statistics broadcast against each other; rows are their flattened broadcast.
+        arrays = [np.asarray(stats[a.statistic], dtype=np.float64) for a in self.spec.axes]
+        try:
+            values = np.broadcast_arrays(*arrays)
+        except ValueError:
+            shapes = ", ".join(f"{a.statistic} {x.shape}" for a, x in zip(self.spec.axes, arrays))
+            raise ChartSetError(f"query {self.spec.name}: the statistics' arrays do not "
+                                f"broadcast together ({shapes})") from None
+        per_axis, clamped = [], np.zeros(values[0].size, dtype=bool)
+        for axis, x in zip(self.spec.axes, values):
+            x = x.ravel()
+            check_values(axis.statistic, x)
             idx, outside = axis.cells(x)
             per_axis.append(idx)
-            clamped = outside if clamped is None else clamped | outside
-        per_axis = np.broadcast_arrays(*per_axis)
+            clamped |= outside
         flat = np.ravel_multi_index(per_axis, self.spec.shape)
         return Choices(self.plans, self.plan_index.ravel()[flat], np.stack(per_axis, axis=-1),
-                       np.broadcast_to(clamped, flat.shape))
+                       clamped)
 
 
 class ChartSet:
@@ -198,17 +205,23 @@ def load(path: str | Path) -> ChartSet:
         catalog = Catalog.from_dict(manifest["catalog"], f"{path}/manifest.json catalog")
     except Exception as err:  # a damaged manifest must never surface as a bare error
         raise ChartSetError(f"{path}: damaged: its catalog does not load ({err})") from None
+    if not isinstance(manifest["queries"], dict):
+        raise ChartSetError(f"{path}: damaged: the manifest's queries are not a table")
     charts = {}
     for name, entry in manifest["queries"].items():
         try:
             spec = ChartSpec.from_dict(entry)
             stored_ids = [p["id"] for p in entry["plans"]]
             entry["data"], entry["sha256"]  # read_query_data checks them
-        except (KeyError, TypeError, ValueError) as err:
+        except (KeyError, TypeError, ValueError, CqoptError) as err:
             raise ChartSetError(f"{path}: damaged: the manifest entry of query {name} is "
-                                f"incomplete ({err!r})") from None
-        plan_index, cost = read_query_data(path, name, entry)
-        plans = candidate_plans(spec, catalog)
+                                f"malformed ({err})") from None
+        plan_index, cost = read_query_data(path, name, entry, spec.shape)
+        try:
+            plans = candidate_plans(spec, catalog)
+        except CqoptError as err:
+            raise ChartSetError(f"{path}: query {name} no longer plans ({err}); it was built "
+                                "by another version of cqopt: rebuild it") from None
         if [p.id for p in plans] != stored_ids:
             raise ChartSetError(f"{path}: query {name}'s plans are now "
                                 f"{[p.id for p in plans]}, the chart set has {stored_ids}: it "
@@ -221,14 +234,3 @@ def _missing(chart: QueryChart, name: str, stats: Mapping[str, Any]) -> ChartSet
     axes = ", ".join(a.statistic for a in chart.spec.axes)
     return ChartSetError(f"query {chart.spec.name}: statistic {name} is missing"
                          f"{did_you_mean(name, list(stats))}; its chart needs {axes}")
-
-
-def _check_array(name: str, x: np.ndarray) -> None:
-    if np.isnan(x).any():
-        raise ChartSetError(f"statistic {name} has NaN at row {int(np.argmax(np.isnan(x)))}")
-    kind = split_name(name)[0]
-    bad = (x < 0) | np.isinf(x) if kind == "rate" else (x < 0) | (x > 1)
-    if bad.any():
-        row = int(np.argmax(bad))
-        what = "a finite rate >= 0" if kind == "rate" else "a selectivity in [0, 1]"
-        raise ChartSetError(f"statistic {name} must be {what}; row {row} is {x[row]:g}")

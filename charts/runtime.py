@@ -78,8 +78,7 @@ class AdaptiveQuery:
                 self.estimators[name] = ThresholdHistogram(threshold=jsel_threshold)
             else:
                 self.estimators[name] = make_estimator(estimator, d=d, decay=decay)
-        self.initial = {a.statistic: (a.lo + a.hi) / 2 for a in chart.spec.axes}
-        self.initial.update(chart.spec.fixed)
+        self.initial = chart.spec.centre()
         self.rounds = self.moves = self.switches = 0
         self.cell: tuple[int, ...] | None = None
         self.plan = None

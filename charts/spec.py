@@ -26,10 +26,13 @@ from typing import Any
 import numpy as np
 
 from catalog import Catalog
+from costmodel import Utility, make_model
 from costmodel.utility import DEFAULT_WEIGHTS
-from optimizer.errors import WorkloadError
-from optimizer.logical import ContinuousQuery
-from optimizer.statistics import default_value, rate_name, sel_name, split_name
+from optimizer.enumerate import enumerate_plans
+from optimizer.errors import QueryError, WorkloadError
+from optimizer.logical import ContinuousQuery, parse_query
+from optimizer.plan import Plan
+from optimizer.statistics import check_value, default_value, rate_name, sel_name, split_name
 from optimizer.workload import Workload
 
 DEFAULT_K = 10
@@ -83,6 +86,10 @@ class ChartSpec:
     def n_cells(self) -> int:
         return math.prod(self.shape)
 
+    def centre(self) -> dict[str, float]:
+        """The chart's middle: each axis at the middle of its range, the rest as fixed."""
+        return {**self.fixed, **{a.statistic: (a.lo + a.hi) / 2 for a in self.axes}}
+
     def centroid_stats(self, flat_cells: np.ndarray) -> dict[str, np.ndarray]:
         """Statistics at the centroids of the given flat (C-order) cell indices."""
         per_axis = np.unravel_index(np.asarray(flat_cells, dtype=np.intp), self.shape)
@@ -97,8 +104,34 @@ class ChartSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ChartSpec:
-        return cls(d["name"], d["sql"], tuple(Axis(**a) for a in d["axes"]), dict(d["fixed"]),
-                   d["model"], tuple(d["weights"]), d["memory_unit"])
+        """A spec from :meth:`to_dict`'s form; a ValueError says what is malformed."""
+        axes = tuple(Axis(str(a["statistic"]), float(a["lo"]), float(a["hi"]), int(a["k"]))
+                     for a in d["axes"])
+        for a in axes:
+            if not (math.isfinite(a.lo) and math.isfinite(a.hi) and a.lo < a.hi and a.k >= 1):
+                raise ValueError(f"axis {a.statistic} needs finite lo < hi and k >= 1, got "
+                                 f"[{a.lo:g}, {a.hi:g}] with k = {a.k}")
+        fixed = {str(k): check_value(k, v) for k, v in dict(d["fixed"]).items()}
+        return cls(str(d["name"]), str(d["sql"]), axes, fixed, str(d["model"]),
+                   tuple(float(w) for w in d["weights"]), str(d["memory_unit"]))
+
+
+def candidate_plans(spec: ChartSpec, catalog: Catalog) -> list[Plan]:
+    """A chart's candidate plans, sorted by id: the same in every process.
+
+    Past the exhaustive limit the local search orders joins by the chart's own
+    model and weights at the chart's centre, so builds and loads agree on the
+    candidates.
+    """
+    query = parse_query(spec.sql, catalog)
+    model = make_model(spec.model, catalog, spec.memory_unit)
+    utility = Utility.from_weights(spec.weights)
+    centre = spec.centre()
+
+    def cost(plan: Plan) -> float:
+        return float(utility(model.cost(plan, centre)))
+
+    return sorted(enumerate_plans(query, catalog=catalog, cost=cost), key=lambda p: p.id)
 
 
 def default_axes(query: ContinuousQuery) -> list[str]:
@@ -147,8 +180,11 @@ def make_spec(name: str, sql: str, query: ContinuousQuery, catalog: Catalog,
         if kind != "rate" and hi > 1:
             raise fail(f"range of selectivity {stat} must lie in [0, 1], got [{lo:g}, {hi:g}]")
         axes.append(Axis(stat, float(lo), float(hi), k))
-    fixed = {s: float(fixed_given.get(s, default_value(s, catalog)))
-             for s in known if s not in axes_names}
+    try:
+        fixed = {s: check_value(s, fixed_given.get(s, default_value(s, catalog)))
+                 for s in known if s not in axes_names}
+    except QueryError as err:
+        raise fail(f"fixed: {err}") from None
     return ChartSpec(name, sql.strip(), tuple(axes), fixed, settings.get("model", "om"),
                      tuple(float(w) for w in settings.get("weights", DEFAULT_WEIGHTS)),
                      settings.get("memory_unit", "bytes"))
@@ -158,7 +194,6 @@ def workload_specs(workload: Workload, catalog: Catalog,
                    overrides: dict[str, Any] | None = None) -> list[tuple[ChartSpec,
                                                                           ContinuousQuery]]:
     """Every query's chart spec; ``overrides`` (from the command line) beat the file."""
-    from optimizer.logical import parse_query
     from catalog.errors import CqoptError
 
     out = []

@@ -19,12 +19,14 @@ Nothing is pickled.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 from datetime import datetime, timezone
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ from catalog.errors import CqoptError
 FORMAT = "cqopt-chart-set"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+COLUMN_TYPES = {"cell": np.int64, "plan": np.uint16, "cost": np.float64}
 
 
 class ChartSetError(CqoptError):
@@ -53,22 +56,49 @@ def sha256_file(path: Path) -> str:
 
 
 def check_writable(out: Path, force: bool) -> None:
-    """Fail before any work if ``out`` exists and may not be replaced."""
+    """Fail before any work if ``out`` exists and may not be replaced, or cannot be made."""
     out = Path(out)
     if out.exists() and not force:
         raise ChartSetError(f"{out} already exists; pass --force to replace it")
     if out.exists() and not out.is_dir():
         raise ChartSetError(f"{out} exists and is not a directory; choose another --out")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ChartSetError(f"cannot write {out}: {parent} is a file, not a directory")
+            break
+
+
+@contextlib.contextmanager
+def staged_directory(out: Path, force: bool = False) -> Iterator[Path]:
+    """A hidden temporary sibling of ``out`` to write into, renamed into place at the end.
+
+    If the block fails, or the process dies, ``out`` is untouched: an existing
+    directory is replaced (only with ``force``) once the new one is complete.
+    """
+    out = Path(out)
+    check_writable(out, force)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    except OSError as err:
+        raise ChartSetError(f"cannot write {out}: {err}") from None
+    try:
+        yield tmp
+        _swap_into_place(tmp, out, force)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ChartSetError(f"cannot write {out}: {err}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def write_chart_set(out: Path, charts: list, catalog: Catalog, *, force: bool = False,
                     engine: str = "local", extra: dict[str, Any] | None = None) -> Path:
     """Write built charts as a chart set at ``out``; all or nothing."""
     out = Path(out)
-    check_writable(out, force)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    with staged_directory(out, force) as tmp:
         queries = {}
         for chart in charts:
             data = f"{chart.spec.name}.parquet"
@@ -101,10 +131,6 @@ def write_chart_set(out: Path, charts: list, catalog: Catalog, *, force: bool = 
             json.dump(manifest, f, indent=2, ensure_ascii=False)
             f.flush()
             os.fsync(f.fileno())
-        _swap_into_place(tmp, out, force)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 
@@ -114,14 +140,16 @@ def _swap_into_place(tmp: Path, out: Path, force: bool) -> None:
         return
     check_writable(out, force)
     old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    os.rename(out, old / "set")  # the old set stays whole until the new one is in place
+    previous = old / "previous"
     try:
-        os.rename(tmp, out)
-    except BaseException:
-        os.rename(old / "set", out)
-        raise
+        os.rename(out, previous)  # the old set stays whole until the new one is in place
+        try:
+            os.rename(tmp, out)
+        except BaseException:
+            os.rename(previous, out)
+            raise
     finally:
-        if out.exists():
+        if not previous.exists():  # never delete the previous set if it could not go back
             shutil.rmtree(old, ignore_errors=True)
 
 
@@ -152,8 +180,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def read_query_data(path: Path, name: str, entry: dict[str, Any]) -> tuple[np.ndarray,
-                                                                          np.ndarray]:
+def read_query_data(path: Path, name: str, entry: dict[str, Any],
+                    shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """The plan index and cost arrays of one query, checked against the manifest."""
     data = Path(path) / entry["data"]
     if Path(entry["data"]).name != entry["data"]:
@@ -167,17 +195,28 @@ def read_query_data(path: Path, name: str, entry: dict[str, Any]) -> tuple[np.nd
         raise ChartSetError(f"{data}: damaged: its sha256 is {actual[:12]}..., the manifest "
                             f"says {entry['sha256'][:12]}...; rebuild the chart set")
     try:
-        table = pq.read_table(data, columns=["cell", "plan", "cost"])
+        # ParquetFile reads one file without pyarrow.dataset and pandas: loads stay fast.
+        table = pq.ParquetFile(data).read(columns=["cell", "plan", "cost"])
     except (pa.ArrowException, OSError) as err:
         raise ChartSetError(f"{data}: damaged: not a readable chart Parquet file ({err})") \
             from None
-    shape = tuple(a["k"] for a in entry["axes"])
-    cells = table.column("cell").to_numpy()
+    def column(name: str) -> np.ndarray:
+        # The columns are fixed-width and null-free: read the data buffer directly, since
+        # pyarrow's to_numpy imports pandas, which the run-time path must not pay for.
+        dtype = COLUMN_TYPES[name]
+        array = table.column(name).combine_chunks()
+        if array.type != pa.from_numpy_dtype(dtype) or array.null_count:
+            raise ChartSetError(f"{data}: damaged: column {name} is {array.type} with "
+                                f"{array.null_count} nulls, expected {dtype} without nulls")
+        return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array),
+                             offset=array.offset * np.dtype(dtype).itemsize)
+
+    cells = column("cell")
     if len(cells) != int(np.prod(shape)) or not np.array_equal(cells, np.arange(len(cells))):
         raise ChartSetError(f"{data}: damaged: expected cells 0..{int(np.prod(shape)) - 1} "
                             "in order")
-    plan = table.column("plan").to_numpy().astype(np.intp)
+    plan = column("plan").astype(np.intp)
     if plan.size and plan.max() >= len(entry["plans"]):
         raise ChartSetError(f"{data}: damaged: a cell names plan {plan.max()}, but the query "
                             f"has {len(entry['plans'])} plans")
-    return plan.reshape(shape), table.column("cost").to_numpy().reshape(shape)
+    return plan.reshape(shape), column("cost").reshape(shape)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from catalog import load_catalog
 from catalog.errors import CqoptError
+from costmodel.utility import Utility
 from optimizer.statistics import check_value, split_name
 from optimizer.workload import load_workload
 
@@ -30,8 +31,12 @@ def parse_weights(text: str | None) -> list[float] | None:
     except ValueError:
         raise CqoptError(f"--weights {text!r}: expected WR,WM or WR,WM,WC numbers, "
                          "e.g. 0.4,0.6") from None
-    if len(weights) not in (2, 3) or any(not (w >= 0) for w in weights):
-        raise CqoptError(f"--weights {text!r}: expected two or three non-negative numbers")
+    if len(weights) not in (2, 3):
+        raise CqoptError(f"--weights {text!r}: expected two or three numbers, WR,WM[,WC]")
+    try:
+        Utility.from_weights(weights)  # the one place weights are judged
+    except ValueError as err:
+        raise CqoptError(f"--weights {text!r}: {err}") from None
     return weights
 
 
@@ -58,9 +63,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         from charts.spark_build import build_spark
 
         # A session already running in this process (a notebook) is used, and left running.
-        charts = build_spark(specs, catalog, spark=SparkSession.getActiveSession(),
-                             master=args.master, progress=not args.quiet)
-        extra = {"engine": "spark", "master": args.master}
+        active = SparkSession.getActiveSession()
+        charts = build_spark(specs, catalog, spark=active, master=args.master,
+                             progress=not args.quiet)
+        extra = {"engine": "spark",
+                 "master": active.sparkContext.master if active else args.master}
     write_chart_set(out, charts, catalog, force=args.force, engine=extra.pop("engine"),
                     extra=extra)
     total = time.perf_counter() - start
@@ -93,9 +100,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     import charts
     from charts.diagram import plan_diagram
 
+    if Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise CqoptError(f"--out {args.out}: the diagram is written as .png, .svg or .pdf")
     chart_set = charts.load(args.charts)
+    chart = chart_set[args.query]
     at = dict(parse_stat(s) for s in args.at or [])
-    out = plan_diagram(chart_set[args.query], args.out, at=at)
+    sliced = [a.statistic for a in chart.spec.axes[2:]]
+    for name in at:
+        if name not in sliced:
+            raise CqoptError(f"--at {name}: not an axis to slice; the chart of {args.query} "
+                             f"has {', '.join(a.statistic for a in chart.spec.axes)}"
+                             + (f", sliced along {', '.join(sliced)}" if sliced else
+                                ", two axes or fewer: nothing to slice"))
+    out = plan_diagram(chart, args.out, at=at)
     print(f"wrote {out}")
     return 0
 
@@ -142,7 +159,8 @@ def add_parsers(sub) -> None:
                     "with a legend; charts of 3 or more axes as 2-D slices.")
     p.add_argument("--charts", required=True, metavar="DIR", help="chart set directory")
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
-    p.add_argument("--out", required=True, metavar="FILE.png", help="image to write")
+    p.add_argument("--out", required=True, metavar="FILE.png", help="image to write (.png, .svg "
+                                                                     "or .pdf)")
     p.add_argument("--at", action="append", metavar="NAME=VALUE",
                    help="for 3+ axes: slice at this value of an axis beyond the first two")
     p.set_defaults(run=cmd_show)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 from catalog import load_catalog
 from catalog.errors import CqoptError
+from charts.store import staged_directory
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
 
@@ -23,24 +22,6 @@ def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
             raise CqoptError(f"{option} {item!r}: expected STREAM=VALUE")
         out[key] = value
     return out
-
-
-def _fresh_dir(out: Path, force: bool) -> Path:
-    """A temporary sibling of ``out`` to write into, after checking ``out`` may be written."""
-    if out.exists() and not force:
-        raise CqoptError(f"{out} already exists; pass --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-
-
-def _swap(tmp: Path, out: Path) -> None:
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        out.rename(old / "previous")
-        tmp.rename(out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(out)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -74,8 +55,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise CqoptError(f"--steady {item!r}: the domain must be a whole number") from None
         steady.setdefault(stream.name, {})[stream.column(column).name] = domain
     out = Path(args.out)
-    tmp = _fresh_dir(out, args.force)
-    try:
+    with staged_directory(out, args.force) as tmp:
         for i, stream in enumerate(streams):
             # Each stream reuses another stretch of the real gaps, so rates differ.
             own = None if gaps is None else np.roll(gaps, -i * len(gaps) // len(streams))
@@ -88,10 +68,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
             path = write_trace(frame, tmp / f"{stream.name}.{args.format}")
             print(f"{stream.name}: {len(frame)} tuples over {args.duration:g} s -> "
                   f"{out / path.name}", file=sys.stderr)
-        _swap(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     print(f"wrote {out}")
     return 0
 
@@ -125,9 +101,7 @@ def _window_seconds(query) -> float:
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
     import charts
-    from charts.build import ChartContext, build_local
-    from charts.fidelity import k_sweep, replay
-    from charts.lookup import QueryChart
+    from charts.fidelity import k_sweep, local_chart, replay
     from charts.report import summary_json, write_report
     from charts.round_stats import round_statistics, write_round_statistics
     from charts.spark_build import spark_session
@@ -135,18 +109,24 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     from charts.traces import read_trace
     from optimizer.workload import load_workload
 
+    # Every option is checked before any Spark work starts.
+    for option, value, low in (("--d", args.d, 1), ("--k", args.k, 1),
+                               ("--rounds", args.rounds, 1), ("--decay", args.decay, 0)):
+        if value is not None and not value >= low:
+            raise CqoptError(f"{option} {value}: needs a number >= {low}")
     catalog = load_catalog(args.catalog)
     workload = load_workload(args.workload)
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
     paths = _trace_paths(args)
-    ts_columns = _pairs(args.ts_column, "--ts-column")
+    paths = {(catalog.stream(s).name if catalog.stream(s) else s): p for s, p in paths.items()}
+    times = {(catalog.stream(s).name if catalog.stream(s) else s): c
+             for s, c in _pairs(args.ts_column, "--ts-column").items()}
     specs = workload_specs(workload, catalog, {"k": args.k})
     if args.query:
         specs = [(s, q) for s, q in specs if s.name in args.query]
         missing = set(args.query) - {s.name for s, _ in specs}
         if missing:
             raise CqoptError(f"--query {', '.join(sorted(missing))}: not in {workload.source}")
-    paths = {(catalog.stream(s).name if catalog.stream(s) else s): p for s, p in paths.items()}
     chosen = []
     for spec, query in specs:
         lacking = [s for s in query.stream_names if s not in paths]
@@ -162,32 +142,33 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         fresh = chart_set.check(catalog)
         if fresh.stale:
             raise CqoptError(f"--charts {args.charts} is {fresh}")
+        for spec, _ in chosen:
+            stored = chart_set.charts.get(spec.name)
+            if stored is not None and stored.spec.sql != spec.sql:
+                raise CqoptError(f"--charts {args.charts}: its query {spec.name} is not the "
+                                 f"one in {workload.source}; rebuild the charts with cqopt build")
     out = Path(args.out)
-    tmp = _fresh_dir(out, args.force)
-    try:
-        observed = {}
+    with staged_directory(out, args.force) as tmp:
         from pyspark.sql import SparkSession
 
         # A session already running in this process (a notebook, a test) is reused, not ours
         # to stop.
         active = SparkSession.getActiveSession()
         spark = active or spark_session(args.master, progress=not args.quiet)
-        times = {(catalog.stream(s).name if catalog.stream(s) else s): c
-                 for s, c in ts_columns.items()}
+        observed, frames, infos = {}, {}, {}
         try:
-            frames, infos = {}, {}
             for name in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
                 print(f"{name}: reading {paths[name]}", file=sys.stderr)
                 frames[name], infos[name] = read_trace(spark, paths[name], catalog.stream(name),
                                                        ts_column=times.get(name))
+            (tmp / "rounds").mkdir()
             for spec, query in chosen:
                 print(f"{spec.name}: per-round statistics on Spark", file=sys.stderr)
                 mine = {s: frames[s] for s in query.stream_names}
                 observed[spec.name] = round_statistics(query, mine, _window_seconds(query),
                                                        rounds=args.rounds)
-                (tmp / "rounds").mkdir(exist_ok=True)
-                write_round_statistics(observed[spec.name], tmp / "rounds" /
-                                       f"{spec.name}.parquet")
+                write_round_statistics(observed[spec.name],
+                                       tmp / "rounds" / f"{spec.name}.parquet")
         finally:
             if active is None:
                 spark.stop()
@@ -196,27 +177,20 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                    "seed": args.seed}
         for spec, query in chosen:
             if chart_set is not None and spec.name in chart_set.charts:
-                chart = chart_set[spec.name]
+                used[spec.name] = chart_set[spec.name]
             else:
-                built = build_local([spec], catalog, progress=False)[0]
-                chart = QueryChart(spec, ChartContext(spec, catalog).plans, built.plan_index,
-                                   built.cost)
-            used[spec.name] = chart
+                used[spec.name] = local_chart(spec, catalog)
             print(f"{spec.name}: replaying {len(observed[spec.name])} rounds", file=sys.stderr)
-            replays[spec.name] = replay(spec.name, chart, catalog, observed[spec.name],
-                                        **options)
+            replays[spec.name] = replay(spec.name, used[spec.name], catalog,
+                                        observed[spec.name], **options)
             if ks:
-                sweeps[spec.name] = k_sweep(spec.name, chart.spec, catalog,
+                sweeps[spec.name] = k_sweep(spec.name, used[spec.name].spec, catalog,
                                             observed[spec.name], ks, **options)
         meta = {"catalog": args.catalog, "workload": args.workload,
                 **{f"trace {s}": _describe(info) for s, info in infos.items()},
                 "charts": args.charts or "built for this report",
                 "estimator": f"{args.estimator} (d = {args.d}, decay = {args.decay})"}
         write_report(tmp, replays, used, sweeps, meta)
-        _swap(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
         return 0
@@ -229,6 +203,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         for base, b in s["baselines"].items():
             print(f"{'':<10} {base:<18} {s['rounds']:6d} {b['fidelity']:8.3f} "
                   f"{b['regret']:8.3f} {b.get('moves', ''):>6} {b.get('switches', ''):>8}")
+        if s["undefined_rounds"]:
+            print(f"{'':<10} ({s['undefined_rounds']} rounds without an optimal plan left out)")
     print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
     return 0
 

@@ -49,8 +49,7 @@ def _statistics(query: ContinuousQuery, given: dict[str, float], catalog
             else (default_value(name, catalog), True) for name in query.statistics}
 
 
-def _costs(query, plans, stats, model, utility) -> list[dict[str, float]]:
-    values = {name: value for name, (value, _) in stats.items()}
+def _costs(plans, values: dict[str, float], model, utility) -> list[dict[str, float]]:
     out = []
     for plan in plans:
         cost = model.cost(plan, values)
@@ -77,7 +76,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         # Past the exhaustive limit, the local search orders joins by this model at these stats.
         plans = enumerate_plans(q, catalog=catalog,
                                 cost=lambda p: float(utility(model.cost(p, values))))
-        costs = _costs(q, plans, stats, model, utility)
+        costs = _costs(plans, values, model, utility)
         chosen = plans[min(range(len(plans)), key=lambda i: (costs[i]["utility"], plans[i].id))]
         objects.append({"name": name, "query": q.to_dict(), "model": model.name,
                         "weights": [utility.w_r, utility.w_m, utility.w_c],

@@ -80,3 +80,18 @@ def check_value(name: str, value: float) -> float:
         raise QueryError(f"statistic {name} is a selectivity and must lie in [0, 1], "
                          f"got {x:g}")
     return x
+
+
+def check_values(name: str, values) -> None:
+    """:func:`check_value` for a whole array: a QueryError naming the first bad row."""
+    import numpy as np
+
+    x = np.asarray(values, dtype=np.float64)
+    kind, _ = split_name(name)
+    bad = np.isnan(x) | ((x < 0) | np.isinf(x) if kind == "rate" else (x < 0) | (x > 1))
+    if bad.any():
+        row = int(np.argmax(bad.ravel()))
+        try:
+            check_value(name, x.ravel()[row])
+        except QueryError as err:
+            raise QueryError(f"row {row}: {err}") from None

@@ -1,9 +1,11 @@
 """Benchmark: cell·plan evaluations per second of the vectorized cost kernels.
 
 For the OM paper's Q1 (sel-λ grid) and Q2 (λ-λ-λ grid), both models score
-every candidate plan over a grid of about 10^6 cells in one call; the median
-of several runs is reported, with the ratio to a plain Python loop that calls
-the same model cell by cell (timed on a sample of cells, in the same process).
+every candidate plan over about 10^6 cells in one call, in two layouts: as
+axes that broadcast into the grid, and as flat per-cell arrays, which is what
+a chart build feeds the kernel (cells in batches). The median of several runs
+is reported, with the ratio to a plain Python loop that calls the same model
+cell by cell (timed on a sample of cells, in the same process).
 
     python scripts/bench_costmodel.py [--cells 1000000] [--repeat 5]
 """
@@ -51,23 +53,25 @@ def main() -> None:
     args = parser.parse_args()
     catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
     utility = Utility()
-    print(f"{'query':5} {'model':6} {'plans':>5} {'cells':>9} {'median s':>9} "
+    print(f"{'query':5} {'model':6} {'layout':6} {'plans':>5} {'cells':>9} {'median s':>9} "
           f"{'cell·plan/s':>13} {'loop cell·plan/s':>17} {'speed-up':>9}")
     for name, sql in (("Q1", Q1), ("Q2", Q2)):
         plans = enumerate_plans(parse_query(sql, catalog))
         stats = grids(args.cells)[name]
         shape = np.broadcast_shapes(*(np.shape(v) for v in stats.values()))
         n_cells = int(np.prod(shape))
-        full = {k: np.broadcast_to(v, shape).ravel() for k, v in stats.items()}
+        full = {k: np.ascontiguousarray(np.broadcast_to(v, shape).ravel())
+                for k, v in stats.items()}
         for model in (OM(catalog), PIPES(catalog)):
-            plan_utilities(model, utility, plans, stats)  # warm-up
-            times = []
-            for _ in range(args.repeat):
-                start = time.perf_counter()
-                plan_utilities(model, utility, plans, stats)
-                times.append(time.perf_counter() - start)
-            median = statistics.median(times)
-            vectorized = n_cells * len(plans) / median
+            medians = {}
+            for layout, layout_stats in (("grid", stats), ("flat", full)):
+                plan_utilities(model, utility, plans, layout_stats)  # warm-up
+                times = []
+                for _ in range(args.repeat):
+                    start = time.perf_counter()
+                    plan_utilities(model, utility, plans, layout_stats)
+                    times.append(time.perf_counter() - start)
+                medians[layout] = statistics.median(times)
             sample = min(args.loop_sample, n_cells)
             start = time.perf_counter()
             for i in range(sample):
@@ -75,8 +79,11 @@ def main() -> None:
                 for plan in plans:
                     utility(model.cost(plan, cell))
             loop = sample * len(plans) / (time.perf_counter() - start)
-            print(f"{name:5} {model.name:6} {len(plans):5d} {n_cells:9d} {median:9.4f} "
-                  f"{vectorized:13.3e} {loop:17.3e} {vectorized / loop:8.0f}x")
+            for layout, median in medians.items():
+                vectorized = n_cells * len(plans) / median
+                print(f"{name:5} {model.name:6} {layout:6} {len(plans):5d} {n_cells:9d} "
+                      f"{median:9.4f} {vectorized:13.3e} {loop:17.3e} "
+                      f"{vectorized / loop:8.0f}x")
 
 
 if __name__ == "__main__":

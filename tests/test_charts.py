@@ -146,8 +146,15 @@ def test_choose_many_equals_choose(chart_dir):
         assert many.plan_ids[i] == one.plan_id
         assert tuple(many.cells[i]) == one.cell
         assert bool(many.clamped[i]) == bool(one.clamped)
-    with pytest.raises(ChartSetError, match="row 3"):
-        cs.choose_many("Q2", {**stats, "rate.SF": np.r_[1.0, 2.0, 3.0, -4.0]})
+    bad = stats["rate.SF"].copy()
+    bad[3] = -4.0
+    with pytest.raises(QueryError, match="row 3"):
+        cs.choose_many("Q2", {**stats, "rate.SF": bad})
+    with pytest.raises(ChartSetError, match="do not broadcast"):
+        cs.choose_many("Q2", {**stats, "rate.SF": np.r_[1.0, 2.0, 3.0, 4.0]})
+    grid = cs.choose_many("Q2", {"rate.TCP": np.array([[200.0], [800.0]]),
+                                 "rate.UDP": np.array([150.0, 300.0, 450.0]), "rate.SF": 100.0})
+    assert grid.plan_index.shape == (6,)  # (2, 1) x (3,) x () broadcast, flattened
 
 
 def test_concurrent_readers_agree(chart_dir):
@@ -266,7 +273,7 @@ def test_runtime_api_imports_neither_spark_nor_matplotlib(chart_dir):
             f"cs = charts.load({str(chart_dir)!r})\n"
             "cs.choose('Q1', {'sel.TCP': 0.5, 'rate.TCP': 300})\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('pyspark', 'matplotlib', 'py4j')))\n")
+            "('pyspark', 'matplotlib', 'py4j', 'pandas')))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True)
     assert done.stdout.strip() == "[]"
@@ -358,3 +365,49 @@ def test_choose_and_choose_many_agree_on_awkward_ranges(tmp_path):
     one = [chart.choose({"sel.S": float(v)}).cell[0] for v in values]
     assert many.tolist() == one
     assert chart.choose({"sel.S": 0.7}).cell == (2,)  # (0.7 - 0.1) / 0.8 * 4 = 3 - ulp
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--out", "q.xyz"], ".png, .svg or .pdf"),
+    (["--out", "q.png", "--at", "rate.TCP=300"], "not an axis to slice"),
+])
+def test_show_rejects_bad_options(chart_dir, tmp_path, capsys, args, fragment):
+    argv = ["show", "--charts", str(chart_dir), "--query", "Q2"]
+    argv += [a if not a.startswith("q.") else str(tmp_path / a) for a in args]
+    assert main(argv) == 2
+    assert fragment in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("weights", ["0,0", "inf,1", "1"])
+def test_bad_weights_are_errors_not_tracebacks(tmp_path, capsys, weights):
+    assert main(["build", "--catalog", str(DEC), "--workload", str(WORKLOAD), "--out",
+                 str(tmp_path / "x"), "--engine", "local", "--weights", weights]) == 2
+    assert capsys.readouterr().err.startswith("cqopt: error: --weights")
+
+
+def test_out_below_a_file_fails_before_any_work(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    assert main(["build", "--catalog", str(DEC), "--workload", str(WORKLOAD), "--out",
+                 str(tmp_path / "afile" / "sub"), "--engine", "local"]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
+def test_damaged_axes_in_a_manifest_are_reported(chart_dir, tmp_path):
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(chart_dir, bad)
+    manifest = json.loads((bad / "manifest.json").read_text())
+    manifest["queries"]["Q1"]["axes"][0]["hi"] = manifest["queries"]["Q1"]["axes"][0]["lo"]
+    (bad / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ChartSetError, match="malformed.*lo < hi"):
+        charts.load(bad)
+    manifest["queries"] = []
+    (bad / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ChartSetError, match="not a table"):
+        charts.load(bad)
+
+
+def test_fixed_selectivity_above_one_is_rejected(dec):
+    q = parse_query("SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host WINDOW [1]", dec)
+    with pytest.raises(WorkloadError, match=r"\[0, 1\]"):
+        make_spec("q", "x", q, dec, {"fixed": {"jsel.TCP.UDP": 7}})
