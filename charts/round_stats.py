@@ -6,7 +6,9 @@ one trace per stream of a query (DataFrames with a ``ts`` column in seconds,
 as :func:`charts.traces.read_trace` makes them), :func:`round_statistics`
 cuts trace time into rounds of ``window_s`` seconds from ``start``: round
 ``r`` holds the tuples with ``start + r W <= ts < start + (r + 1) W``
-(out-of-order tuples land in the round of their timestamp). For each round:
+(out-of-order tuples land in the round of their timestamp). By default only
+the rounds the traces cover to their end are kept (see
+:func:`round_statistics`). For each round:
 
 - ``rate.S``: S's tuples in the round divided by ``W``;
 - ``sel.S``: the fraction of them passing S's grouped selection (NaN when
@@ -25,21 +27,22 @@ join pairs the groups and sums the products of their counts, so no join
 pair is ever materialized, on the executors or the driver. One Spark job
 computes every statistic; only the per-round table comes back.
 
-Selections become Spark conditions straight from the logical query: an
-:class:`~optimizer.intervals.IntervalSet` per column (``isin`` for a point
-set, comparisons for intervals, OR across intervals, AND across columns) and
-the residual conjuncts translated node by node from their sqlglot trees.
+Predicates become Spark conditions straight from the logical query: a
+grouped selection's whole condition (:attr:`Selection.predicate
+<optimizer.group_selections.Selection.predicate>`, ``FALSE`` when it can pass
+nothing) and each theta predicate are walked by
+:func:`optimizer.predicates.evaluate`, the walker the pandas executor uses, so
+both engines read one predicate the same way (a NULL passes no comparison).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import numbers
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,9 +51,8 @@ import pandas as pd
 from sqlglot import exp
 
 from catalog.errors import CqoptError
+from charts.spark_build import spark_errors
 from optimizer import predicates
-from optimizer.group_selections import Selection
-from optimizer.intervals import IntervalSet
 from optimizer.join_closure import JoinPredicate, ThetaPredicate
 from optimizer.literals import literal_value
 from optimizer.statistics import split_name
@@ -78,9 +80,15 @@ def round_statistics(query: ContinuousQuery, traces: dict[str, DataFrame], windo
 
     ``traces`` maps stream names (any case) to DataFrames with a ``ts``
     column (seconds) and the columns the query's predicates read. ``start``
-    defaults to the earliest timestamp of the query's traces and ``rounds``
-    to as many as reach the latest one; every round is present, empty ones
-    with rate 0 and NaN selectivities.
+    defaults to the earliest timestamp of the query's traces. ``rounds``
+    defaults to the *complete* rounds: those that end by the latest
+    timestamp, ``floor((end - start) / W)`` of them. A trailing round the
+    traces stop inside is dropped, because its rate would be its tuples over
+    the whole ``W`` (reading low) and its selectivities would rest on a few
+    tuples; only when no round is complete is that one partial round kept, so
+    that a trace shorter than ``W`` still gives a row. Pass ``rounds`` to
+    count every tuple. Every round is present, empty ones with rate 0 and
+    NaN selectivities.
     """
     if isinstance(window_s, bool) or not isinstance(window_s, numbers.Real) \
             or not (math.isfinite(window_s) and window_s > 0):
@@ -91,7 +99,8 @@ def round_statistics(query: ContinuousQuery, traces: dict[str, DataFrame], windo
     if start is not None and not math.isfinite(start):
         raise RoundStatsError(f"start must be a finite time in seconds, got {start!r}")
     frames = _query_frames(query, traces)
-    with _spark_errors(query):
+    with spark_errors(f"Spark failed computing the per-round statistics of '{query.sql}'",
+                      RoundStatsError):
         return _round_statistics(query, frames, float(window_s), start, rounds)
 
 
@@ -104,7 +113,7 @@ def _round_statistics(query: ContinuousQuery, frames: dict[str, DataFrame], wind
                                   "pass start= and rounds= to get empty rounds")
         start = first if start is None else float(start)
         if rounds is None:
-            rounds = max(0, round_of(last, start, window_s) + 1)
+            rounds = complete_rounds(last, start, window_s)
     start, rounds = float(start), int(rounds)
     names = query.statistics
     table = pd.DataFrame({"round": np.arange(rounds, dtype=np.int64),
@@ -119,21 +128,6 @@ def _round_statistics(query: ContinuousQuery, frames: dict[str, DataFrame], wind
     table.attrs = {"cqopt_round_statistics": FORMAT_VERSION, "window_s": window_s,
                    "start": start, "query": query.sql}
     return table
-
-
-@contextlib.contextmanager
-def _spark_errors(query: ContinuousQuery) -> Iterator[None]:
-    """A failing Spark job (a trace file gone, a bad value) as a RoundStatsError."""
-    from py4j.protocol import Py4JError
-    from pyspark.errors import PySparkException
-
-    try:
-        yield
-    except (PySparkException, Py4JError) as err:
-        lines = str(err).strip().splitlines()
-        raise RoundStatsError(f"Spark failed computing the per-round statistics of "
-                              f"'{query.sql}': {lines[0] if lines else type(err).__name__}"
-                              ) from None
 
 
 def _statistic(name: str, counts: dict[str, np.ndarray], rounds: int,
@@ -192,6 +186,21 @@ def _time_span(frames: dict[str, DataFrame]) -> tuple[float | None, float | None
     return (min(lows), max(highs)) if lows else (None, None)
 
 
+def complete_rounds(end: float, start: float, window_s: float) -> int:
+    """The rounds from ``start`` that end by ``end`` (the last timestamp), at least the one
+    holding ``end``: ``floor((end - start) / W)``, by the rule of :func:`round_of`.
+
+    >>> [complete_rounds(end, 0.0, 2.0) for end in (7.5, 8.0, 1.5)]
+    [3, 4, 1]
+    >>> complete_rounds(-1.0, 0.0, 2.0)  # the traces end before start: nothing to count
+    0
+    """
+    last = round_of(end, start, window_s)  # the round holding end: it ends after end
+    if last < 0:
+        return 0
+    return max(last, 1)  # no complete round: keep the partial one rather than nothing
+
+
 def round_of(ts: float, start: float, window_s: float) -> int:
     """The round of one timestamp, by the rule :func:`assign_round` applies in Spark.
 
@@ -236,7 +245,7 @@ def _spark_counts(query: ContinuousQuery, frames: dict[str, DataFrame], start: f
     for stream, df in frames.items():
         column = _resolver(df)
         selection = query.selections.get(stream)
-        passes = (selection_condition(selection, lambda s, c: column(c))
+        passes = (spark_condition(selection.predicate, lambda s, c: column(c))
                   if selection is not None else F.lit(True))
         key_columns = _join_columns(query, stream)
         # Prefixed names keep the streams' columns apart once groups are joined.
@@ -327,51 +336,15 @@ def _resolver(df: DataFrame) -> Callable[[str], Column]:
 
 
 # -- predicates as Spark conditions ----------------------------------------------
-def selection_condition(selection: Selection, resolve: Resolver | None = None) -> Column:
-    """A Spark condition true exactly for the tuples passing ``selection``.
-
-    ``resolve(stream, column)`` gives the Spark column (default: the column
-    by its catalog name). A NULL value passes no comparison, as in SQL.
-    """
-    from pyspark.sql import functions as F
-
-    resolve = resolve or (lambda stream, column: F.col(f"`{column}`"))
-    terms = [interval_condition(resolve(selection.stream, column), values)
-             for column, values in selection.columns.items()]
-    terms += [spark_condition(r, resolve) for r in selection.residual]
-    return functools.reduce(lambda a, b: a & b, terms) if terms else F.lit(True)
-
-
-def interval_condition(column: Column, values: IntervalSet) -> Column:
-    """``column`` lies in ``values``: ``isin`` for the points, comparisons for intervals."""
-    from pyspark.sql import functions as F
-
-    if values.is_empty:
-        return F.lit(False)
-    points = [iv.lo for iv in values.intervals if iv.is_point]
-    terms = [column.isin(points)] if points else []
-    for iv in values.intervals:
-        if iv.is_point:
-            continue
-        bounds = []
-        if iv.lo is not None:
-            bounds.append(column >= F.lit(iv.lo) if iv.lo_closed else column > F.lit(iv.lo))
-        if iv.hi is not None:
-            bounds.append(column <= F.lit(iv.hi) if iv.hi_closed else column < F.lit(iv.hi))
-        # (-inf, inf) still fails a NULL, like any comparison
-        terms.append(functools.reduce(lambda a, b: a & b, bounds) if bounds
-                     else column.isNotNull())
-    return functools.reduce(lambda a, b: a | b, terms)
-
-
 def spark_condition(node: exp.Expression, resolve: Resolver) -> Column:
     """A predicate of the logical query (qualified columns, constants, comparisons,
-    BETWEEN, IN, AND/OR/NOT) as a Spark condition; columns via ``resolve``."""
+    BETWEEN, IN, AND/OR/NOT, TRUE/FALSE) as a Spark condition; columns via ``resolve``."""
     from pyspark.sql import functions as F
 
     def operand(leaf: exp.Expression) -> Column:
         if isinstance(leaf, exp.Column):
             return resolve(leaf.table, leaf.name)
+        # A constant, or the Boolean a selection is when it can pass nothing (FALSE).
         return F.lit(literal_value(leaf))
 
     return predicates.evaluate(node, operand)

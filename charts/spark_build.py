@@ -55,7 +55,7 @@ import tempfile
 import time
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,7 +97,67 @@ logger.parquet.level = error
 
 
 class SparkBuildError(CqoptError):
-    """Spark cannot start, or a Spark build's result is not a complete set of charts."""
+    """Spark cannot start, a Spark build fails, or its result is not a complete set of charts."""
+
+
+# -- Spark's failures as cqopt errors ---------------------------------------------
+@contextlib.contextmanager
+def spark_errors(what: str, error: Callable[[str], CqoptError] = SparkBuildError,
+                 hint: str | Callable[[str], str] = "") -> Iterator[None]:
+    """Turn Spark's and Py4J's exceptions into ``error(f"{what}: {message}{hint}")``.
+
+    ``message`` is the line of Spark's text that says what went wrong (see
+    :func:`spark_message`); ``hint`` may depend on Spark's whole text. Every
+    Spark failure a user can meet reaches them as a :class:`CqoptError`, never
+    as a JVM or Python-worker stack trace.
+    """
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException  # AnalysisException, PythonException, ...
+
+    try:
+        yield
+    except (PySparkException, Py4JError) as err:
+        tail = hint(str(err)) if callable(hint) else hint
+        raise error(f"{what}: {spark_message(err)}{tail}") from None
+
+
+# The last line of a Python traceback: the exception's (module-qualified) name and message.
+_RAISED = re.compile(r"(?:\w+\.)*(\w*(?:Error|Exception|Exit|Interrupt)): (.*)")
+_JAVA_CLASS = re.compile(r"(?:[a-z_]\w*\.)+(?=[A-Z]\w*: )")  # org.apache.spark. in front
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z_]*(?:\.[A-Z_]+)*\]")  # Spark's [FAILED_READ_FILE...]
+
+
+def spark_message(err: BaseException, limit: int = 300) -> str:
+    r"""The line of a Spark failure that says what went wrong, at most ``limit`` characters.
+
+    A Python worker's exception is its last line (``ValueError: ...``), not
+    the traceback above it. A Java exception is the first of its chain
+    (itself, then each "Caused by") that names one of Spark's error classes,
+    else the root cause; never the "An error occurred while calling o42.x"
+    in front of it, nor the stack frames.
+
+    >>> spark_message(RuntimeError("An error occurred while calling o7.x.\n"
+    ...     ": org.apache.spark.SparkException: Exception thrown in awaitResult:\n\tat a.b(C)\n"
+    ...     "Caused by: org.apache.spark.SparkException: [FAILED_READ_FILE] f: gone\n\tat d"))
+    'SparkException: [FAILED_READ_FILE] f: gone'
+    >>> spark_message(RuntimeError("From the worker:\nTraceback (most recent call last):\n"
+    ...                            '  File "f.py"\ncharts.x.BadError: a: b\nmore'))
+    'BadError: a: b'
+    """
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        raised = [m for m in map(_RAISED.fullmatch, lines) if m]
+        line = f"{raised[-1].group(1)}: {raised[-1].group(2)}" if raised else lines[0]
+    else:
+        if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):
+            lines = lines[1:]
+        chain = [lines[0].lstrip(": ")] + [line.removeprefix("Caused by:").strip()
+                                           for line in lines if line.startswith("Caused by:")]
+        chain = [_JAVA_CLASS.sub("", link, count=1) for link in chain]
+        line = next((link for link in chain if _ERROR_CLASS.search(link)), chain[-1])
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 # -- the session ---------------------------------------------------------------
@@ -140,11 +200,17 @@ def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: b
     """A new Spark session for chart builds; ``conf`` entries win over the defaults.
 
     Refuses to run beside another SparkContext of this process: Spark would
-    hand back that one and silently ignore ``master`` and ``conf``.
+    hand back that one and silently ignore ``master`` and ``conf``. Sets
+    ``os.environ["PYSPARK_PYTHON"]`` to the workers' Python (``sys.executable``
+    unless ``conf`` names ``spark.pyspark.python``) for the rest of the
+    process: Python workers must run the driver's Python, numpy and cqopt, and
+    PySpark reads the variable again whenever it starts one. A master Spark
+    does not know, or a session that cannot start, is a :class:`SparkBuildError`.
     """
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    check_master(master)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit the JVM already runs
         check_java()
     if SparkContext._active_spark_context is not None:
@@ -173,12 +239,36 @@ def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: b
     # A local driver talks to no one: bind it to loopback, which also spares the
     # "hostname resolves to a loopback address" warnings.
     env = {"SPARK_LOCAL_IP": "127.0.0.1"} if local and "SPARK_LOCAL_IP" not in os.environ else {}
-    with _environ(env):
-        spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    if not local:
-        ship_packages(spark)
+    hint = ("; check the master URL" + ("" if local else " and that its cluster is up")
+            + "; Spark's log above may say more")
+    with spark_errors(f"Spark could not start with master {master!r}", hint=hint):
+        with _environ(env):
+            spark = builder.getOrCreate()
+        try:
+            spark.sparkContext.setLogLevel("WARN")
+            if not local:
+                ship_packages(spark)
+        except BaseException:
+            spark.stop()  # half started: stop it, or the next attempt would be refused
+            raise
     return spark
+
+
+def check_master(master: str) -> None:
+    """A clear error for a master URL Spark's launcher rejects, before a JVM starts.
+
+    The launcher's own rule: ``yarn``, or a URL starting with ``spark``,
+    ``k8s`` or ``local``. Its complaint would go to stderr as a JVM stack
+    trace, followed by a Python one.
+
+    >>> check_master("local[2]"), check_master("spark://host:7077"), check_master("yarn")
+    (None, None, None)
+    """
+    if master != "yarn" and not master.startswith(("spark", "k8s", "local")):
+        raise SparkBuildError(
+            f"Spark could not start with master {master!r}: not a master URL Spark knows; "
+            "check the master URL: local[*], local[N], spark://HOST:PORT (standalone), "
+            "yarn, or k8s://https://HOST:PORT")
 
 
 def ship_packages(spark: SparkSession) -> None:
@@ -260,11 +350,12 @@ def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | 
     if own:
         spark = spark_session(master, progress=progress)
     try:
-        if not _is_local(spark.sparkContext.master):
-            ship_packages(spark)
-        start = time.perf_counter()
-        plan, cost = _run_job(spark, contexts, catalog, scratch, progress)
-        elapsed = time.perf_counter() - start
+        with spark_errors("the Spark job building the charts failed"):
+            if not _is_local(spark.sparkContext.master):
+                ship_packages(spark)
+            start = time.perf_counter()
+            plan, cost = _run_job(spark, contexts, catalog, scratch, progress)
+            elapsed = time.perf_counter() - start
     finally:
         if own:
             spark.stop()
@@ -407,10 +498,11 @@ def _context(payload: dict[str, Any], chart: int) -> ChartContext:
         context = ChartContext(spec, _JOB["catalog"])
         ids = [p.id for p in context.plans]
         if ids != payload["plan_ids"][chart]:
-            # The plan index means nothing if the executor's cqopt enumerates differently.
-            raise RuntimeError(f"chart {spec.name!r}: this executor's plans {ids} differ from "
-                               f"the driver's {payload['plan_ids'][chart]}; executors must "
-                               "run the driver's cqopt version")
+            # The plan index means nothing if the executor's cqopt enumerates differently;
+            # the driver reports this as the job's SparkBuildError.
+            raise SparkBuildError(f"chart {spec.name!r}: this executor's plans {ids} differ "
+                                  f"from the driver's {payload['plan_ids'][chart]}; executors "
+                                  "must run the driver's cqopt version")
         _CONTEXTS[chart] = context
     return context
 

@@ -41,10 +41,9 @@ selection's selectivity changes over time.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import math
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,14 +51,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from catalog import Catalog, Stream
+from catalog import Stream
 from catalog.errors import CqoptError
+from charts.spark_build import spark_errors
 
 if TYPE_CHECKING:  # pyspark loads only when a trace is read
     from pyspark.sql import Column as SparkColumn
     from pyspark.sql import DataFrame, SparkSession
-
-    from optimizer.logical import ContinuousQuery
 
 FORMATS = ("dec", "csv", "parquet")
 DEC_COLUMNS = ("ts", "src_host", "dest_host", "src_port", "dest_port", "bytes")
@@ -118,14 +116,6 @@ class TraceInfo:
         return self.rows / self.duration if self.duration > 0 else math.nan
 
 
-class Traces(dict):
-    """Stream name -> trace DataFrame, with each trace's :class:`TraceInfo` in ``infos``."""
-
-    def __init__(self, frames: dict[str, DataFrame], infos: dict[str, TraceInfo]):
-        super().__init__(frames)
-        self.infos = infos
-
-
 # -- reading ---------------------------------------------------------------------
 def trace_format(path: str | Path, fmt: str | None = None) -> str:
     """``fmt`` checked, or the format the file's name implies.
@@ -174,38 +164,11 @@ def read_trace(spark: SparkSession, path: str | Path, stream: Stream, *,
     _check_exists(path)
     if not (time_scale > 0 and math.isfinite(time_scale)):
         raise TraceError(path, f"time_scale must be a positive number, got {time_scale!r}")
-    with _spark_errors(path):
+    with spark_errors("Spark cannot read it", functools.partial(TraceError, path), _nanos_hint):
         scan = _scan(spark, path, fmt)
         plan = _TracePlan(path, fmt, scan, stream, ts_column, time_scale)
         info = plan.inspect()
         return plan.frame(), info
-
-
-def read_traces(spark: SparkSession, catalog: Catalog, query: ContinuousQuery,
-                traces: dict[str, str | Path], ts_columns: dict[str, str] | None = None,
-                ) -> Traces:
-    """Read the trace of every stream ``query`` uses; keys are stream names (any case).
-
-    Streams the query does not use are ignored. The result maps the catalog's
-    stream names to DataFrames and carries each trace's info in ``.infos``.
-    """
-    given = {name.lower(): (name, path) for name, path in traces.items()}
-    times = {name.lower(): column for name, column in (ts_columns or {}).items()}
-    missing = [s for s in query.stream_names if s.lower() not in given]
-    if missing:
-        listed = ", ".join(f"{n}={p}" for n, p in traces.items()) or "none"
-        raise CqoptError(f"no trace for stream{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(missing)} of the query; traces given: {listed}; "
-                         "give one trace file per stream of the query")
-    frames, infos = {}, {}
-    for name in query.stream_names:
-        stream = catalog.stream(name)
-        if stream is None:
-            raise CqoptError(f"stream {name} of the query is not in the catalog "
-                             f"{catalog.source}")
-        frames[name], infos[name] = read_trace(spark, given[name.lower()][1], stream,
-                                               ts_column=times.get(name.lower()))
-    return Traces(frames, infos)
 
 
 def _check_exists(path: str) -> None:
@@ -218,20 +181,11 @@ def _check_exists(path: str) -> None:
             raise TraceError(path, "the file is empty")
 
 
-@contextlib.contextmanager
-def _spark_errors(path: str) -> Iterator[None]:
-    """Turn Spark's and Py4J's exceptions into a TraceError naming the file."""
-    from py4j.protocol import Py4JError
-    from pyspark.errors import PySparkException
-
-    try:
-        yield
-    except (PySparkException, Py4JError) as err:
-        hint = ""
-        if "TIMESTAMP(NANOS" in str(err):  # pandas writes nanoseconds by default
-            hint = ("; Spark reads Parquet timestamps in micro- or milliseconds: write them "
-                    "with to_parquet(..., coerce_timestamps='us'), or as seconds")
-        raise TraceError(path, f"Spark cannot read it: {_first_line(err)}{hint}") from None
+def _nanos_hint(text: str) -> str:
+    if "TIMESTAMP(NANOS" in text:  # pandas writes nanoseconds by default
+        return ("; Spark reads Parquet timestamps in micro- or milliseconds: write them "
+                "with to_parquet(..., coerce_timestamps='us'), or as seconds")
+    return ""
 
 
 def _first_line(err: BaseException, limit: int = 300) -> str:

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from catalog import load_catalog
-from charts.round_stats import round_statistics
+from charts.round_stats import complete_rounds, round_statistics
 from charts.spark_build import spark_session
 from charts.traces import generate_trace, read_trace, write_trace
 from optimizer.intervals import IntervalSet
@@ -51,10 +51,15 @@ Q2 = ("SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host AND TCP.dest_ho
 # -- the pandas baseline ---------------------------------------------------------------
 def pandas_round_statistics(query: ContinuousQuery, frames: dict[str, pd.DataFrame],
                             window_s: float) -> pd.DataFrame:
-    """The statistics of ``query`` (interval selections and equi-joins) with pandas."""
+    """The statistics of ``query`` (interval selections and equi-joins) with pandas, in the
+    complete rounds :func:`round_statistics` keeps by default."""
     start = min(float(f.ts.min()) for f in frames.values())
-    rounds = {name: _rounds(f.ts.to_numpy(), start, window_s) for name, f in frames.items()}
-    n = max(int(r.max()) for r in rounds.values()) + 1
+    n = complete_rounds(max(float(f.ts.max()) for f in frames.values()), start, window_s)
+    rounds, kept = {}, {}
+    for name, frame in frames.items():
+        r = _rounds(frame.ts.to_numpy(), start, window_s)
+        kept[name], rounds[name] = frame[r < n], r[r < n]  # a partial last round: not counted
+    frames = kept
     counts, out = {}, {"round": np.arange(n), "start": start + np.arange(n) * window_s}
     for name, frame in frames.items():
         counts[name] = np.bincount(rounds[name], minlength=n)

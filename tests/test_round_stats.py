@@ -60,7 +60,9 @@ def test_selection_rate_and_empty_round(tiny):
                     "WINDOW [2]", CATALOG)
     table = round_statistics(q, tiny, 2.0)  # start: the earliest time of A (0.2)
     assert table.attrs["start"] == 0.2
-    table = round_statistics(q, tiny, 2.0, start=0.0)
+    # A's last tuple, 7.5, is inside round 3 ([6, 8)): by default only rounds 0-2 are complete.
+    assert round_statistics(q, tiny, 2.0, start=0.0)["round"].tolist() == [0, 1, 2]
+    table = round_statistics(q, tiny, 2.0, start=0.0, rounds=4)
     assert list(table.columns) == ["round", "start", "rate.A", "sel.A"]
     assert table["round"].tolist() == [0, 1, 2, 3] and table["start"].tolist() == [0, 2, 4, 6]
     _check(table, {"rate.A": [2.5, 1.5, 0.0, 1.0],  # 5, 3, 0, 2 tuples in 2 s
@@ -79,23 +81,71 @@ def test_rounds_and_start_given(tiny):
     _check(only_late, {"rate.A": [1.5], "sel.A": [1 / 3]})
 
 
+def test_only_complete_rounds_by_default(spark):
+    """A trailing round the trace stops inside would read a low rate: it is left out."""
+    q = parse_query("SELECT * FROM C WHERE C.k > 1 WINDOW [2]", CATALOG)
+
+    def table(times, **kwargs):
+        frame = spark.createDataFrame(pd.DataFrame({"ts": times, "k": 2}))
+        return round_statistics(q, {"C": frame}, 2.0, **kwargs)
+
+    # [0, 2) and [2, 4) are covered; the trace stops inside [4, 6) at 5.0.
+    _check(table([0.0, 1.0, 2.5, 3.0, 5.0]), {"rate.C": [1.0, 1.0], "sel.C": [1.0, 1.0]})
+    # A tuple on the boundary opens the next round; the trace covers the previous one to its end.
+    assert table([0.0, 1.0, 4.0])["round"].tolist() == [0, 1]
+    assert table([0.0, 1.0, 3.9])["round"].tolist() == [0]
+    # No round complete: the one partial round is kept rather than nothing.
+    _check(table([0.0, 0.5, 1.5]), {"rate.C": [1.5], "sel.C": [1.0]})
+    _check(table([7.0]), {"rate.C": [0.5]})
+    # Rounds given: every one of them, the partial last one included.
+    _check(table([0.0, 1.0, 2.5, 3.0, 5.0], rounds=3), {"rate.C": [1.0, 1.0, 0.5]})
+    # A start after the last tuple: no round at all.
+    assert len(table([0.0, 1.0], start=4.0)) == 0
+
+
+def test_selection_predicate_with_nulls(spark):
+    """The grouped selection is one condition: a NULL passes no comparison, NOT IN included."""
+    frame = spark.createDataFrame([(0.1, 1), (0.2, None), (0.3, 3), (0.4, 5), (0.5, 4)],
+                                  "ts double, v long")
+    for sql, passing in [("A.v <> 3", 3), ("NOT A.v IN (3, 4)", 2), ("A.v > 1", 3),
+                         ("A.v < 2 OR A.v >= 4", 3), ("A.v > 1 AND A.v < 1", 0)]:
+        q = parse_query(f"SELECT * FROM A WHERE {sql} WINDOW [1]", CATALOG)
+        _check(round_statistics(q, {"A": frame}, 1.0, start=0.0),
+               {"rate.A": [5.0], "sel.A": [passing / 5]})
+
+
+@pytest.mark.filterwarnings("ignore:toPandas attempted Arrow optimization")
+def test_a_failing_spark_job_is_a_round_stats_error(spark, tmp_path):
+    """A trace file deleted after it was read fails the job: one clear error, not Spark's."""
+    path = tmp_path / "c.parquet"
+    pd.DataFrame({"ts": [0.5, 1.5], "k": [1, 2]}).to_parquet(path)
+    frame = spark.read.parquet(str(path))
+    path.unlink()
+    q = parse_query("SELECT * FROM C WINDOW [1]", CATALOG)
+    expected = (r"^Spark failed computing the per-round statistics of 'SELECT \* FROM C "
+                r"WINDOW \[1\]': SparkException: \[FAILED_READ_FILE\S*\] .*c\.parquet")
+    with pytest.raises(RoundStatsError, match=expected):
+        round_statistics(q, {"C": frame}, 1.0, start=0.0, rounds=2)
+
+
 def test_residual_and_interval_unions(tiny):
     residual = parse_query("SELECT * FROM A WHERE A.v > A.k AND (A.k = 1 OR A.s = 'y') "
                            "WINDOW [2]", CATALOG)
     assert len(residual.selections["A"].residual) == 2
-    _check(round_statistics(residual, tiny, 2.0, start=0.0),
+    _check(round_statistics(residual, tiny, 2.0, start=0.0, rounds=4),
            {"sel.A": [3 / 5, 1 / 3, NAN, 1.0]})
     union = parse_query("SELECT * FROM A WHERE (A.v < 2 OR A.v >= 5) AND A.k <> 3 WINDOW [2]",
                         CATALOG)
-    _check(round_statistics(union, tiny, 2.0, start=0.0), {"sel.A": [1 / 5, 2 / 3, NAN, 0.0]})
+    _check(round_statistics(union, tiny, 2.0, start=0.0, rounds=4),
+           {"sel.A": [1 / 5, 2 / 3, NAN, 0.0]})
     never = parse_query("SELECT * FROM A WHERE A.v > 5 AND A.v < 3 WINDOW [2]", CATALOG)
-    assert never.selections["A"].always_empty
-    _check(round_statistics(never, tiny, 2.0, start=0.0), {"sel.A": [0, 0, NAN, 0]})
+    assert never.selections["A"].always_empty and never.selections["A"].predicate_sql == "FALSE"
+    _check(round_statistics(never, tiny, 2.0, start=0.0, rounds=4), {"sel.A": [0, 0, NAN, 0]})
 
 
 def test_two_stream_equi_join(tiny):
     q = parse_query("SELECT * FROM A, B WHERE A.k = B.k AND A.s = 'x' WINDOW [2]", CATALOG)
-    table = round_statistics(q, tiny, 2.0)  # start 0.0: B's first tuple
+    table = round_statistics(q, tiny, 2.0, rounds=4)  # start 0.0: B's first tuple
     assert list(table.columns) == ["round", "start", "rate.A", "rate.B", "sel.A", "jsel.A.B"]
     _check(table, {
         "rate.A": [2.5, 1.5, 0.0, 1.0], "rate.B": [1.5, 1.0, 1.0, 0.5],
@@ -109,15 +159,16 @@ def test_two_stream_equi_join(tiny):
 def test_theta_join_alone_and_with_an_equi_join(tiny):
     theta = parse_query("SELECT * FROM A, B WHERE A.v < B.v WINDOW [2]", CATALOG)
     assert theta.statistics[-1] == "jsel.A.B" and not theta.joins
-    _check(round_statistics(theta, tiny, 2.0), {"jsel.A.B": [10 / 15, 2 / 6, NAN, 1.0]})
+    _check(round_statistics(theta, tiny, 2.0, rounds=4),
+           {"jsel.A.B": [10 / 15, 2 / 6, NAN, 1.0]})
     both = parse_query("SELECT * FROM A, B WHERE A.k = B.k AND A.v < B.v WINDOW [2]", CATALOG)
-    _check(round_statistics(both, tiny, 2.0), {"jsel.A.B": [4 / 15, 1 / 6, NAN, 0.0]})
+    _check(round_statistics(both, tiny, 2.0, rounds=4), {"jsel.A.B": [4 / 15, 1 / 6, NAN, 0.0]})
 
 
 def test_three_stream_equi_join_with_its_closure(tiny):
     q = parse_query("SELECT * FROM A, B, C WHERE A.k = B.k AND B.k = C.k WINDOW [2]", CATALOG)
     assert q.statistics == ("rate.A", "rate.B", "rate.C", "jsel.A.B", "jsel.A.C", "jsel.B.C")
-    table = round_statistics(q, tiny, 2.0)
+    table = round_statistics(q, tiny, 2.0, rounds=4)
     _check(table, {
         "rate.C": [1.5, 1.5, 0.5, 0.5],
         "jsel.A.B": [6 / 15, 1 / 6, NAN, 0.0],
@@ -136,7 +187,7 @@ def test_boundary_rows_agree_with_round_of(spark):
     times = [0.1 * i for i in range(40)] + [0.3, 0.7, 2.9999999999999996]
     frame = spark.createDataFrame(pd.DataFrame({"ts": times, "k": 1, "v": 1, "s": "x"}))
     q = parse_query("SELECT * FROM A WINDOW [0.1]", CATALOG)
-    table = round_statistics(q, {"A": frame}, 0.1, start=0.0)
+    table = round_statistics(q, {"A": frame}, 0.1, start=0.0, rounds=40)  # 3.9 is in round 39
     expected = np.bincount([round_of(t, 0.0, 0.1) for t in times], minlength=len(table))
     np.testing.assert_array_equal(np.rint(table["rate.A"] * 0.1), expected)
 
@@ -212,7 +263,7 @@ def test_generated_traces_match_pandas(spark, tmp_path):
     table = round_statistics(q, frames, 1.0)
     start = min(f.ts.min() for f in generated.values())
     expected = _pandas_statistics(q, generated, 1.0, start, len(table))
-    assert len(table) == 40
+    assert len(table) == 39  # 40 s of trace from its first arrival: the 40th round is partial
     pd.testing.assert_frame_equal(table, expected, check_dtype=False, rtol=1e-12)
     assert table["sel.TCP"].std() > 0.02  # the generator's drift shows up per round
 
@@ -226,7 +277,10 @@ def test_epa_http_hourly_rounds(spark):
         "method": "string(8)", "status": "int"}}}})
     frame, info = read_trace(spark, path, http.stream("HTTP"), ts_column="sec_since_0829_0000")
     q = parse_query("SELECT * FROM HTTP WHERE HTTP.method = 'GET' WINDOW [3600]", http)
-    table = round_statistics(q, {"HTTP": frame}, 3600.0, start=23 * 3600.0)  # 29 Aug 23:00
+    # From 29 Aug 23:00 to the last request (30 Aug 23:53): 24 complete hours, and 25 rounds
+    # when asked for, to count every request.
+    assert len(round_statistics(q, {"HTTP": frame}, 3600.0, start=23 * 3600.0)) == 24
+    table = round_statistics(q, {"HTTP": frame}, 3600.0, start=23 * 3600.0, rounds=25)
     requests = np.rint(table["rate.HTTP"] * 3600).astype(int)
     assert len(table) == 25 and requests.sum() == info.rows == 47_748
     assert requests.iloc[0] == 63 and requests.max() == 4_716

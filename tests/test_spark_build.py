@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import random
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pyarrow as pa
@@ -16,12 +19,12 @@ from catalog.errors import CqoptError
 from charts import spark_build
 from charts.build import Chart, build_local
 from charts.spark_build import (
-    ARROW_BATCH, SparkBuildError, build_spark, check_java, spark_session,
+    ARROW_BATCH, SparkBuildError, build_spark, check_java, spark_errors, spark_session,
 )
 from charts.spec import workload_specs
 from optimizer.workload import load_workload, workload_from_dict
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, ROOT
 
 WINDOWS = ["", " [RANGE 10 SECONDS]", " [ROWS 100]", " [RANGE 500 MILLISECONDS]"]
 
@@ -290,3 +293,81 @@ def test_bad_model_settings_fail_on_the_driver_as_locally(spark, dec):
         build_local([spec], dec, progress=False)
     with pytest.raises(type(local.value), match="PIPES model counts memory in bytes only"):
         build_spark([spec], dec, spark=spark, progress=False)
+
+
+# -- Spark's failures reach users as CqoptErrors ------------------------------------------
+def test_bogus_master_is_a_one_line_cli_error(tmp_path):
+    """In a subprocess: this process's test session must not meet a second SparkContext."""
+    out = tmp_path / "charts"
+    run = subprocess.run(
+        [sys.executable, "-m", "cli.main", "build", "--catalog", str(EXAMPLES / "dec-pkt.toml"),
+         "--workload", str(EXAMPLES / "workload.toml"), "--out", str(out),
+         "--master", "bogus://x"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+        timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.startswith("cqopt: error: Spark could not start with master "
+                                 "'bogus://x': not a master URL Spark knows; check the master "
+                                 "URL: local[*]"), run.stderr
+    assert "Traceback" not in run.stderr and not out.exists()
+
+
+def test_bogus_master_fails_before_any_jvm(spark, dec):
+    # Checked before the one-session rule: no Spark is touched.
+    with pytest.raises(SparkBuildError, match=r"'bogus://x': not a master URL Spark knows"):
+        spark_session("bogus://x")
+    with pytest.raises(SparkBuildError, match="'mesos://x'.*check the master URL"):
+        build_spark(example_specs(dec, k=2), dec, master="mesos://x", progress=False)
+
+
+def test_failing_start_up_is_a_build_error(monkeypatch):
+    """What getOrCreate raises when the JVM cannot start, without starting one."""
+    from pyspark import SparkContext
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.sql import SparkSession
+
+    def exits(self):
+        raise PySparkRuntimeError(errorClass="JAVA_GATEWAY_EXITED", messageParameters={})
+
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "0")  # skips the java check
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", exits)
+    with pytest.raises(SparkBuildError, match=r"Spark could not start with master "
+                                              r"'spark://nowhere:7077': \[JAVA_GATEWAY_EXITED\] "
+                                              r"Java gateway process exited.*; check the master "
+                                              r"URL and that its cluster is up"):
+        spark_session("spark://nowhere:7077")
+
+
+def test_executor_plan_mismatch_is_a_build_error(spark, dec, monkeypatch):
+    """An executor enumerating other plans than the driver fails the job with a clear error."""
+    real = spark_build.ChartContext
+
+    def reordered(spec, catalog):  # only the driver's contexts: executors import their own
+        context = real(spec, catalog)
+        context.plans = context.plans[::-1]
+        return context
+
+    monkeypatch.setattr(spark_build, "ChartContext", reordered)
+    specs = example_specs(dec, k=2)
+    with pytest.raises(SparkBuildError, match=r"the Spark job building the charts failed: "
+                                              r"SparkBuildError: chart 'Q1': this executor's "
+                                              r"plans .* differ from the driver's"):
+        build_spark(specs, dec, spark=spark, progress=False)
+    assert spark.range(3).count() == 3  # the session survives the failed job
+
+
+def test_spark_errors_keeps_the_useful_line():
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkValueError
+
+    with pytest.raises(SparkBuildError, match=r"^doing x: \[CANNOT_BE_NONE\] .*; try y$"):
+        with spark_errors("doing x", hint="; try y"):
+            raise PySparkValueError(errorClass="CANNOT_BE_NONE",
+                                    messageParameters={"arg_name": "a"})
+    with pytest.raises(CqoptError, match=r"^gone: Error while sending or receiving$"):
+        with spark_errors("gone", CqoptError):
+            raise Py4JError("Error while sending or receiving\nmore detail")
+    with pytest.raises(ZeroDivisionError):  # not Spark's: left alone
+        with spark_errors("x"):
+            1 / 0

@@ -10,13 +10,11 @@ import pandas as pd
 import pytest
 
 from catalog import Catalog, load_catalog
-from catalog.errors import CqoptError
 from charts.traces import (
-    TraceError, generate_trace, load_interarrivals, read_trace, read_traces, trace_format,
+    TraceError, generate_trace, load_interarrivals, read_trace, trace_format,
     write_trace, zipf_share,
 )
 from conftest import EXAMPLES, SHARED_DATA
-from optimizer.logical import parse_query
 
 EPA = SHARED_DATA / "epa-http" / "epa-http.parsed.csv"
 DEC_ARRIVALS = SHARED_DATA / "dec-pkt-1-udp" / "dec-pkt-1-udp.arrivals.csv.gz"
@@ -221,20 +219,6 @@ def test_empty_and_gzip_files(spark, tmp_path, dec_catalog):
         out.write("0.5 1 2 3 4 5\n0.25 1 2 3 4 6\n")
     df, info = read_trace(spark, tmp_path / "t.dec.gz", dec_catalog.stream("TCP"))
     assert (info.rows, info.out_of_order) == (2, 1)
-
-
-def test_read_traces_maps_the_query_streams(spark, tmp_path, dec_catalog, small_trace):
-    query = parse_query("SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host "
-                        "WINDOW [1]", dec_catalog)
-    tcp = write_trace(small_trace, tmp_path / "TCP.parquet")
-    with pytest.raises(CqoptError, match=r"no trace for stream UDP of the query; traces "
-                                         r"given: tcp=.*TCP\.parquet, SF=x"):
-        read_traces(spark, dec_catalog, query, {"tcp": str(tcp), "SF": "x"}, {})
-    udp = write_trace(small_trace, tmp_path / "UDP.csv")
-    frames = read_traces(spark, dec_catalog, query, {"tcp": str(tcp), "UDP": str(udp),
-                                                     "SF": "ignored"}, {})
-    assert list(frames) == ["TCP", "UDP"] and list(frames.infos) == ["TCP", "UDP"]
-    assert frames.infos["UDP"].rows == frames["TCP"].count() == len(small_trace)
 
 
 # -- the generator ---------------------------------------------------------------------------
