@@ -43,6 +43,7 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,12 @@ class Column:
         return self.type in NUMERIC_TYPES
 
 
+def find_column(columns: Iterable[Column], name: str) -> Column | None:
+    """The column of ``columns`` called ``name``, compared case-insensitively, or None."""
+    low = name.lower()
+    return next((c for c in columns if c.name.lower() == low), None)
+
+
 @dataclass(frozen=True)
 class Stream:
     name: str
@@ -78,8 +85,7 @@ class Stream:
 
     def column(self, name: str) -> Column | None:
         """The column called ``name`` (case-insensitive), or None."""
-        low = name.lower()
-        return next((c for c in self.columns if c.name.lower() == low), None)
+        return find_column(self.columns, name)
 
     @property
     def width(self) -> int:

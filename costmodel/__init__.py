@@ -14,23 +14,24 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from catalog import Catalog
-from costmodel.base import MissingStatisticError, OperatorCost, PlanCost
+from costmodel.base import CostModelError, MissingStatisticError, OperatorCost, PlanCost
 from costmodel.om import OM
 from costmodel.pipes import PIPES
 from costmodel.utility import DEFAULT_WEIGHTS, Utility
 
-MODELS = {"om": OM, "pipes": PIPES}
+MODELS: dict[str, type[OM] | type[PIPES]] = {"om": OM, "pipes": PIPES}
 
 
-def make_model(name: str, catalog: Catalog, memory_unit: str = "bytes"):
-    """The cost model called ``name`` ("om" or "pipes") over ``catalog``."""
-    if name == "om":
-        return OM(catalog, memory_unit=memory_unit)
-    if name == "pipes":
-        if memory_unit != "bytes":
-            raise ValueError("the PIPES model counts memory in bytes only")
-        return PIPES(catalog)
-    raise ValueError(f"unknown cost model {name!r} (expected om or pipes)")
+def make_model(name: str, catalog: Catalog, memory_unit: str = "bytes") -> OM | PIPES:
+    """The cost model called ``name`` ("om" or "pipes") over ``catalog``.
+
+    A :class:`CostModelError` names an unknown model or a memory unit the
+    model does not have (PIPES counts bytes only).
+    """
+    if name not in MODELS:
+        raise CostModelError(f"unknown cost model {name!r} (expected "
+                             f"{' or '.join(MODELS)})")
+    return MODELS[name](catalog, memory_unit=memory_unit)
 
 
 def plan_utilities(model, utility: Utility, plans: Sequence,
@@ -40,5 +41,5 @@ def plan_utilities(model, utility: Utility, plans: Sequence,
     return np.stack(np.broadcast_arrays(*scores))
 
 
-__all__ = ["DEFAULT_WEIGHTS", "MODELS", "MissingStatisticError", "OM", "OperatorCost", "PIPES",
-           "PlanCost", "Utility", "make_model", "plan_utilities"]
+__all__ = ["CostModelError", "DEFAULT_WEIGHTS", "MODELS", "MissingStatisticError", "OM",
+           "OperatorCost", "PIPES", "PlanCost", "Utility", "make_model", "plan_utilities"]

@@ -14,6 +14,10 @@ Shared readings, pinned by tests:
   as ``[ROWS c]``: the number of partitions is not a statistic here.
 - An operator above several streams (a join, or anything above one) sees the
   mean of its inputs' windows: for equal windows, the OM paper's one W.
+- Nothing of an unbounded amount is nothing: a product in which one factor
+  is 0 is 0 even when another is infinite (:func:`times`). An
+  ``[UNBOUNDED]`` window at rate 0, or after a selection that passes
+  nothing, holds no memory; no cost is ever NaN.
 """
 
 from __future__ import annotations
@@ -27,6 +31,13 @@ from numpy.typing import ArrayLike, NDArray
 from catalog.errors import CqoptError
 
 Array = NDArray[np.float64]
+
+
+class CostModelError(CqoptError, ValueError):
+    """A cost model or utility was set up wrongly (unknown model, bad weights, ...).
+
+    A ValueError too, so that callers catching ValueError keep working.
+    """
 
 
 class MissingStatisticError(CqoptError):
@@ -77,6 +88,20 @@ def window_seconds(window, rate: Array) -> Array:
         with np.errstate(divide="ignore"):
             return window.rows / rate
     return np.zeros_like(rate)  # [NOW]
+
+
+def times(*factors: ArrayLike) -> Array:
+    """The product of ``factors``, 0 wherever one of them is 0 (even if another is ∞).
+
+    >>> float(times(0.0, np.inf, 3.0)), float(times(2.0, np.inf))
+    (0.0, inf)
+    """
+    product, zero = np.float64(1.0), np.False_
+    with np.errstate(invalid="ignore"):
+        for factor in factors:
+            factor = np.asarray(factor, dtype=np.float64)
+            product, zero = product * factor, zero | (factor == 0)
+    return np.asarray(np.where(zero, 0.0, product))
 
 
 def sum_arrays(arrays) -> Array:

@@ -30,6 +30,11 @@ Readings the paper leaves open (COSTMODELS.md), each pinned by a test:
    is the mean of its inputs' windows (``base``).
 4. CPU, which the paper does not cost, is the busy fraction ``λ / tpr``
    (seconds of work per second), summed over operators.
+5. **0 · ∞ is 0** (``base.times``): a zero rate, a selectivity of 0 or a
+   ``[NOW]`` window contributes no memory even beside an ``[UNBOUNDED]``
+   window or an infinite rate; an aggregate over an empty window
+   (``λ · W = 0`` tuples) has the formula's infinite rate. Costs are never
+   NaN, though they may be infinite.
 
 Sources cost nothing: the paper counts operator buffers only.
 
@@ -54,7 +59,8 @@ from numpy.typing import ArrayLike
 
 from catalog import Catalog
 from costmodel.base import (
-    Array, OperatorCost, PlanCost, selectivity, statistic, sum_arrays, window_seconds,
+    Array, CostModelError, OperatorCost, PlanCost, selectivity, statistic, sum_arrays, times,
+    window_seconds,
 )
 from optimizer.statistics import rate_name
 
@@ -66,7 +72,8 @@ class OM:
 
     def __init__(self, catalog: Catalog, memory_unit: str = "bytes", capacity: bool = True):
         if memory_unit not in ("bytes", "tuples"):
-            raise ValueError(f"memory_unit must be 'bytes' or 'tuples', got {memory_unit!r}")
+            raise CostModelError(f"the OM model's memory unit is 'bytes' or 'tuples', "
+                                 f"got {memory_unit!r}")
         self.catalog = catalog
         self.memory_unit = memory_unit
         self.capacity = capacity
@@ -92,22 +99,25 @@ class OM:
                 out_width = node["out_width"] if bytes_ else 1
                 sel = selectivity(stats, node["selectivity"])
                 window = sum_arrays(windows[i] for i in inputs) / len(inputs)
+                # times(): 0 · ∞ is 0, e.g. a selection passing nothing under an
+                # [UNBOUNDED] window queues nothing (base.py); no cost is NaN.
                 if node["kind"] == "join":
                     lam_l, lam_r = (rates[i] for i in inputs)
                     busy = (lam_l + lam_r) / tpr  # seconds to process one second of input
                     throttle = np.maximum(busy, 1.0) if self.capacity else busy
-                    out = sel * lam_l * lam_r * window / throttle
-                    buffered = (lam_l * in_widths[0] + lam_r * in_widths[1]) * busy * window
+                    pairs = times(sel, lam_l, lam_r, window)
+                    out = np.where(pairs > 0, pairs / throttle, 0.0)  # no arrivals: 0, not 0/0
+                    buffered = times(lam_l * in_widths[0] + lam_r * in_widths[1], busy, window)
                 else:
                     lam = rates[inputs[0]]
                     busy = lam / tpr
                     processed = np.minimum(lam, tpr) if self.capacity else lam
                     if node["kind"] == "aggregate":
-                        out = tpr / (processed * window)  # 1 / (C_Ω · λ · W)
+                        out = tpr / times(processed, window)  # 1 / (C_Ω · λ · W)
                     else:
-                        out = sel * processed  # sel is 1 for a projection
-                    buffered = lam * busy * window * in_widths[0]
-                queued = out * window * out_width
+                        out = times(sel, processed)  # sel is 1 for a projection
+                    buffered = times(lam, busy, window, in_widths[0])
+                queued = times(out, window, out_width)
                 rates[key], windows[key] = out, window
                 operators[key] = OperatorCost(out, buffered + queued, busy)
         return PlanCost(

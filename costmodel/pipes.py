@@ -19,9 +19,13 @@ Readings the paper leaves open, each pinned by a test:
    granularity, i.e. one granule g: ``l' = (⌊w/g⌋ + 1)·g``. With the paper's
    integer time and g = 1 the two agree; with g = 1 µs in seconds it avoids
    adding a whole second to every window.
-4. Cardenas's term ``(1 − 1/d)^g`` in (5), (6), (15), (17) presumes d ≥ 1
-   time unit; for d < 1 (several elements per time unit) the base is clamped
-   to 0: every time instant is hit.
+4. Cardenas's term ``(1 − 1/d)^g`` in (5), (6), (15), (17) is derived on
+   the paper's integer time domain, whose instant is 1: d and g count
+   instants. The model evaluates it in instants of the finest granularity,
+   1 µs: ``(1 − i/d)^(g/i)`` with ``i = 1 µs`` in the catalog's time unit, so
+   the result does not depend on the time unit and is continuous in λ. The
+   base is clamped to [0, 1]: with d under one instant every instant is hit.
+   The formula functions take ``instant`` (default 1, the paper's domain).
 5. Joins are symmetric hash joins, formulas (9)–(14), when they apply an
    equality; a join with only theta predicates, or a Cartesian product, is
    the symmetric nested-loops join, "a special SHJ where each hash table only
@@ -38,6 +42,9 @@ Readings the paper leaves open, each pinned by a test:
 8. The paper's sanity figure, a join of two 100 elements/s streams with a
    10 s window holding about 140 kB, implies an element size of about 70
    bytes in PIPES (Java objects); the test states this.
+9. ``[UNBOUNDED]`` gives l = ∞; 0 · ∞ is taken as 0 (``base.times``: no
+   element, or no byte, of an unbounded window), and (4) reads
+   ``l1·l2/(l1 + l2)`` as l2 when l1 = ∞. Costs may be infinite, never NaN.
 
 >>> d, l = cartesian_product(np.float64(2.0), np.float64(10.0), 4.0, 10.0)
 >>> float(d), float(l)
@@ -53,7 +60,8 @@ from numpy.typing import ArrayLike
 
 from catalog import Catalog, PipesConstants
 from costmodel.base import (
-    Array, OperatorCost, PlanCost, selectivity, statistic, sum_arrays,
+    Array, CostModelError, OperatorCost, PlanCost, selectivity, statistic, sum_arrays, times,
+    window_seconds,
 )
 from optimizer.join_closure import JoinPredicate
 from optimizer.statistics import rate_name
@@ -93,31 +101,44 @@ def cartesian_product(d1: Array, l1: Array, d2: Array, l2: Array) -> tuple[Array
     """(4): ``d' = d1·d2 / (l1 + l2)``, ``l' = l1·l2 / (l1 + l2)``."""
     with np.errstate(divide="ignore", invalid="ignore"):
         d_out = d1 * d2 / (l1 + l2)
-        l_out = l1 * l2 / (l1 + l2)
+        # l1·l2 / (l1 + l2) tends to l2 as l1 grows: an [UNBOUNDED] side is not ∞/∞ = NaN
+        l_out = np.where(np.isinf(l1), l2, np.where(np.isinf(l2), l1, l1 * l2 / (l1 + l2)))
     d_out = np.where(np.isinf(d1) | np.isinf(d2), np.inf, d_out)
     return d_out, _empty(d_out, l_out)
 
 
-def _hit_fraction(d: Array, exponent: Array) -> Array:
-    """``1 − (1 − 1/d)^exponent``, with the base clamped to [0, 1] (reading 4)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        base = np.clip(1.0 - 1.0 / d, 0.0, 1.0)
-    return 1.0 - base ** exponent
+def _hit_fraction(d: Array, exponent: Array, instant: float = 1.0) -> Array:
+    """``1 − (1 − 1/d)^exponent`` with d and the exponent counted in time instants.
+
+    Cardenas's term (reading 4): ``instant`` is the length of one instant in
+    the unit of d and the exponent, so the term is
+    ``1 − (1 − instant/d)^(exponent/instant)``; the base is clamped to [0, 1]
+    (d shorter than one instant: every instant is hit). Evaluated as
+    ``−expm1(n·log1p(−x))``, accurate for the large exponents of a fine instant.
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x = np.clip(instant / np.asarray(d, dtype=np.float64), 0.0, 1.0)
+        return -np.expm1(np.asarray(exponent, dtype=np.float64) / instant * np.log1p(-x))
 
 
-def scalar_aggregation(d: Array, l: Array, g: Array) -> tuple[Array, Array]:
-    """(5): if d < l, ``d' = l' = g / (1 − (1 − 1/d)^{2g})``, else unchanged."""
+def scalar_aggregation(d: Array, l: Array, g: Array,
+                       instant: float = 1.0) -> tuple[Array, Array]:
+    """(5): if d < l, ``d' = l' = g / (1 − (1 − 1/d)^{2g})``, else unchanged.
+
+    ``instant``: see :func:`_hit_fraction` (1: the paper's integer time domain).
+    """
     with np.errstate(divide="ignore"):
-        split = g / _hit_fraction(d, 2 * g)
+        split = g / _hit_fraction(d, 2 * g, instant)
     dense = d < l
     return np.where(dense, split, d), np.where(dense, split, l)
 
 
-def groupby_aggregation(d: Array, l: Array, g: Array, n: ArrayLike) -> tuple[Array, Array]:
+def groupby_aggregation(d: Array, l: Array, g: Array, n: ArrayLike,
+                        instant: float = 1.0) -> tuple[Array, Array]:
     """(6): n groups of ``n·d`` each, aggregated (5) and united (3)."""
     n = np.asarray(n, dtype=np.float64)
     with np.errstate(divide="ignore"):
-        per_group = g / _hit_fraction(n * d, 2 * g)
+        per_group = g / _hit_fraction(n * d, 2 * g, instant)
     dense = n * d < l
     return np.where(dense, per_group / n, d), np.where(dense, per_group, l)
 
@@ -155,7 +176,7 @@ def join_memory(d1: Array, l1: Array, s1: float, d2: Array, l2: Array, s2: float
         wait2 = np.where(np.isinf(d1), 0.0, d1 / (2 * d2))
         side1 = np.where(np.isinf(d1), 0.0, np.ceil(l1 / d1) + wait1)
         side2 = np.where(np.isinf(d2), 0.0, np.ceil(l2 / d2) + wait2)
-    return side1 * s1 + side2 * s2
+    return times(side1, s1) + times(side2, s2)  # a side projected to 0 bytes holds 0
 
 
 def join_cpu(d1: Array, l1: Array, d2: Array, l2: Array, jsel: Array, c: PipesConstants,
@@ -167,35 +188,33 @@ def join_cpu(d1: Array, l1: Array, d2: Array, l2: Array, jsel: Array, c: PipesCo
     buckets = c.hash_buckets if hashed else 1
     c_hash = c.hash if hashed else 0.0
     arrivals = _per(d1) + _per(d2)
-    with np.errstate(invalid="ignore"):
-        both = _per(d1) * _per(d2)
-        insert = arrivals * (c_hash + c.bucket + c.heap)  # (11)
-        probe = both * (l2 / buckets + l1 / buckets) * c.predicate + arrivals * c_hash  # (12)
-        result = jsel * (l1 + l2) * both * c.projection_function  # (13)
-        reorg = arrivals * (2 * c.expire + c.bucket + c.heap)  # (14)
-        total = insert + probe + result + reorg
-    return np.where(np.isnan(total), 0.0, total)
+    # times(): an empty input, or jsel = 0 beside an unbounded window, costs 0, not NaN
+    both = times(_per(d1), _per(d2))
+    insert = arrivals * (c_hash + c.bucket + c.heap)  # (11)
+    probe = times(both, l2 / buckets + l1 / buckets) * c.predicate + arrivals * c_hash  # (12)
+    result = times(jsel, l1 + l2, both) * c.projection_function  # (13)
+    reorg = arrivals * (2 * c.expire + c.bucket + c.heap)  # (14)
+    return insert + probe + result + reorg
 
 
-def aggregation_memory(d: Array, l: Array, g: Array, s: float) -> Array:
-    """(15): ``⌈(l/g)·(1 − (1 − 1/d)^g)⌉ · s``."""
-    with np.errstate(invalid="ignore"):
-        state = np.ceil(l / g * _hit_fraction(d, g))
-    return np.where(np.isnan(state), 0.0, state) * s
+def aggregation_memory(d: Array, l: Array, g: Array, s: float,
+                       instant: float = 1.0) -> Array:
+    """(15): ``⌈(l/g)·(1 − (1 − 1/d)^g)⌉ · s``; ``instant``: see :func:`_hit_fraction`."""
+    state = np.ceil(times(l / g, _hit_fraction(d, g, instant)))  # an empty stream holds 0
+    return times(state, s)
 
 
-def aggregation_cpu(d: Array, l: Array, g: Array, d_out: Array, c: PipesConstants) -> Array:
+def aggregation_cpu(d: Array, l: Array, g: Array, d_out: Array, c: PipesConstants,
+                    instant: float = 1.0) -> Array:
     """(16)–(19): updates, new aggregates and reorganization, per time unit."""
     dense = d < l
     with np.errstate(divide="ignore", invalid="ignore"):
-        update = np.where(dense, l / (d * g) * _hit_fraction(d, g) * (c.overlap
-                                                                     + c.update_aggregate),
-                          0.0)  # (17)
+        update = np.where(dense, times(l / (d * g), _hit_fraction(d, g, instant))
+                          * (c.overlap + c.update_aggregate), 0.0)  # (17)
         new = np.where(dense, _per(d) * c.list_op + _per(d) / 2 * c.init_aggregate,
                        _per(d) * (c.list_op + c.init_aggregate))  # (18)
         reorg = _per(d_out) * (c.overlap + c.list_op) + _per(d) * c.overlap  # (19)
-        total = update + new + reorg
-    return np.where(np.isnan(total), 0.0, total)
+    return update + new + reorg
 
 
 def window_cpu(d: Array, c: PipesConstants, tuple_based: bool = False) -> Array:
@@ -220,16 +239,21 @@ class PIPES:
 
     name = "pipes"
 
-    def __init__(self, catalog: Catalog, groups: int = 16):
-        if groups < 1:
-            raise ValueError(f"groups must be >= 1, got {groups}")
+    def __init__(self, catalog: Catalog, groups: int = 16, memory_unit: str = "bytes"):
+        if memory_unit != "bytes":
+            raise CostModelError(f"the PIPES model counts memory in bytes only, got "
+                                 f"memory unit {memory_unit!r}")
+        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+            raise CostModelError(f"groups must be a whole number >= 1, got {groups!r}")
         self.catalog = catalog
         self.groups = groups
+        self.memory_unit = memory_unit
 
     def cost(self, plan, stats: Mapping[str, ArrayLike]) -> PlanCost:
         """Output rate, memory and CPU of ``plan`` over the broadcast grid of ``stats``."""
         c = self.catalog.pipes
         unit = self.catalog.seconds_per_time_unit
+        instant = FINEST_GRANULARITY_SECONDS / unit  # one time instant, in time units
         chars: dict[str, tuple[Array, Array, Array]] = {}  # node -> (d, l, g)
         operators: dict[str, OperatorCost] = {}
         for key in plan.operators():
@@ -243,7 +267,9 @@ class PIPES:
                                 else FINEST_GRANULARITY_SECONDS / unit))
                 with np.errstate(divide="ignore"):
                     d = 1.0 / (lam * unit)
-                w, rows = self._window_length(node["window"], d, unit)
+                win = node["window"]
+                rows = win.rows if win is not None and win.kind == "rows" else None
+                w = window_seconds(win, lam) / unit  # the shared reading: c/λ for [ROWS c]
                 d_out, l_out = window(d, np.broadcast_to(g, np.shape(d)), g, w)
                 cpu = window_cpu(d, c, tuple_based=rows is not None)
                 if rows is not None:
@@ -270,13 +296,13 @@ class PIPES:
                 s = node["out_width"]
                 if node.get("group_by"):
                     n = self.groups
-                    d_out, l_out = groupby_aggregation(d, l, g, n)
-                    memory = n * aggregation_memory(n * d, l, g, s)
-                    cpu = n * aggregation_cpu(n * d, l, g, d_out * n, c)
+                    d_out, l_out = groupby_aggregation(d, l, g, n, instant)
+                    memory = n * aggregation_memory(n * d, l, g, s, instant)
+                    cpu = n * aggregation_cpu(n * d, l, g, d_out * n, c, instant)
                 else:
-                    d_out, l_out = scalar_aggregation(d, l, g)
-                    memory = aggregation_memory(d, l, g, s)
-                    cpu = aggregation_cpu(d, l, g, d_out, c)
+                    d_out, l_out = scalar_aggregation(d, l, g, instant)
+                    memory = aggregation_memory(d, l, g, s, instant)
+                    cpu = aggregation_cpu(d, l, g, d_out, c, instant)
             else:  # pragma: no cover - the plan contract has no other kind
                 raise ValueError(f"unknown operator kind {kind!r}")
             chars[key] = (d_out, l_out, g)
@@ -290,14 +316,3 @@ class PIPES:
             cpu=sum_arrays(op.cpu for op in operators.values()),
             operators=operators,
         )
-
-    @staticmethod
-    def _window_length(win, d: Array, unit: float) -> tuple[Array, int | None]:
-        """Window size w in time units, and the row count of a tuple window."""
-        if win is None or win.kind == "unbounded":
-            return np.full_like(d, np.inf), None
-        if win.kind == "range":
-            return np.full_like(d, win.seconds / unit), None
-        if win.kind == "rows":
-            return win.rows * d, win.rows
-        return np.zeros_like(d), None  # [NOW]

@@ -2,7 +2,9 @@
 
 ``Cost = w_r / C_r + w_m · C_m (+ w_c · CPU)`` (seed 001, section 3.2), lower
 is better. A plan whose output rate is 0 (an always-empty selection) has
-infinite cost from its rate term whenever ``w_r > 0``.
+infinite cost from its rate term whenever ``w_r > 0``. A weight of 0 drops its
+term, even an infinite one (an ``[UNBOUNDED]`` window's memory with
+``w_m = 0``): the utility is never NaN.
 
 The paper's own example (section 3.2):
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from costmodel.base import Array, PlanCost
+from costmodel.base import Array, CostModelError, PlanCost
 
 DEFAULT_WEIGHTS = (0.4, 0.6)
 
@@ -31,23 +33,32 @@ class Utility:
     w_m: float = DEFAULT_WEIGHTS[1]
     w_c: float = 0.0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         weights = (self.w_r, self.w_m, self.w_c)
         if not all(np.isfinite(w) and w >= 0 for w in weights) or not any(weights):
-            raise ValueError(f"utility weights must be non-negative and not all 0, "
-                             f"got {weights}")
+            raise CostModelError(f"utility weights must be finite, non-negative and at least "
+                                 f"one > 0, got {weights}")
 
     @classmethod
     def from_weights(cls, weights) -> Utility:
         """From ``[w_r, w_m]`` or ``[w_r, w_m, w_c]``."""
-        return cls(*(float(w) for w in weights))
+        try:
+            values = [float(w) for w in weights]
+        except (TypeError, ValueError):
+            raise CostModelError(f"utility weights must be numbers, got {weights!r}") from None
+        if len(values) not in (2, 3):
+            raise CostModelError(f"utility weights are [w_r, w_m] or [w_r, w_m, w_c], "
+                                 f"got {len(values)}")
+        return cls(*values)
 
     def of(self, rate: ArrayLike, memory: ArrayLike, cpu: ArrayLike = 0.0) -> Array:
         rate = np.asarray(rate, dtype=np.float64)
         with np.errstate(divide="ignore"):
             rate_term = np.where(rate > 0, self.w_r / np.where(rate > 0, rate, 1.0),
                                  np.inf if self.w_r > 0 else 0.0)
-        out = rate_term + self.w_m * np.asarray(memory, dtype=np.float64)
+        memory = np.asarray(memory, dtype=np.float64)
+        # A zero weight drops its term: 0 · ∞ (an unbounded window's memory) is not NaN.
+        out = rate_term + (self.w_m * memory if self.w_m else np.zeros_like(memory))
         if self.w_c:
             out = out + self.w_c * np.asarray(cpu, dtype=np.float64)
         return out

@@ -40,7 +40,8 @@ from catalog import Catalog
 from costmodel.om import OM
 from costmodel.pipes import PIPES
 from optimizer.enumerate import enumerate_plans
-from optimizer.executor import execute, join
+from optimizer.executor import execute, join, select_mask
+from optimizer.errors import UnsupportedQueryError
 from optimizer.logical import ContinuousQuery, parse_query
 from optimizer.statistics import jsel_name, rate_name, sel_name
 
@@ -94,8 +95,6 @@ def _inside(values) -> float:
 def window_statistics(query: ContinuousQuery, windows: dict[str, pd.DataFrame],
                       window_s: float) -> dict[str, float]:
     """The statistics of these windows, measured: what the models are fed."""
-    from optimizer.executor import select_mask
-
     stats = {rate_name(s): len(w) / window_s for s, w in windows.items()}
     framed = {s: w.add_prefix(f"{s}.") for s, w in windows.items()}
     for stream, selection in query.selections.items():
@@ -118,11 +117,12 @@ def measure(catalog: Catalog, sqls: dict[str, str], settings: list[Setting],
     rows = []
     for name, sql in sqls.items():
         query = parse_query(sql, catalog)
-        window_s = query.streams[0].window.seconds
+        window_s = common_range_seconds(query, name)
+        plans = enumerate_plans(query, catalog=catalog)  # the same for every setting
         for setting in settings:
             windows = generate_windows(query, setting, window_s, rng)
             stats = window_statistics(query, windows, window_s)
-            for plan in enumerate_plans(query, catalog=catalog):
+            for plan in plans:
                 run = execute(plan, query, windows)
                 costs = {m.name: m.cost(plan, stats) for m in models}
                 for key in plan.operators():
@@ -145,6 +145,22 @@ def measure(catalog: Catalog, sqls: dict[str, str], settings: list[Setting],
                             "predicted_memory": float(op.memory),
                         })
     return pd.DataFrame(rows)
+
+
+def common_range_seconds(query: ContinuousQuery, name: str = "query") -> float:
+    """The one ``[RANGE w]`` window every stream of ``query`` has, in seconds.
+
+    Windows are generated as ``rate · w`` tuples per stream and rates measured
+    per ``w``: other windows (ROWS, NOW, UNBOUNDED, or different lengths) have
+    no such reading here.
+    """
+    windows = {s.window for s in query.streams}
+    seconds = {w.seconds for w in windows if w.kind == "range"}
+    if len(seconds) != 1 or any(w.kind != "range" for w in windows):
+        found = ", ".join(f"{s.name} {s.window}" for s in query.streams)
+        raise UnsupportedQueryError(f"{name}: the validation needs every stream to have one "
+                                    f"[RANGE w] window of the same length; found {found}")
+    return seconds.pop()
 
 
 def relative_error(predicted: pd.Series, measured: pd.Series) -> pd.Series:

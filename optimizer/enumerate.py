@@ -32,13 +32,19 @@ name is listed once per join even when several classes or a theta predicate
 of the same pair of streams yield it: ``jsel.A.C`` is the selectivity of A
 and C's join as a whole, the way ``query.statistics`` lists it once.
 
-**More streams than** ``max_exhaustive`` (default 6): a local search replaces
-full enumeration. The greedy start begins with the connected pair whose
-partial plan costs least and then adds, one at a time, the connected stream
-that minimises ``cost(partial_plan)``; the improvement phase swaps two
-positions of the order, taking the best swap, while the cost drops. Partial
-and full plans are costed with each stream's first σ/π order (σ→π). The best
-``keep`` orders found come back, each with every σ/π combination. Without a
+**More streams than** ``max_exhaustive`` (default 6), **or more plans than**
+``max_plans`` (default 4096): a local search replaces full enumeration of the
+join orders. The plan count is join orders × σ/π combinations, so the stream
+count alone does not bound it: 6 streams joined on one column (a clique after
+the closure) with σ and π each would be 360 × 2^6 = 23,040 plans. The greedy
+start begins with the connected pair whose partial plan costs least and then
+adds, one at a time, the connected stream that minimises
+``cost(partial_plan)``; the improvement phase swaps two positions of the
+order, taking the best swap, while the cost drops. Partial and full plans are
+costed with each stream's first σ/π order (σ→π). The best ``keep`` orders
+found come back (fewer when ``keep`` times the combinations would pass
+``max_plans``, never none), each with every σ/π combination: the budget
+bounds the join orders, never the per-stream σ/π choices. Without a
 ``cost`` callable, :func:`intermediate_size_cost` stands in: the sum of the
 joins' estimated result sizes per window, from rate midpoints (the catalog's,
 else 1 tuple/s), selectivities of 0.5 and the window sizes.
@@ -67,8 +73,8 @@ import networkx as nx
 
 from catalog import Catalog
 from optimizer.join_closure import JoinPredicate, ThetaPredicate
-from optimizer.logical import ContinuousQuery, OutputColumn
-from optimizer.plan import PROJECT, SELECT, ColumnRef, Plan
+from optimizer.logical import ContinuousQuery, OutputColumn, aggregate_text
+from optimizer.plan import PROJECT, SELECT, ColumnRef, Plan, column_text
 from optimizer.statistics import DEFAULT_SELECTIVITY, default_value, rate_name
 
 SELECT_PROJECT = SELECT + PROJECT  # σ→π: select, then project
@@ -77,22 +83,24 @@ CostFunction = Callable[[Plan], float]
 
 
 def enumerate_plans(query: ContinuousQuery, *, max_exhaustive: int = 6,
-                    cost: CostFunction | None = None, catalog: Catalog | None = None,
-                    keep: int = 3) -> list[Plan]:
+                    max_plans: int = 4096, cost: CostFunction | None = None,
+                    catalog: Catalog | None = None, keep: int = 3) -> list[Plan]:
     """Every candidate plan of ``query`` (a local search's best few beyond
-    ``max_exhaustive`` streams), in a deterministic order.
+    ``max_exhaustive`` streams or ``max_plans`` plans), in a deterministic order.
 
     ``cost`` scores plans for the local search only; ``catalog`` gives the
     stand-in cost its rates when ``cost`` is None; ``keep`` is how many join
-    orders the local search returns.
+    orders the local search returns (fewer if ``keep`` orders times the σ/π
+    combinations would pass ``max_plans``; at least one).
     """
     builder = PlanBuilder(query)
-    if len(query.streams) <= max_exhaustive:
-        orders = join_orders(query)
-    else:
-        scorer = cost if cost is not None else intermediate_size_cost(catalog)
-        orders = local_search_orders(query, scorer, keep=keep, builder=builder)
     combos = stream_order_combinations(query)
+    orders = join_orders(query) if len(query.streams) <= max_exhaustive else None
+    # The plan count is orders × combinations, not the stream count (module docstring)
+    if orders is None or len(orders) * len(combos) > max_plans:
+        scorer = cost if cost is not None else intermediate_size_cost(catalog)
+        kept = max(1, min(keep, max_plans // len(combos)))
+        orders = local_search_orders(query, scorer, keep=kept, builder=builder)
     return [builder.build(order, combo) for order in orders for combo in combos]
 
 
@@ -454,15 +462,14 @@ def _add(graph: nx.DiGraph, key: str, node: dict) -> str:
 def output_column_ref(column: OutputColumn) -> ColumnRef:
     """The pair an output column is in plans: ``(stream, column)`` or ``(None, "SUM(S.a)")``."""
     if column.aggregate:
-        argument = ".".join(column.source) if column.source else "*"
-        return None, f"{column.aggregate}({argument})"
+        return None, aggregate_text(column.aggregate, column.source)
     return column.source
 
 
 def _output_text(column: OutputColumn) -> str:
     ref = output_column_ref(column)
-    text = ref[1] if ref[0] is None else ".".join(ref)
-    default = ref[1].lower() if ref[0] is None else ref[1]
+    text = column_text(ref)
+    default = ref[1]  # an aggregate's default name is its text, a column's its name
     return text if column.name in (default, text) else f"{text} AS {column.name}"
 
 

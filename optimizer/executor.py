@@ -48,14 +48,12 @@ import pandas as pd
 from sqlglot import exp
 
 from optimizer import predicates
-from optimizer.group_selections import Selection
-from optimizer.intervals import IntervalSet
 from optimizer.enumerate import output_column_ref
+from optimizer.group_selections import Selection
 from optimizer.join_closure import JoinPredicate
 from optimizer.literals import literal_value
-from optimizer.logical import AGGREGATES, ContinuousQuery
+from optimizer.logical import AGGREGATES, ContinuousQuery, aggregate_text
 from optimizer.plan import Plan, column_text
-
 
 
 @dataclass(frozen=True)
@@ -141,23 +139,8 @@ def _source(query: ContinuousQuery, stream: str,
 
 
 def select_mask(selection: Selection, frame: pd.DataFrame) -> pd.Series:
-    """Rows of ``frame`` that pass the grouped selection: its value sets and residuals."""
-    mask = pd.Series(True, index=frame.index)
-    for column, values in selection.columns.items():
-        mask &= interval_mask(values, frame[f"{selection.stream}.{column}"])
-    for residual in selection.residual:
-        mask &= evaluate(residual, frame)
-    return mask
-
-
-def interval_mask(values: IntervalSet, column: pd.Series) -> pd.Series:
-    """Vectorised :meth:`IntervalSet.contains`."""
-    mask = pd.Series(False, index=column.index)
-    for iv in values.intervals:
-        above = True if iv.lo is None else (column >= iv.lo if iv.lo_closed else column > iv.lo)
-        below = True if iv.hi is None else (column <= iv.hi if iv.hi_closed else column < iv.hi)
-        mask |= above & below
-    return mask
+    """Rows of ``frame`` that pass the grouped selection (its one condition, ``predicate``)."""
+    return pd.Series(evaluate(selection.predicate, frame), index=frame.index, dtype=bool)
 
 
 def join(left: pd.DataFrame, right: pd.DataFrame, predicates: tuple) -> pd.DataFrame:
@@ -225,6 +208,8 @@ def evaluate(node: exp.Expression, frame: pd.DataFrame) -> Any:
             return frame[f"{leaf.table}.{leaf.name}"]
         if type(leaf) in AGGREGATES:
             return frame[_aggregate_key(leaf)]
+        if isinstance(leaf, exp.Boolean):  # the FALSE of an always-empty selection
+            return pd.Series(bool(leaf.this), index=frame.index)
         return literal_value(leaf)
 
     return predicates.evaluate(node, operand)
@@ -233,6 +218,5 @@ def evaluate(node: exp.Expression, frame: pd.DataFrame) -> Any:
 def _aggregate_key(node: exp.Expression) -> str:
     """The column an aggregate call's result has: ``COUNT(*)``, ``SUM(S.a)``."""
     arg = node.this
-    if arg is None or isinstance(arg, exp.Star):
-        return f"{AGGREGATES[type(node)]}(*)"
-    return f"{AGGREGATES[type(node)]}({arg.table}.{arg.name})"
+    argument = None if arg is None or isinstance(arg, exp.Star) else (arg.table, arg.name)
+    return aggregate_text(AGGREGATES[type(node)], argument)

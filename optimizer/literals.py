@@ -1,13 +1,27 @@
-"""Constants in predicates: the one place their Python values are read."""
+"""Constants in predicates: the one place their Python values are read.
+
+A number written with ASCII digits only is an ``int`` (every digit kept, however
+long); any other number is a ``float``, and must be finite.
+
+>>> import sqlglot
+>>> [literal_value(sqlglot.parse_one(t)) for t in ("12345678901234567890", "-2.5e1")]
+[12345678901234567890, -25.0]
+"""
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 from sqlglot import exp
 
 from optimizer.dialect import CQL
 from optimizer.errors import UnsupportedQueryError
+
+_INTEGER = re.compile(r"[0-9]+")
+# What the tokenizer reads as a number; float() alone also takes "1_0", "inf", "٣".
+_DECIMAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def literal_value(node: exp.Expression) -> Any:
@@ -21,11 +35,21 @@ def literal_value(node: exp.Expression) -> Any:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return -value
     if isinstance(node, exp.Literal):
-        if node.is_string:
-            return node.this
-        number = float(node.this)
-        return int(number) if number.is_integer() and "." not in node.this \
-            and "e" not in node.this.lower() else number
+        return node.this if node.is_string else number_value(node.this)
     raise UnsupportedQueryError(
         f"unsupported expression '{node.sql(dialect=CQL)}': only a column compared with a "
         "constant, or two columns compared, may appear in a predicate")
+
+
+def number_value(text: str) -> int | float:
+    """The value of a number literal's text: an exact int for digits only, else a finite float."""
+    if _INTEGER.fullmatch(text):
+        return int(text)  # not through float: 12345678901234567890 keeps its digits
+    if not _DECIMAL.fullmatch(text):
+        raise UnsupportedQueryError(f"'{text}' is not a number: write digits, optionally with "
+                                    "a decimal point and an exponent such as 1.5e3")
+    value = float(text)
+    if not math.isfinite(value):
+        raise UnsupportedQueryError(f"the constant {text} is too large: constants must be "
+                                    "finite")
+    return value

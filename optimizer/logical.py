@@ -12,8 +12,17 @@ column against the catalog, type-checks predicates, and returns a
   :mod:`optimizer.group_selections`);
 - the equi-join predicates with their transitive closure and any other
   (theta) join predicates (see :mod:`optimizer.join_closure`);
-- the projection list, the aggregates, GROUP BY and HAVING;
+- the projection list, the aggregates, GROUP BY and HAVING (checked like
+  WHERE, an aggregate counting as an operand: COUNT, SUM and AVG are
+  numbers, MIN and MAX have their column's type);
 - tuple widths in bytes, and the statistics the query depends on.
+
+What the builder does not read is refused, never ignored: any clause of the
+parsed query outside an allowlist (QUALIFY, PIVOT, TABLESAMPLE, GROUP BY ALL,
+...) raises :class:`~optimizer.errors.UnsupportedQueryError`. An output
+column is named by its alias, else its column name, else (an aggregate) its
+text ``SUM(S.a)``; colliding names without an alias are qualified
+(``S.a``), and one alias given twice is an error.
 
 >>> from catalog import Catalog
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
@@ -25,17 +34,21 @@ column against the catalog, type-checks predicates, and returns a
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize import normalize, normalized
 
-from catalog import Catalog, Column
+from catalog import Catalog, Column, find_column
 from catalog.errors import did_you_mean
-from optimizer.dialect import CQL, parse, query_window, table_window, window_seconds
+from optimizer.dialect import (
+    CQL, WINDOW_ARG, parse, query_window, table_window, window_seconds,
+)
 from optimizer.errors import (
-    AmbiguousColumnError, QueryTypeError, UnknownColumnError, UnknownStreamError,
+    AmbiguousColumnError, QueryError, QueryTypeError, UnknownColumnError, UnknownStreamError,
     UnsupportedQueryError,
 )
 from optimizer.group_selections import Selection, group_selections
@@ -50,6 +63,41 @@ AGGREGATES: dict[type, str] = {
 AGGREGATE_WIDTHS = {"COUNT": 8, "SUM": 8, "AVG": 8}
 
 ColumnRef = tuple[str, str]  # (stream, column), both spelled as in the catalog
+
+# What cqopt reads of a parsed query, per node: an allowlist, because sqlglot parses
+# many clauses a continuous query does not have, and one left unread would be
+# silently ignored (QUALIFY A.x = 2 dropped from the result). Any other truthy arg
+# is refused, with the clause's name where we know it.
+SELECT_ARGS = frozenset({"expressions", "from_", "from", "joins", "where", "group", "having",
+                         WINDOW_ARG})
+TABLE_ARGS = frozenset({"this", "alias", WINDOW_ARG})
+JOIN_ARGS = frozenset({"this", "on", "side", "kind"})  # side and kind are checked apart
+GROUP_ARGS = frozenset({"expressions"})
+JOIN_KINDS = ("", "INNER", "CROSS")
+SELECT_CLAUSES = {
+    "with_": "WITH (common table expressions)", "with": "WITH (common table expressions)",
+    "order": "ORDER BY", "limit": "LIMIT / FETCH", "offset": "OFFSET",
+    "distinct": "SELECT DISTINCT",
+    "qualify": "QUALIFY", "into": "SELECT ... INTO", "connect": "CONNECT BY",
+    "locks": "FOR UPDATE (a locking clause)", "sort": "SORT BY", "cluster": "CLUSTER BY",
+    "distribute": "DISTRIBUTE BY", "windows": "a named window (WINDOW w AS (...))",
+    "laterals": "LATERAL VIEW", "pivots": "PIVOT / UNPIVOT", "sample": "TABLESAMPLE",
+    "kind": "SELECT AS STRUCT / VALUE", "hint": "a query hint", "exclude": "SELECT * EXCLUDE",
+    "prewhere": "PREWHERE", "settings": "SETTINGS", "options": "OPTION (...)",
+    "match": "MATCH_RECOGNIZE",
+}
+TABLE_CLAUSES = {
+    "pivots": "PIVOT / UNPIVOT", "sample": "TABLESAMPLE", "hints": "a table hint such as "
+    "WITH (NOLOCK)", "when": "time travel (AT / BEFORE)", "version": "time travel "
+    "(FOR SYSTEM_TIME AS OF)", "system_time": "time travel (FOR SYSTEM_TIME AS OF)",
+    "changes": "CHANGES", "ordinality": "WITH ORDINALITY", "partition": "PARTITION (...)",
+    "only": "ONLY", "indexed": "INDEXED BY", "laterals": "LATERAL VIEW",
+    "joins": "a nested join", "rows_from": "ROWS FROM",
+}
+GROUP_CLAUSES = {"all": "GROUP BY ALL", "rollup": "WITH ROLLUP", "cube": "WITH CUBE",
+                 "grouping_sets": "GROUPING SETS", "totals": "WITH TOTALS"}
+JOIN_CLAUSES = {"match_condition": "MATCH_CONDITION", "global_": "GLOBAL JOIN",
+                "directed": "DIRECTED JOIN"}
 
 
 @dataclass(frozen=True)
@@ -84,6 +132,10 @@ class StreamRef:
     width: int  # bytes of one tuple
     columns: tuple[Column, ...]
 
+    def column(self, name: str) -> Column | None:
+        """The column called ``name`` (case-insensitive), or None."""
+        return find_column(self.columns, name)
+
 
 @dataclass(frozen=True)
 class OutputColumn:
@@ -102,8 +154,16 @@ class Aggregate:
     width: int
 
     def __str__(self) -> str:
-        arg = "*" if self.argument is None else ".".join(self.argument)
-        return f"{self.function}({arg})"
+        return aggregate_text(self.function, self.argument)
+
+
+def aggregate_text(function: str, argument: ColumnRef | None) -> str:
+    """An aggregate's text: its name in plans and the executor, and its default output name.
+
+    >>> aggregate_text("SUM", ("S", "a")), aggregate_text("COUNT", None)
+    ('SUM(S.a)', 'COUNT(*)')
+    """
+    return f"{function}({'*' if argument is None else '.'.join(argument)})"
 
 
 @dataclass(frozen=True)
@@ -213,11 +273,31 @@ def parse_query(sql: str, catalog: Catalog) -> ContinuousQuery:
 
 def build_query(select: exp.Select, catalog: Catalog, sql: str | None = None) -> ContinuousQuery:
     """Turn a parsed CQL ``SELECT`` into a checked :class:`ContinuousQuery`."""
-    return _Builder(select, catalog).build(sql if sql is not None else select.sql(dialect=CQL))
+    try:
+        return _Builder(select, catalog).build(sql if sql is not None
+                                               else select.sql(dialect=CQL))
+    except RecursionError:
+        # The checks walk conditions recursively; a chain of 1000 ORs is deeper than Python's stack
+        raise QueryError("the condition is nested too deeply; use IN (...) for a long list "
+                         "of alternatives") from None
 
 
 def _construct(node: exp.Expression) -> str:
     return type(node).__name__.upper()
+
+
+def _refuse_unread(node: exp.Expression, allowed: frozenset[str], clauses: dict[str, str],
+                   where: str) -> None:
+    """Raise for any truthy arg of ``node`` outside ``allowed`` (see SELECT_ARGS)."""
+    for arg, value in node.args.items():
+        if not value or arg in allowed:
+            continue
+        what = clauses.get(arg)
+        if what is None:  # a clause we have no name for: show what was written
+            first = value[0] if isinstance(value, list) else value
+            text = first.sql(dialect=CQL) if isinstance(first, exp.Expression) else ""
+            what = f"{arg.rstrip('_').upper()}" + (f" ('{text}')" if text else "")
+        raise UnsupportedQueryError(f"{what} is not supported in {where}")
 
 
 class _Builder:
@@ -241,14 +321,17 @@ class _Builder:
                 raise UnsupportedQueryError("SQL window functions (OVER ...) are not "
                                             "supported; use a stream window such as "
                                             "S [RANGE 10 SECONDS]")
-        clauses = {"with": "WITH (common table expressions)", "order": "ORDER BY",
-                   "limit": "LIMIT", "offset": "OFFSET", "distinct": "SELECT DISTINCT"}
-        for arg, what in clauses.items():
-            if s.args.get(arg):
-                raise UnsupportedQueryError(f"{what} is not supported in a continuous query")
-        for join in s.args.get("joins") or []:
+        _refuse_unread(s, SELECT_ARGS, SELECT_CLAUSES, "a continuous query")
+        if s.args.get("group") is not None:
+            _refuse_unread(s.args["group"], GROUP_ARGS, GROUP_CLAUSES, "a continuous query")
+        joins = s.args.get("joins") or []
+        from_ = s.args.get("from_") or s.args.get("from")
+        for table in ([from_.this] if from_ is not None else []) + [j.this for j in joins]:
+            if isinstance(table, exp.Table):  # other FROM items: bind_streams says why not
+                self.check_table(table)
+        for join in joins:
             side, kind = (join.side or "").upper(), (join.kind or "").upper()
-            if side or kind in ("OUTER", "FULL", "SEMI", "ANTI", "NATURAL"):
+            if side or kind not in JOIN_KINDS:
                 what = " ".join(w for w in (side, kind) if w) or "this"
                 raise UnsupportedQueryError(f"{what} JOIN is not supported: only inner joins "
                                             "(JOIN ... ON, or FROM A, B WHERE ...)")
@@ -257,6 +340,18 @@ class _Builder:
                                             "JOIN ... ON A.x = B.x")
             if join.args.get("method"):
                 raise UnsupportedQueryError(f"{join.args['method']} JOIN is not supported")
+            _refuse_unread(join, JOIN_ARGS, JOIN_CLAUSES, "a join")
+
+    def check_table(self, table: exp.Table) -> None:
+        """A FROM item names a stream: no qualifier, column aliases or table clauses."""
+        if table.args.get("db") or table.args.get("catalog"):
+            raise UnsupportedQueryError(f"qualified stream name '{table.sql(dialect=CQL)}'"
+                                        " is not supported: use the catalog's name")
+        alias = table.args.get("alias")
+        if alias is not None and alias.args.get("columns"):
+            raise UnsupportedQueryError(f"column aliases in FROM ('{table.sql(dialect=CQL)}') "
+                                        "are not supported: alias the stream only, A AS b")
+        _refuse_unread(table, TABLE_ARGS, TABLE_CLAUSES, "FROM")
 
     # -- streams and columns ------------------------------------------------
     def bind_streams(self) -> None:
@@ -268,9 +363,6 @@ class _Builder:
             if not isinstance(table, exp.Table) or not isinstance(table.this, exp.Identifier):
                 raise UnsupportedQueryError(
                     f"unsupported FROM item '{table.sql(dialect=CQL)}': name a stream")
-            if table.args.get("db") or table.args.get("catalog"):
-                raise UnsupportedQueryError(f"qualified stream name '{table.sql(dialect=CQL)}'"
-                                            " is not supported: use the catalog's name")
             name = table.name
             stream = self.catalog.stream(name)
             if stream is None:
@@ -284,9 +376,11 @@ class _Builder:
             alias = table.alias or None
             ref = StreamRef(stream.name, alias, Window("unbounded"), stream.width,
                             stream.columns)
-            for key in {stream.name.lower(), (alias or stream.name).lower()}:
+            # dict.fromkeys, not a set: the first clash reported is the same on every run
+            for key in dict.fromkeys((stream.name.lower(), (alias or stream.name).lower())):
                 if key in self.bindings:
-                    raise AmbiguousColumnError(f"the name '{key}' is bound twice in FROM")
+                    raise UnsupportedQueryError(f"the name '{key}' is bound twice in FROM: "
+                                                "give each stream its own alias")
                 self.bindings[key] = ref
             self.streams.append(ref)
         query_win = query_window(self.select)
@@ -315,7 +409,7 @@ class _Builder:
                 raise UnsupportedQueryError("PARTITION BY belongs in a stream's window, "
                                             "S [PARTITION BY S.a ROWS 10]")
             owner, name = self.resolve(col) if col.table else (stream, col.name)
-            column = _column(self.stream_ref(owner), name)
+            column = self.stream_ref(owner).column(name)
             if owner != stream or column is None:
                 raise UnsupportedQueryError(f"the window of {stream} partitions by "
                                             f"'{col.sql(dialect=CQL)}', which is not a column "
@@ -327,6 +421,9 @@ class _Builder:
             if not seconds or seconds <= 0:
                 raise UnsupportedQueryError(f"window {node.sql(dialect=CQL)} must have a "
                                             "positive size")
+            if not math.isfinite(seconds):  # 1e308 HOURS is a finite number of hours only
+                raise UnsupportedQueryError(f"window {node.sql(dialect=CQL)} is too long: its "
+                                            "size in seconds must be finite")
             return Window("range", seconds=float(seconds), partition_by=parts)
         if kind == "rows":
             size = literal_value(node.args["size"])
@@ -346,14 +443,14 @@ class _Builder:
                 raise UnknownStreamError(f"'{col.sql(dialect=CQL)}' names an unknown stream "
                                          f"'{col.table}'{did_you_mean(col.table, known)}; the "
                                          f"query's streams are {', '.join(known)}")
-            column = _column(ref, name)
+            column = ref.column(name)
             if column is None:
                 raise UnknownColumnError(
                     f"stream {ref.name} has no column '{name}'"
                     f"{did_you_mean(name, [c.name for c in ref.columns])}; its columns are "
                     + ", ".join(c.name for c in ref.columns))
             return ref.name, column.name
-        owners = [(ref, c) for ref in self.streams if (c := _column(ref, name)) is not None]
+        owners = [(ref, c) for ref in self.streams if (c := ref.column(name)) is not None]
         if not owners:
             every = [c.name for ref in self.streams for c in ref.columns]
             raise UnknownColumnError(f"no stream of the query has a column '{name}'"
@@ -366,10 +463,11 @@ class _Builder:
         return owners[0][0].name, owners[0][1].name
 
     def column_type(self, ref: ColumnRef) -> Column:
-        return _column(self.stream_ref(ref[0]), ref[1])
+        return self.stream_ref(ref[0]).column(ref[1])
 
     def stream_ref(self, name: str) -> StreamRef:
-        return next(s for s in self.streams if s.name == name)
+        """A bound stream by its catalog name (the catalog name is always bound)."""
+        return self.bindings[name.lower()]
 
     # -- predicates ---------------------------------------------------------
     def conjuncts(self) -> list[exp.Expression]:
@@ -388,21 +486,26 @@ class _Builder:
                 else [cnf.unnest()]
         return out
 
-    def check_predicate(self, node: exp.Expression) -> None:
-        """Allow only boolean combinations of comparisons, BETWEEN and IN; type-check them."""
+    def check_predicate(self, node: exp.Expression,
+                        group: list[ColumnRef] | None = None) -> None:
+        """Allow only boolean combinations of comparisons, BETWEEN and IN; type-check them.
+
+        With ``group`` (HAVING), an aggregate is an operand too and a column
+        must be one of the grouped columns.
+        """
         if isinstance(node, (exp.And, exp.Or)):
-            self.check_predicate(node.left)
-            self.check_predicate(node.right)
+            self.check_predicate(node.left, group)
+            self.check_predicate(node.right, group)
         elif isinstance(node, (exp.Not, exp.Paren)):
-            self.check_predicate(node.this)
+            self.check_predicate(node.this, group)
         elif isinstance(node, (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)):
-            self.check_operands(node, [node.left, node.right])
+            self.check_operands(node, [node.left, node.right], group)
         elif isinstance(node, exp.Between):
-            self.check_operands(node, [node.this, node.args["low"], node.args["high"]])
+            self.check_operands(node, [node.this, node.args["low"], node.args["high"]], group)
         elif isinstance(node, exp.In):
             if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
                 raise UnsupportedQueryError("IN with a subquery is not supported")
-            self.check_operands(node, [node.this, *node.expressions])
+            self.check_operands(node, [node.this, *node.expressions], group)
         elif isinstance(node, exp.Boolean):
             raise UnsupportedQueryError(f"constant predicate {node.sql(dialect=CQL)} is not "
                                         "supported: remove it")
@@ -410,43 +513,68 @@ class _Builder:
             raise UnsupportedQueryError("IS NULL / IS NOT NULL is not supported: streams "
                                         "here carry no NULLs")
         else:
+            over = "aggregates, grouped columns" if group is not None else "columns"
             raise UnsupportedQueryError(
                 f"unsupported predicate '{node.sql(dialect=CQL)}' ({_construct(node)}): use "
-                "=, <>, <, <=, >, >=, BETWEEN, IN, AND, OR, NOT over columns and constants")
+                f"=, <>, <, <=, >, >=, BETWEEN, IN, AND, OR, NOT over {over} and constants")
 
-    def check_operands(self, node: exp.Expression, operands: list[exp.Expression]) -> None:
-        for operand in operands:  # anything but a column must be a constant
-            if not isinstance(operand, exp.Column):
+    def check_operands(self, node: exp.Expression, operands: list[exp.Expression],
+                       group: list[ColumnRef] | None = None) -> None:
+        having = group is not None
+
+        def typed(operand: exp.Expression) -> bool:  # a column, or an aggregate in HAVING
+            return isinstance(operand, exp.Column) or (having and type(operand) in AGGREGATES)
+
+        for operand in operands:  # anything else must be a constant
+            if not typed(operand):
                 literal_value(operand)
-        columns = [o for o in operands if isinstance(o, exp.Column)]
-        if not columns:
+        named = [o for o in operands if typed(o)]
+        what = "an aggregate or a grouped column" if having else "a column"
+        if not named:
             raise UnsupportedQueryError(f"predicate '{node.sql(dialect=CQL)}' compares "
-                                        "constants only: remove it or name a column")
-        if isinstance(node, (exp.Between, exp.In)) and not isinstance(node.this, exp.Column):
+                                        f"constants only: remove it or name {what}")
+        if isinstance(node, (exp.Between, exp.In)) and not typed(node.this):
             raise UnsupportedQueryError(f"'{node.sql(dialect=CQL)}': the left side of "
-                                        "BETWEEN / IN must be a column")
-        if isinstance(node, (exp.Between, exp.In)) and len(columns) > 1:
+                                        f"BETWEEN / IN must be {what}")
+        if isinstance(node, (exp.Between, exp.In)) and len(named) > 1:
             raise UnsupportedQueryError(f"'{node.sql(dialect=CQL)}': BETWEEN / IN take "
                                         "constants on the right")
-        refs = [self.resolve(c) for c in columns]
-        types = [self.column_type(r) for r in refs]
-        for ref, col in zip(refs[1:], types[1:]):
-            if _family(col) != _family(types[0]):
-                raise QueryTypeError(
-                    f"'{node.sql(dialect=CQL)}' compares {'.'.join(refs[0])} "
-                    f"({types[0].type}) with {'.'.join(ref)} ({col.type})")
+        types = [self.operand_type(o, group) for o in named]
+        first, family = types[0][0], types[0][2]
+        for text, type_, fam in types[1:]:
+            if fam != family:
+                raise QueryTypeError(f"'{node.sql(dialect=CQL)}' compares {first} "
+                                     f"({types[0][1]}) with {text} ({type_})")
         for operand in operands:
-            if isinstance(operand, exp.Column):
+            if typed(operand):
                 continue
             value = literal_value(operand)
-            want = _family(types[0])
             got = "bool" if isinstance(value, bool) else \
                 "string" if isinstance(value, str) else "number"
-            if got != want:
+            if got != family:
+                column = "column " if isinstance(named[0], exp.Column) else ""
                 raise QueryTypeError(
-                    f"'{node.sql(dialect=CQL)}': column {'.'.join(refs[0])} is "
-                    f"{types[0].type} but {operand.sql(dialect=CQL)} is a {got}; compare it "
-                    f"with a {want}")
+                    f"'{node.sql(dialect=CQL)}': {column}{first} is {types[0][1]} but "
+                    f"{operand.sql(dialect=CQL)} is a {got}; compare it with a {family}")
+
+    def operand_type(self, operand: exp.Expression,
+                     group: list[ColumnRef] | None) -> tuple[str, str, str]:
+        """(text, type, family) of a column or (in HAVING) an aggregate operand.
+
+        COUNT, SUM and AVG are numeric; MIN and MAX have their column's type.
+        """
+        if isinstance(operand, exp.Column):
+            ref = self.resolve(operand)
+            if group is not None and ref not in group:
+                raise UnsupportedQueryError(f"HAVING uses {'.'.join(ref)}, which is neither "
+                                            "grouped nor aggregated")
+            col = self.column_type(ref)
+            return ".".join(ref), col.type, _family(col)
+        agg = self.aggregate(operand)
+        if agg.function in ("MIN", "MAX"):
+            col = self.column_type(agg.argument)
+            return str(agg), col.type, _family(col)
+        return str(agg), "numeric", "number"
 
     def classify(self) -> tuple[dict[str, list[exp.Expression]], list[exp.Expression]]:
         """Split conjuncts into per-stream selections and multi-stream join predicates."""
@@ -480,28 +608,39 @@ class _Builder:
                 raise UnsupportedQueryError(f"GROUP BY '{item.sql(dialect=CQL)}': group by "
                                             "columns only")
             group.append(self.resolve(item))
+        group = list(dict.fromkeys(group))  # GROUP BY A.x, A.x groups by A.x once
         aggregates: dict[str, Aggregate] = {}
         projection: list[OutputColumn] = []
+        aliased: list[bool] = []  # per output column: was its name given with AS?
         has_plain = []
         for item in self.select.expressions:
             alias = item.alias if isinstance(item, exp.Alias) else None
             node = item.this if isinstance(item, exp.Alias) else item
             if isinstance(node, exp.Star) or (isinstance(node, exp.Column)
                                               and isinstance(node.this, exp.Star)):
+                star = node if isinstance(node, exp.Star) else node.this
+                if any(star.args.values()):
+                    raise UnsupportedQueryError(f"'{node.sql(dialect=CQL)}' is not supported: "
+                                                "list the columns to keep")
                 refs = self.star(node)
                 projection += [OutputColumn(c, self.column_type((s, c)).width, (s, c))
                                for s, c in refs]
+                aliased += [False] * len(refs)
                 has_plain += refs
             elif isinstance(node, exp.Column):
                 ref = self.resolve(node)
                 projection.append(OutputColumn(alias or ref[1], self.column_type(ref).width,
                                                ref))
+                aliased.append(alias is not None)
                 has_plain.append(ref)
             elif type(node) in AGGREGATES:
                 agg = self.aggregate(node)
                 aggregates.setdefault(str(agg), agg)
-                projection.append(OutputColumn(alias or str(agg).lower(), agg.width,
-                                               agg.argument, agg.function))
+                # The default name is the aggregate's text as plans and the executor know
+                # it, stream and column in the catalog's spelling: SUM(A.x).
+                projection.append(OutputColumn(alias or str(agg), agg.width, agg.argument,
+                                               agg.function))
+                aliased.append(alias is not None)
             else:
                 raise UnsupportedQueryError(
                     f"unsupported SELECT item '{node.sql(dialect=CQL)}': select columns, *, "
@@ -510,17 +649,18 @@ class _Builder:
         having_expr = None
         if having is not None:
             having_expr = self.qualify(having.this)
+            # The same checks as WHERE, an aggregate counting as an operand
+            self.check_predicate(having_expr, group)
             for node in having_expr.find_all(*AGGREGATES):
                 agg = self.aggregate(node)
                 aggregates.setdefault(str(agg), agg)
-            self.check_having(having_expr, group)
         if aggregates or group:
             stray = [r for r in has_plain if r not in group]
             if stray:
                 raise UnsupportedQueryError(
                     f"column {'.'.join(stray[0])} must appear in GROUP BY or inside an "
                     "aggregate")
-        _dedupe_names(projection)
+        _dedupe_names(projection, aliased)
         return projection, list(aggregates.values()), group, having_expr
 
     def star(self, node: exp.Expression) -> list[ColumnRef]:
@@ -548,20 +688,6 @@ class _Builder:
             raise QueryTypeError(f"{function}({'.'.join(ref)}) needs a numeric column; "
                                  f"{'.'.join(ref)} is {col.type}")
         return Aggregate(function, ref, AGGREGATE_WIDTHS.get(function, col.width))
-
-    def check_having(self, node: exp.Expression, group: list[ColumnRef]) -> None:
-        allowed = (exp.And, exp.Or, exp.Not, exp.Paren, exp.EQ, exp.NEQ, exp.LT, exp.LTE,
-                   exp.GT, exp.GTE, exp.Between, exp.In, exp.Literal, exp.Neg, exp.Boolean,
-                   exp.Column, exp.Identifier, exp.Star, *AGGREGATES)
-        for part in node.walk():
-            if not isinstance(part, allowed):
-                raise UnsupportedQueryError(
-                    f"unsupported HAVING expression '{part.sql(dialect=CQL)}': compare "
-                    "aggregates or grouped columns with constants")
-            if isinstance(part, exp.Column) and part.find_ancestor(*AGGREGATES) is None \
-                    and (part.table, part.name) not in group:
-                raise UnsupportedQueryError(f"HAVING uses {part.table}.{part.name}, which is "
-                                            "neither grouped nor aggregated")
 
     # -- all together -------------------------------------------------------
     def build(self, sql: str) -> ContinuousQuery:
@@ -602,21 +728,22 @@ class _Builder:
         return [s.name for s in self.streams]
 
 
-def _column(ref: StreamRef, name: str) -> Column | None:
-    low = name.lower()
-    return next((c for c in ref.columns if c.name.lower() == low), None)
-
-
 def _family(col: Column) -> str:
     return "bool" if col.type == "bool" else "string" if col.type == "string" else "number"
 
 
-def _dedupe_names(projection: list[OutputColumn]) -> None:
-    """Qualify output names that collide (``SELECT *`` over a join) with their stream."""
-    counts: dict[str, int] = {}
-    for col in projection:
-        counts[col.name] = counts.get(col.name, 0) + 1
-    for i, col in enumerate(projection):
-        if counts[col.name] > 1 and col.source and not col.aggregate:
-            projection[i] = OutputColumn(f"{col.source[0]}.{col.source[1]}", col.width,
-                                         col.source, col.aggregate)
+def _dedupe_names(projection: list[OutputColumn], aliased: list[bool]) -> None:
+    """Qualify colliding output names (``SELECT *`` over a join) with their stream.
+
+    Only names the user did not give: an alias is never replaced, and the same
+    alias given twice is an error.
+    """
+    given = Counter(c.name for c, user in zip(projection, aliased) if user)
+    twice = next((name for name, n in given.items() if n > 1), None)
+    if twice is not None:
+        raise UnsupportedQueryError(f"output name {twice} is used twice: give each output "
+                                    "column its own name")
+    counts = Counter(c.name for c in projection)
+    for i, (col, user) in enumerate(zip(projection, aliased)):
+        if counts[col.name] > 1 and not user and col.source and not col.aggregate:
+            projection[i] = replace(col, name=f"{col.source[0]}.{col.source[1]}")

@@ -129,8 +129,10 @@ def _check_settings(table: dict[str, Any], where: str, allowed: tuple[str, ...],
         if key == "k" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise fail(path, f"must be a whole number >= 1, got {value!r}")
         if key == "weights" and (not isinstance(value, list) or len(value) not in (2, 3)
-                                 or not all(_number(w) and w >= 0 for w in value)):
-            raise fail(path, f"must be [w_r, w_m] or [w_r, w_m, w_c], non-negative, got {value!r}")
+                                 or not all(_number(w) and w >= 0 for w in value)
+                                 or not any(value)):
+            raise fail(path, f"must be [w_r, w_m] or [w_r, w_m, w_c], non-negative with at "
+                             f"least one weight > 0, got {value!r}")
         if key == "model" and value not in MODELS:
             raise fail(path, f"unknown model {value!r} (expected {' or '.join(MODELS)})")
         if key == "memory_unit" and value not in MEMORY_UNITS:

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from catalog import Catalog, load_catalog
 from optimizer.enumerate import enumerate_plans
-from optimizer.executor import execute, multiset
+from optimizer.executor import execute, multiset, select_mask
 from optimizer.logical import parse_query
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,6 +99,15 @@ def _agg_chain(f):
     return [(k, min(r["B.k"] for r in g), len(g)) for (k,), g in groups(f, ["B.k"]).items()]
 
 
+def _agg_having_between_in(f):
+    out = []
+    for (k,), g in groups(f, ["A.k"]).items():
+        n, top = len(g), max(r["A.tag"] for r in g)
+        if (30 <= n <= 36 and n != 31) or k == 9:
+            out.append((k, n, top))
+    return out
+
+
 def _agg_empty(f):
     return [(len(f), sum(f["A.a"]) if len(f) else None, max(f["A.x"]) if len(f) else None)]
 
@@ -170,6 +179,14 @@ CASES = [
     Case("repeated-output-column", "SELECT A.a, A.a AS again, A.k FROM A WHERE A.k = 1",
          lambda f: f["A.k"] == 1, ["A.a", "A.a", "A.k"], rows=300),
     Case("no-predicate", "SELECT A.tag, A.x FROM A", None, ["A.tag", "A.x"], rows=100),
+    # the grouped selection is FALSE: select_mask evaluates its one condition
+    Case("contradiction", "SELECT A.k, A.a FROM A WHERE A.a > 5 AND A.a < 3 AND A.k = 1",
+         lambda f: f["A.a"] != f["A.a"], ["A.k", "A.a"], rows=100,
+         selections={"A": lambda w: w["a"] != w["a"]}),
+    # HAVING with BETWEEN and IN over aggregates, and a repeated GROUP BY column
+    Case("having-between-in", "SELECT A.k, COUNT(*), MAX(A.tag) FROM A GROUP BY A.k, A.k "
+         "HAVING COUNT(*) BETWEEN 30 AND 36 AND NOT COUNT(*) IN (31) OR A.k IN (9)",
+         None, _agg_having_between_in, rows=300),
 ]
 
 
@@ -247,6 +264,18 @@ def test_multiset_canonical_form():
     frame = pd.DataFrame({"a": [1, 1, 2], "b": [0.1 + 0.2, 0.3, np.nan], "c": ["x", "x", "y"]})
     assert multiset(frame) == {(1, 0.3, "x"): 2, (2, None, "y"): 1}
     assert multiset(pd.DataFrame({"a": np.array([3.0])})) == {(3,): 1}
+
+
+def test_select_mask_is_the_selection_condition():
+    frame = abcd_windows(20)["A"].add_prefix("A.")
+    q = parse_query("SELECT A.k FROM A WHERE A.a > 5 AND A.a < 3", ABCD)  # FALSE
+    mask = select_mask(q.selections["A"], frame)
+    assert mask.dtype == bool and mask.index.equals(frame.index) and not mask.any()
+    q = parse_query("SELECT A.k FROM A WHERE A.a BETWEEN 1 AND 3 AND NOT A.b IN (0, 2) "
+                    "AND A.tag <> 'x' AND A.a < A.c", ABCD)
+    want = (frame["A.a"].between(1, 3) & ~frame["A.b"].isin([0, 2])
+            & (frame["A.tag"] != "x") & (frame["A.a"] < frame["A.c"]))
+    assert select_mask(q.selections["A"], frame).equals(want)
 
 
 def test_missing_window_is_reported():

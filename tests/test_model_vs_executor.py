@@ -61,3 +61,23 @@ def test_error_table_has_every_kind(rows):
     assert set(table.quantity) == {"rate", "queue", "state"}
     om_rate = table[(table.model == "om") & (table.quantity == "rate")].set_index("kind")
     assert om_rate.loc["selection", "max"] < 1e-9 and om_rate.loc["source", "max"] < 1e-9
+
+
+def test_validation_needs_one_common_range_window(monkeypatch):
+    import costmodel.validation as validation
+    from optimizer.errors import UnsupportedQueryError
+
+    catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
+    for sql in ("SELECT TCP.src_host FROM TCP [ROWS 10]",
+                "SELECT * FROM TCP [RANGE 1 SECONDS], UDP [RANGE 2 SECONDS] "
+                "WHERE TCP.src_host = UDP.src_host",
+                "SELECT TCP.src_host FROM TCP"):
+        with pytest.raises(UnsupportedQueryError, match="one \\[RANGE w\\] window"):
+            measure(catalog, {"bad": sql}, [Setting(100, 0.5)])
+    # the plans are enumerated once per query, not once per setting
+    calls = []
+    real = validation.enumerate_plans
+    monkeypatch.setattr(validation, "enumerate_plans",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    rows = measure(catalog, {"Q1": QUERIES["Q1"]}, [Setting(100, 0.5), Setting(200, 0.1)])
+    assert len(calls) == 1 and set(rows.rate) == {100, 200}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -203,3 +205,77 @@ def test_missing_statistic_is_named(dec):
     (plan, *_) = enumerate_plans(parse_query(Q1, dec))
     with pytest.raises(MissingStatisticError, match="sel.TCP"):
         OM(dec).cost(plan, {"rate.TCP": 1.0})
+
+
+# -- errors at set-up, and no NaN costs -----------------------------------------------
+def test_set_up_errors_are_project_errors(dec):
+    from catalog.errors import CqoptError
+    from costmodel import CostModelError, make_model
+
+    bad = [lambda: Utility(0, 0), lambda: Utility(np.inf, 1), lambda: Utility(-1, 1),
+           lambda: Utility.from_weights(["a", 1]), lambda: Utility.from_weights([1]),
+           lambda: make_model("nope", dec), lambda: make_model("pipes", dec, "tuples"),
+           lambda: make_model("om", dec, "kilos"), lambda: PIPES(dec, groups=0)]
+    for make in bad:
+        with pytest.raises(CostModelError) as info:
+            make()
+        assert isinstance(info.value, CqoptError) and isinstance(info.value, ValueError)
+        assert str(info.value)
+    assert isinstance(make_model("pipes", dec), PIPES)
+    assert make_model("om", dec, "tuples").memory_unit == "tuples"
+
+
+def test_zero_weight_drops_an_infinite_term():
+    # w_m = 0 beside infinite memory (an [UNBOUNDED] window): the rate term only, not NaN
+    assert float(Utility(1.0, 0.0).of(2.0, np.inf)) == 0.5
+    assert float(Utility(0.0, 1.0, 0.0).of(2.0, 3.0, np.inf)) == 3.0
+    assert np.isinf(Utility(1.0, 1.0).of(2.0, np.inf))
+    assert Utility(1.0, 0.0).of(2.0, np.zeros((2, 3))).shape == (2, 3)
+
+
+WINDOWS = ["[UNBOUNDED]", "[NOW]", "[ROWS 5]", "[RANGE 2 SECONDS]",
+           "[PARTITION BY {s}.src_host ROWS 3]"]
+SHAPES = [
+    "SELECT TCP.src_host FROM TCP {w} WHERE TCP.dest_host = 2",
+    "SELECT COUNT(*) FROM TCP {w} WHERE TCP.dest_host = 2",
+    "SELECT TCP.src_host, SUM(TCP.bytes) FROM TCP {w} WHERE TCP.bytes > 3 "
+    "GROUP BY TCP.src_host HAVING COUNT(*) > 1",
+    "SELECT * FROM TCP {w}, UDP {v} WHERE TCP.src_host = UDP.dest_host AND TCP.dest_host = 2",
+    "SELECT COUNT(*) FROM TCP {w}, UDP {v} WHERE TCP.src_host < UDP.dest_host",
+    "SELECT TCP.src_host FROM TCP {w}, UDP {v}",
+]
+EDGE_VALUES = [0.0, 0.5, 1.0, 250.0]  # rates, selectivities and join selectivities
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_no_plan_costs_nan(dec, shape):
+    """[UNBOUNDED], [NOW], [ROWS c], rate 0 and sel 0: costs may be ∞, never NaN.
+
+    OM computed 0 · ∞ (no tuples of an unbounded window) as NaN, and NaN won argmin.
+    """
+    utilities = [Utility(), Utility(1, 0), Utility(0, 1), Utility(0, 0, 1), Utility(1, 1, 1)]
+    models = [OM(dec), OM(dec, memory_unit="tuples"), OM(dec, capacity=False), PIPES(dec)]
+    seen = 0
+    for w, v in itertools.product(WINDOWS, WINDOWS if "{v}" in shape else WINDOWS[:1]):
+        q = parse_query(shape.format(w=w.format(s="TCP"), v=v.format(s="UDP")), dec)
+        grid = np.array(list(itertools.product(EDGE_VALUES, repeat=len(q.statistics)))).T
+        stats = dict(zip(q.statistics, grid))
+        for model, plan in itertools.product(models, enumerate_plans(q)):
+            cost = model.cost(plan, stats)
+            for field in ("rate", "memory", "cpu"):
+                values = getattr(cost, field)
+                assert not np.isnan(values).any(), (model.name, field, plan.id, q.sql)
+                assert (values >= 0).all()
+            for utility in utilities:
+                assert not np.isnan(utility(cost)).any(), (model.name, utility, q.sql)
+            seen += 1
+    assert seen
+
+
+def test_aggregate_over_unbounded_window_has_finite_utility_ranking(dec):
+    # `cqopt explain` printed "memory nan ... utility nan <- cheapest" for this query
+    q = parse_query("SELECT COUNT(*) FROM TCP WHERE TCP.dest_host = 2", dec)
+    stats = {"rate.TCP": 500.0, "sel.TCP": 0.0}
+    for plan in enumerate_plans(q):
+        cost = OM(dec).cost(plan, stats)
+        assert not np.isnan(cost.memory) and not np.isnan(Utility()(cost))

@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog import PipesConstants
+from catalog import Catalog, PipesConstants
 from costmodel import pipes
+from optimizer.enumerate import enumerate_plans
+from optimizer.logical import parse_query
 
 C = PipesConstants()
 
@@ -176,3 +178,59 @@ def test_join_memory_grows_with_window_and_rate(rate, window_s, factor):
 
     assert memory(rate, window_s * factor) >= memory(rate, window_s)
     assert memory(rate * factor, window_s) >= memory(rate, window_s)
+
+
+# -- Cardenas's term in time instants (reading 4) ----------------------------------
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.01, 100.0), st.floats(1.0, 1e3), st.floats(0.01, 10.0),
+       st.sampled_from([1e-3, 0.5, 4.0]))
+def test_cardenas_term_depends_on_instants_not_units(d, l, g, k):
+    # the same stream with every length k times longer and an instant of k: the same
+    # counts of instants, so the same d', l' and state (times k), the same CPU (over k)
+    base = pipes.scalar_aggregation(np.float64(d), np.float64(l), np.float64(g))
+    scaled = pipes.scalar_aggregation(np.float64(d * k), np.float64(l * k), np.float64(g * k),
+                                      instant=k)
+    np.testing.assert_allclose(np.array(scaled) / k, base, rtol=1e-9)
+    grouped = pipes.groupby_aggregation(np.float64(d * k), np.float64(l * k),
+                                        np.float64(g * k), 3, instant=k)
+    np.testing.assert_allclose(np.array(grouped) / k, pipes.groupby_aggregation(
+        np.float64(d), np.float64(l), np.float64(g), 3), rtol=1e-9)
+    memory = pipes.aggregation_memory(np.float64(d), np.float64(l), np.float64(g), 8)
+    scaled_memory = pipes.aggregation_memory(np.float64(d * k), np.float64(l * k),
+                                             np.float64(g * k), 8, instant=k)
+    assert float(scaled_memory) == pytest.approx(float(memory), abs=8)  # ⌈⌉ at a boundary
+
+
+def _count_query(time_unit: str, granularity: float, group_by: bool = False):
+    cat = Catalog.from_dict({"time_unit": time_unit, "streams": {"S": {
+        "rate": [0.1, 10], "granularity": granularity, "columns": {"a": "int"}}}})
+    sql = ("SELECT S.a, COUNT(*) FROM S [RANGE 10 SECONDS] GROUP BY S.a" if group_by
+           else "SELECT COUNT(*) FROM S [RANGE 10 SECONDS]")
+    (plan, *_) = enumerate_plans(parse_query(sql, cat))
+    return pipes.PIPES(cat), plan
+
+
+@pytest.mark.parametrize("group_by", [False, True])
+def test_aggregate_is_the_same_in_seconds_and_milliseconds(group_by):
+    lam = np.array([0.01, 0.5, 0.99, 1.0, 1.01, 7.0, 300.0, 5e4])
+    seconds = _count_query("seconds", 1e-3, group_by)  # g = 1 ms in either unit
+    millis = _count_query("milliseconds", 1.0, group_by)
+    a, b = (model.cost(plan, {"rate.S": lam}) for model, plan in (seconds, millis))
+    np.testing.assert_allclose(a.rate, b.rate, rtol=1e-9)
+    np.testing.assert_allclose(a.memory, b.memory, rtol=1e-9)
+    np.testing.assert_allclose(a.cpu, b.cpu, rtol=1e-9)
+
+
+def test_aggregate_rate_is_continuous_at_one_element_per_time_unit():
+    # The old reading clamped (1 − 1/d) at d < 1 time unit: at λ = 0.99/s the output rate
+    # was 9.2/s, at 1.01/s 1000/s. In instants of 1 µs nothing happens at λ = 1/s.
+    model, plan = _count_query("seconds", 1e-3)
+    below, at, above = (model.cost(plan, {"rate.S": lam})
+                        for lam in (1 - 1e-6, 1.0, 1 + 1e-6))
+    assert float(below.rate) == pytest.approx(float(at.rate), rel=1e-5)
+    assert float(above.rate) == pytest.approx(float(at.rate), rel=1e-5)
+    assert float(below.memory) == float(at.memory) == float(above.memory)
+    # each element splits an aggregate at its start and its end: about 2λ results/s
+    assert float(at.rate) == pytest.approx(2.0, rel=1e-2)
+    rates = [float(model.cost(plan, {"rate.S": lam}).rate) for lam in (0.99, 1.01)]
+    assert rates[1] / rates[0] == pytest.approx(1.01 / 0.99, rel=1e-2)

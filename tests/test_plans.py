@@ -252,6 +252,28 @@ def test_local_search_eight_streams_is_fast_and_deterministic():
     assert costs == sorted(costs)
 
 
+def test_plan_budget_bounds_orders_times_combinations():
+    # A clique of 6 (a chain on one column, closed transitively) with σ and π on every
+    # stream: 360 orders × 2^6 σ/π combinations would be 23,040 plans (seconds to build)
+    q = query_over(6, [], select="S1.k",
+                   where=[f"S{i}.a = S{i + 1}.a" for i in range(1, 6)]
+                   + [f"S{i}.b = 1" for i in range(1, 7)])
+    assert len(join_orders(q)) == 360
+    assert all(stream_orders(q, s) == ("σπ", "πσ") for s in q.stream_names)
+    start = time.perf_counter()
+    plans = enumerate_plans(q, catalog=stream_catalog(6))
+    assert time.perf_counter() - start < 2.0
+    assert 0 < len(plans) <= 4096
+    orders = {p.join_order for p in plans}
+    assert len(plans) == len(orders) * 2 ** 6  # every σ/π combination of each kept order
+    for s in q.stream_names:
+        assert {_stream_order(p, s) for p in plans} == {"σπ", "πσ"}
+    # a smaller budget keeps fewer orders, never none
+    assert len(enumerate_plans(q, max_plans=100)) == 64
+    assert len(enumerate_plans(query_over(3, chain(3), select="S1.k", where=["S2.b = 1"]),
+                               max_plans=1)) >= 1
+
+
 def test_local_search_follows_the_cost_function():
     n = 8
     q = query_over(n, clique(n))
