@@ -181,7 +181,7 @@ def make_spec(name: str, sql: str, query: ContinuousQuery, catalog: Catalog,
             raise fail(f"range of selectivity {stat} must lie in [0, 1], got [{lo:g}, {hi:g}]")
         axes.append(Axis(stat, float(lo), float(hi), k))
     try:
-        fixed = {s: check_value(s, fixed_given.get(s, default_value(s, catalog)))
+        fixed = {s: check_value(s, fixed_given.get(s, default_value(s, catalog, query)))
                  for s in known if s not in axes_names}
     except QueryError as err:
         raise fail(f"fixed: {err}") from None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -46,7 +47,7 @@ def _statistics(query: ContinuousQuery, given: dict[str, float], catalog
                 ) -> dict[str, tuple[float, bool]]:
     """Every statistic of ``query``: (value, whether it is the documented default)."""
     return {name: (given[name], False) if name in given
-            else (default_value(name, catalog), True) for name in query.statistics}
+            else (default_value(name, catalog, query), True) for name in query.statistics}
 
 
 def _costs(plans, values: dict[str, float], model, utility) -> list[dict[str, float]]:
@@ -77,14 +78,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
         plans = enumerate_plans(q, catalog=catalog,
                                 cost=lambda p: float(utility(model.cost(p, values))))
         costs = _costs(plans, values, model, utility)
-        chosen = plans[min(range(len(plans)), key=lambda i: (costs[i]["utility"], plans[i].id))]
+        best = min(range(len(plans)), key=lambda i: (costs[i]["utility"], plans[i].id))
+        # With no output at all (a contradiction, an empty stream) no plan is cheaper.
+        chosen = plans[best] if math.isfinite(costs[best]["utility"]) else None
         objects.append({"name": name, "query": q.to_dict(), "model": model.name,
                         "weights": [utility.w_r, utility.w_m, utility.w_c],
                         "statistics": {s: {"value": v, "default": d}
                                        for s, (v, d) in stats.items()},
                         "plans": [{"id": p.id, "tree": p.explain(), "cost": c}
                                   for p, c in zip(plans, costs)],
-                        "chosen": chosen.id})
+                        "chosen": chosen.id if chosen else None})
     if args.json:
         print(json.dumps(objects[0] if len(objects) == 1 else {"queries": objects}, indent=2,
                          ensure_ascii=False))
@@ -102,8 +105,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"Costed with the {model.name.upper()} model, weights "
               f"({utility.w_r:g}, {utility.w_m:g}), at {stats}")
         print("  (defaults: the middle of the catalog's range for a rate, "
-              f"{DEFAULT_SELECTIVITY} for a selectivity)")
+              f"{DEFAULT_SELECTIVITY} for a selectivity, 0 for a contradiction's)")
         print()
+        if obj["chosen"] is None:
+            print("Every plan costs infinitely much here (the query emits nothing): none is "
+                  "cheaper.")
         print(f"Candidate plans ({len(obj['plans'])}):")
         for number, plan in enumerate(obj["plans"], 1):
             c = plan["cost"]

@@ -48,13 +48,18 @@ def split_name(name: str) -> tuple[str, tuple[str, ...]]:
 DEFAULT_SELECTIVITY = 0.5
 
 
-def default_value(name: str, catalog) -> float:
+def default_value(name: str, catalog, query=None) -> float:
     """The value a statistic takes when nobody gives one.
 
     A rate is the middle of the stream's catalog range; a selectivity (``sel``
-    or ``jsel``) is 0.5.
+    or ``jsel``) is 0.5, except that of a selection ``query`` knows to be a
+    contradiction, which is 0.
     """
     kind, streams = split_name(name)
+    if kind == "sel" and query is not None:
+        selection = query.selections.get(streams[0])
+        if selection is not None and selection.always_empty:
+            return 0.0
     if kind == "rate":
         stream = catalog.stream(streams[0])
         if stream is None:

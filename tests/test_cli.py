@@ -99,3 +99,9 @@ def test_explain_defaults_are_listed(capsys):
 def test_explain_bad_stats(capsys, stat, fragment):
     assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD, "--stat", stat]) == 2
     assert fragment in capsys.readouterr().err
+
+
+def test_explain_marks_nothing_when_every_plan_costs_infinitely_much(capsys):
+    sql = "SELECT TCP.src_host FROM TCP WHERE TCP.bytes > 5 AND TCP.bytes < 2 WINDOW [1]"
+    assert main(["explain", "--catalog", DEC, "--sql", sql, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["chosen"] is None
