@@ -11,8 +11,8 @@ For each round of observed statistics (from :mod:`charts.round_stats`):
 - **move** and **switch** as counted by the adaptive query.
 
 Baselines in the same run: **RAND** (a seeded random plan per round),
-**RATE** (one plan, the optimum at the mean statistics of the first d rounds,
-never switched) and **ORACLE-CHART** (the chart looked up at the actual
+**RATE** (one plan, the optimum at the mean statistics of the first d rounds
+that have an optimum, never switched) and **ORACLE-CHART** (the chart looked up at the actual
 statistics). Misses split into *estimation* misses (the oracle chart hit, the
 estimate did not) and *discretization* misses (even the oracle chart missed).
 
@@ -119,8 +119,13 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     oracle_hit, oracle_regret = _outcome(utilities, oracle.plan_index, best)
     rand = np.random.default_rng(seed).integers(0, len(plans), n)
     rand_hit, rand_regret = _outcome(utilities, rand, best)
-    first = {k: np.array([np.mean(v[:max(1, min(d, n))])]) for k, v in actual.items()}
-    rate_plan = int(np.argmin(plan_utilities(model, utility, plans, first)[:, 0]))
+    # RATE decides once, from the first d rounds that have an optimum at all.
+    defined = np.isfinite(utilities[best, np.arange(n)])
+    early = np.flatnonzero(defined)[:d] if defined.any() else np.arange(min(d, n))
+    first = {k: np.array([np.mean(v[early])]) if len(early) else np.array([np.nan])
+             for k, v in actual.items()}
+    rate_plan = int(np.argmin(np.nan_to_num(plan_utilities(model, utility, plans, first)[:, 0],
+                                            nan=np.inf)))
     rate = np.full(n, rate_plan)
     rate_hit, rate_regret = _outcome(utilities, rate, best)
 
@@ -135,8 +140,6 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         "oracle_plan": ids[oracle.plan_index], "oracle_hit": oracle_hit,
         "rand_hit": rand_hit, "rate_hit": rate_hit,
     })
-
-    defined = np.isfinite(utilities[best, np.arange(n)])
 
     def stats(h, r, index=None):
         some = bool(defined.any())

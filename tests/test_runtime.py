@@ -189,3 +189,12 @@ def test_estimators_see_observations_not_filled_values(q1_chart):
     r = replay("Q1", chart, catalog, observed, d=5, decay=0.5)
     assert r.rounds["estimate:sel.TCP"].tolist() == pytest.approx([0.5, 0.5, 0.5, 0.5, 0.02,
                                                                    0.02])
+
+
+def test_rate_decides_from_the_first_rounds_with_an_optimum(q1_chart):
+    catalog, chart = q1_chart
+    observed = pd.DataFrame({"round": range(6), "start": np.arange(6.0),
+                             "sel.TCP": [0.0, 0.0, 0.9, 0.9, 0.9, 0.9]})
+    s = replay("Q1", chart, catalog, observed, d=2).summary
+    assert s["baselines"]["rate"]["plan"] == "TCP[πσ]"  # from the rounds at 0.9
+    assert s["baselines"]["rate"]["fidelity"] == 1.0
