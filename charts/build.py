@@ -93,22 +93,23 @@ def chart_from_cells(context: ChartContext, plan_index: np.ndarray, cost: np.nda
                  np.asarray(cost, dtype=np.float64).reshape(shape), seconds)
 
 
+def build_chart(context: ChartContext, progress: bool = True) -> Chart:
+    """Build one chart in this process with the vectorized kernel, chunk by chunk."""
+    spec = context.spec
+    start = time.perf_counter()
+    plan_index = np.empty(spec.n_cells, dtype=np.uint16)
+    cost = np.empty(spec.n_cells, dtype=np.float64)
+    for lo in range(0, spec.n_cells, CHUNK_CELLS):
+        hi = min(lo + CHUNK_CELLS, spec.n_cells)
+        plan_index[lo:hi], cost[lo:hi] = evaluate_cells(context, np.arange(lo, hi))
+        if progress:
+            _bar(spec.name, hi, spec.n_cells)
+    return chart_from_cells(context, plan_index, cost, time.perf_counter() - start)
+
+
 def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True) -> list[Chart]:
-    """Build every chart in this process with the vectorized kernel, chunk by chunk."""
-    charts = []
-    for spec in specs:
-        start = time.perf_counter()
-        context = ChartContext(spec, catalog)
-        plan_index = np.empty(spec.n_cells, dtype=np.uint16)
-        cost = np.empty(spec.n_cells, dtype=np.float64)
-        for lo in range(0, spec.n_cells, CHUNK_CELLS):
-            hi = min(lo + CHUNK_CELLS, spec.n_cells)
-            plan_index[lo:hi], cost[lo:hi] = evaluate_cells(context, np.arange(lo, hi))
-            if progress:
-                _bar(spec.name, hi, spec.n_cells)
-        charts.append(chart_from_cells(context, plan_index, cost,
-                                       time.perf_counter() - start))
-    return charts
+    """Build every chart in this process (see :func:`build_chart`)."""
+    return [build_chart(ChartContext(spec, catalog), progress) for spec in specs]
 
 
 def _bar(name: str, done: int, total: int, width: int = 30) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from catalog import Catalog
-from charts.build import ChartContext, build_local
+from charts.build import ChartContext, build_chart
 from charts.lookup import QueryChart
 from charts.runtime import AdaptiveQuery, Hysteresis
 from charts.spec import Axis, ChartSpec
@@ -80,18 +80,33 @@ def _changes(index: np.ndarray) -> int:
     return int(np.count_nonzero(index[1:] != index[:-1]))
 
 
+def exact_utilities(chart: QueryChart, catalog: Catalog, observed: pd.DataFrame) -> np.ndarray:
+    """Every candidate plan costed at each round's actual statistics: (plans, rounds)."""
+    spec = chart.spec
+    model = make_model(spec.model, catalog, spec.memory_unit)
+    utility = Utility.from_weights(spec.weights)
+    scores = plan_utilities(model, utility, list(chart.plans),
+                            actual_statistics(chart, observed))
+    return np.broadcast_to(scores, (len(chart.plans), len(observed)))
+
+
 def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFrame, *,
            estimator: str = "decay", d: int = 5, decay: float = 0.5, seed: int = 0,
-           hysteresis: Hysteresis | None = None) -> Replay:
-    """Replay observed rounds through the chart and every baseline."""
+           hysteresis: Hysteresis | None = None,
+           utilities: np.ndarray | None = None) -> Replay:
+    """Replay observed rounds through the chart and every baseline.
+
+    ``utilities`` (from :func:`exact_utilities`) spares recosting every plan when
+    several charts of one query replay the same rounds.
+    """
     spec = chart.spec
     model = make_model(spec.model, catalog, spec.memory_unit)
     utility = Utility.from_weights(spec.weights)
     plans = list(chart.plans)
     actual = actual_statistics(chart, observed)
     n = len(observed)
-    utilities = plan_utilities(model, utility, plans, actual)
-    utilities = np.broadcast_to(utilities, (len(plans), n))
+    if utilities is None:
+        utilities = exact_utilities(chart, catalog, observed)
     best = np.argmin(utilities, axis=0)
 
     def cost(plan, stats):
@@ -171,7 +186,7 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
 def local_chart(spec: ChartSpec, catalog: Catalog) -> QueryChart:
     """Build ``spec``'s chart in this process, ready for lookups."""
     context = ChartContext(spec, catalog)
-    built = build_local([spec], catalog, progress=False)[0]
+    built = build_chart(context, progress=False)
     return QueryChart(spec, context.plans, built.plan_index, built.cost)
 
 
@@ -182,10 +197,12 @@ def with_k(spec: ChartSpec, k: int) -> ChartSpec:
 def k_sweep(name: str, spec: ChartSpec, catalog: Catalog, observed: pd.DataFrame,
             ks: list[int], **kwargs) -> pd.DataFrame:
     """Fidelity, regret, moves, switches and plans stored, for charts of each k."""
-    rows = []
+    rows, utilities, ids = [], None, None
     for k in ks:
         chart = local_chart(with_k(spec, k), catalog)
-        result = replay(name, chart, catalog, observed, **kwargs).summary
+        if chart.plan_ids != ids:  # k changes the regions, not the plans: cost them once
+            utilities, ids = exact_utilities(chart, catalog, observed), chart.plan_ids
+        result = replay(name, chart, catalog, observed, utilities=utilities, **kwargs).summary
         rows.append({"k": k, "cells": chart.spec.n_cells,
                      "plans_used": len(np.unique(chart.plan_index)),
                      "fidelity": result["fidelity"], "regret": result["regret"],
