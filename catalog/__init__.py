@@ -1,9 +1,16 @@
 """Stream catalog: streams, typed columns and widths, operator profiles (TOML)."""
 
-from catalog.catalog import (
-    Catalog, Column, OperatorRates, PipesConstants, Stream, find_column, load_catalog,
+from cqopt.catalog.catalog import (
+    Catalog,
+    Column,
+    OperatorRates,
+    PipesConstants,
+    Stream,
+    find_column,
+    load_catalog,
 )
-from catalog.errors import CatalogError, CqoptError
+from cqopt.catalog.errors import CatalogError
+from cqopt.errors import CqoptError
 
 __all__ = [
     "Catalog", "CatalogError", "Column", "CqoptError", "OperatorRates", "PipesConstants",

@@ -48,7 +48,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from catalog.errors import CatalogError, did_you_mean
+from cqopt.catalog.errors import CatalogError
+from cqopt.errors import did_you_mean
 
 TYPE_WIDTHS: dict[str, int] = {
     "int": 4, "long": 8, "double": 8, "bool": 1, "timestamp": 8,

@@ -1,11 +1,11 @@
 """Plan charts: build them (locally or on Spark), store them, and look plans up.
 
-The run-time API is ``charts.load(path)`` -> :class:`~charts.lookup.ChartSet`,
+The run-time API is ``charts.load(path)`` -> :class:`~cqopt.charts.lookup.ChartSet`,
 whose ``choose`` and ``choose_many`` return the chart's plan for given
 statistics. Importing it loads neither Spark nor matplotlib.
 """
 
-from charts.lookup import ChartSet, Choice, Choices, QueryChart, Staleness, load
-from charts.store import ChartSetError
+from cqopt.charts.lookup import ChartSet, Choice, Choices, QueryChart, Staleness, load
+from cqopt.charts.store import ChartSetError
 
 __all__ = ["ChartSet", "ChartSetError", "Choice", "Choices", "QueryChart", "Staleness", "load"]

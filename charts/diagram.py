@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from optimizer.statistics import split_name
+from cqopt.optimizer.statistics import split_name
 
 UNITS = {"rate": "tuples/s", "sel": "fraction passing", "jsel": "fraction of the product"}
 MAX_SLICES = 4
@@ -60,7 +60,7 @@ def slice_points(chart, at: Mapping[str, float] | None = None) -> list[dict[str,
 def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = None,
                  overlay: Sequence[tuple[float, float]] | None = None,
                  title: str | None = None) -> Path:
-    """Draw ``chart`` (a :class:`~charts.lookup.QueryChart`) to ``out`` (PNG)."""
+    """Draw ``chart`` (a :class:`~cqopt.charts.lookup.QueryChart`) to ``out`` (PNG)."""
     spec, plans = chart.spec, chart.plans
     colours = plan_colours(len(plans))
     slices = slice_points(chart, at)

@@ -11,11 +11,11 @@ errors. Statistics that are not axes of the query's chart are ignored: the
 chart was built with them fixed at the values in ``chart.spec.fixed``.
 
 >>> import pathlib, tempfile
->>> from catalog import load_catalog
->>> from optimizer.workload import load_workload
->>> from charts.spec import workload_specs
->>> from charts.build import build_local
->>> from charts.store import write_chart_set
+>>> from cqopt.catalog import load_catalog
+>>> from cqopt.charts.workload import load_workload
+>>> from cqopt.charts.spec import workload_specs
+>>> from cqopt.charts.build import build_local
+>>> from cqopt.charts.store import write_chart_set
 >>> examples = pathlib.Path(__file__).parent.parent / "examples"
 >>> cat = load_catalog(examples / "dec-pkt.toml")
 >>> specs = [s for s, _ in workload_specs(load_workload(examples / "workload.toml"), cat)]
@@ -40,12 +40,12 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from catalog import Catalog
-from catalog.errors import CqoptError, did_you_mean
-from charts.spec import Axis, ChartSpec, candidate_plans
-from charts.store import ChartSetError, read_manifest, read_query_data
-from optimizer.plan import Plan
-from optimizer.statistics import check_value, check_values, split_name
+from cqopt.catalog import Catalog
+from cqopt.charts.spec import Axis, ChartSpec, candidate_plans
+from cqopt.charts.store import ChartSetError, read_manifest, read_query_data
+from cqopt.errors import CqoptError, did_you_mean
+from cqopt.optimizer.plan import Plan
+from cqopt.optimizer.statistics import check_value, check_values, split_name
 
 
 class Choice(NamedTuple):

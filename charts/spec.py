@@ -8,7 +8,7 @@ paper: a single-stream query gets the sel-λ chart (``sel.S``, ``rate.S``; just
 ``rate.S`` when S has no selection), a join query the λ-λ chart (one
 ``rate.S`` axis per stream, selectivities fixed). Rate ranges come from the
 catalog, selectivity ranges default to (0, 1], fixed values to
-:func:`optimizer.statistics.default_value`.
+:func:`cqopt.optimizer.statistics.default_value`.
 
 >>> ax = Axis("sel.S", 0.0, 1.0, 4)
 >>> ax.edges().tolist(), ax.centroids().tolist()
@@ -25,15 +25,21 @@ from typing import Any
 
 import numpy as np
 
-from catalog import Catalog
-from costmodel import Utility, make_model
-from costmodel.utility import DEFAULT_WEIGHTS
-from optimizer.enumerate import enumerate_plans
-from optimizer.errors import QueryError, WorkloadError
-from optimizer.logical import ContinuousQuery, parse_query
-from optimizer.plan import Plan
-from optimizer.statistics import check_value, default_value, rate_name, sel_name, split_name
-from optimizer.workload import Workload
+from cqopt.catalog import Catalog
+from cqopt.charts.workload import Workload
+from cqopt.costmodel import Utility, make_model
+from cqopt.costmodel.utility import DEFAULT_WEIGHTS
+from cqopt.optimizer.enumerate import enumerate_plans
+from cqopt.optimizer.errors import QueryError, WorkloadError
+from cqopt.optimizer.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.plan import Plan
+from cqopt.optimizer.statistics import (
+    check_value,
+    default_value,
+    rate_name,
+    sel_name,
+    split_name,
+)
 
 DEFAULT_K = 10
 
@@ -194,7 +200,7 @@ def workload_specs(workload: Workload, catalog: Catalog,
                    overrides: dict[str, Any] | None = None) -> list[tuple[ChartSpec,
                                                                           ContinuousQuery]]:
     """Every query's chart spec; ``overrides`` (from the command line) beat the file."""
-    from catalog.errors import CqoptError
+    from cqopt.errors import CqoptError
 
     out = []
     for wq in workload.queries:

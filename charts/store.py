@@ -25,8 +25,8 @@ import json
 import os
 import shutil
 import tempfile
-from datetime import datetime, timezone
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +34,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from catalog import Catalog
-from catalog.errors import CqoptError
+from cqopt.catalog import Catalog
+from cqopt.errors import CqoptError
 
 FORMAT = "cqopt-chart-set"
 FORMAT_VERSION = 1

@@ -7,11 +7,11 @@ import json
 import time
 from pathlib import Path
 
-from catalog import load_catalog
-from catalog.errors import CqoptError
-from costmodel.utility import Utility
-from optimizer.statistics import check_value, split_name
-from optimizer.workload import load_workload
+from cqopt.catalog import load_catalog
+from cqopt.charts.workload import load_workload
+from cqopt.costmodel.utility import Utility
+from cqopt.errors import CqoptError
+from cqopt.optimizer.statistics import check_value, split_name
 
 
 def parse_stat(text: str) -> tuple[str, float]:
@@ -41,9 +41,9 @@ def parse_weights(text: str | None) -> list[float] | None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from charts.build import build_local
-    from charts.spec import workload_specs
-    from charts.store import check_writable, write_chart_set
+    from cqopt.charts.build import build_local
+    from cqopt.charts.spec import workload_specs
+    from cqopt.charts.store import check_writable, write_chart_set
 
     out = Path(args.out)
     check_writable(out, args.force)  # before any work
@@ -60,7 +60,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         from pyspark.sql import SparkSession
 
-        from charts.spark_build import build_spark
+        from cqopt.spark.chart_build import build_spark
 
         # A session already running in this process (a notebook) is used, and left running.
         active = SparkSession.getActiveSession()
@@ -80,7 +80,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_choose(args: argparse.Namespace) -> int:
-    import charts
+    import cqopt.charts as charts
 
     chart_set = charts.load(args.charts)
     stats = dict(parse_stat(s) for s in args.stat or [])
@@ -97,8 +97,8 @@ def cmd_choose(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    import charts
-    from charts.diagram import plan_diagram
+    import cqopt.charts as charts
+    from cqopt.charts.diagram import plan_diagram
 
     if Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise CqoptError(f"--out {args.out}: the diagram is written as .png, .svg or .pdf")

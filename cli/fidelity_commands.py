@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from catalog import load_catalog
-from catalog.errors import CqoptError
-from charts.store import staged_directory
+from cqopt.catalog import load_catalog
+from cqopt.charts.store import staged_directory
+from cqopt.errors import CqoptError
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
 
@@ -27,7 +27,8 @@ def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
 def cmd_generate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from charts.traces import generate_trace, load_interarrivals, write_trace
+    from cqopt.replay.trace_generate import generate_trace, load_interarrivals
+    from cqopt.replay.trace_write import write_trace
 
     catalog = load_catalog(args.catalog)
     names = args.streams.split(",") if args.streams else list(catalog.streams)
@@ -100,14 +101,15 @@ def _window_seconds(query) -> float:
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    import charts
-    from charts.fidelity import k_sweep, local_chart, replay
-    from charts.report import summary_json, write_report
-    from charts.round_stats import round_statistics, write_round_statistics
-    from charts.spark_build import spark_session
-    from charts.spec import workload_specs
-    from charts.traces import read_trace
-    from optimizer.workload import load_workload
+    import cqopt.charts as charts
+    from cqopt.charts.spec import workload_specs
+    from cqopt.charts.workload import load_workload
+    from cqopt.replay.replay import k_sweep, local_chart, replay
+    from cqopt.replay.report import summary_json, write_report
+    from cqopt.replay.rounds import write_round_statistics
+    from cqopt.spark.round_stats import round_statistics
+    from cqopt.spark.session import spark_session
+    from cqopt.spark.trace_read import read_trace
 
     # Every option is checked before any Spark work starts.
     for option, value, low in (("--d", args.d, 1), ("--k", args.k, 1),

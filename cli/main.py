@@ -13,15 +13,15 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from catalog import load_catalog
-from catalog.errors import CqoptError
-from cli import chart_commands, fidelity_commands
-from cli.chart_commands import parse_stat, parse_weights
-from costmodel import DEFAULT_WEIGHTS, Utility, make_model
-from optimizer.enumerate import enumerate_plans
-from optimizer.logical import ContinuousQuery, parse_query
-from optimizer.statistics import DEFAULT_SELECTIVITY, default_value
-from optimizer.workload import load_workload
+from cqopt.catalog import load_catalog
+from cqopt.charts.workload import load_workload
+from cqopt.cli import chart_commands, fidelity_commands
+from cqopt.cli.chart_commands import parse_stat, parse_weights
+from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model
+from cqopt.errors import CqoptError
+from cqopt.optimizer.enumerate import enumerate_plans
+from cqopt.optimizer.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.statistics import DEFAULT_SELECTIVITY, default_value
 
 EXIT_USAGE = 2
 

@@ -1,7 +1,7 @@
 """Cost models: OM's rate/memory utility and PIPES' (d, l, g) model, vectorized.
 
 Both take a plan and a mapping of statistic names to numpy arrays that
-broadcast, and return a :class:`~costmodel.base.PlanCost` of arrays.
+broadcast, and return a :class:`~cqopt.costmodel.base.PlanCost` of arrays.
 :func:`plan_utilities` scores every candidate plan over a grid in one call:
 the one kernel that charts, the fidelity replay and ``explain`` share.
 """
@@ -13,11 +13,16 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from catalog import Catalog
-from costmodel.base import CostModelError, MissingStatisticError, OperatorCost, PlanCost
-from costmodel.om import OM
-from costmodel.pipes import PIPES
-from costmodel.utility import DEFAULT_WEIGHTS, Utility
+from cqopt.catalog import Catalog
+from cqopt.costmodel.base import (
+    CostModelError,
+    MissingStatisticError,
+    OperatorCost,
+    PlanCost,
+)
+from cqopt.costmodel.om import OM
+from cqopt.costmodel.pipes import PIPES
+from cqopt.costmodel.utility import DEFAULT_WEIGHTS, Utility
 
 MODELS: dict[str, type[OM] | type[PIPES]] = {"om": OM, "pipes": PIPES}
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from catalog.errors import CqoptError
+from cqopt.errors import CqoptError
 
 Array = NDArray[np.float64]
 

@@ -38,9 +38,9 @@ Readings the paper leaves open (COSTMODELS.md), each pinned by a test:
 
 Sources cost nothing: the paper counts operator buffers only.
 
->>> from catalog import load_catalog
->>> from optimizer.logical import parse_query
->>> from optimizer.enumerate import enumerate_plans
+>>> from cqopt.catalog import load_catalog
+>>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.enumerate import enumerate_plans
 >>> import numpy as np, pathlib
 >>> cat = load_catalog(pathlib.Path(__file__).parent.parent / "examples" / "dec-pkt.toml")
 >>> q = parse_query("SELECT TCP.src_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]", cat)
@@ -57,12 +57,19 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import ArrayLike
 
-from catalog import Catalog
-from costmodel.base import (
-    Array, CostModelError, OperatorCost, PlanCost, selectivity, statistic, sum_arrays, times,
+from cqopt.catalog import Catalog
+from cqopt.costmodel.base import (
+    Array,
+    CostModelError,
+    OperatorCost,
+    PlanCost,
+    selectivity,
+    statistic,
+    sum_arrays,
+    times,
     window_seconds,
 )
-from optimizer.statistics import rate_name
+from cqopt.optimizer.statistics import rate_name
 
 
 class OM:

@@ -58,13 +58,20 @@ from collections.abc import Mapping
 import numpy as np
 from numpy.typing import ArrayLike
 
-from catalog import Catalog, PipesConstants
-from costmodel.base import (
-    Array, CostModelError, OperatorCost, PlanCost, selectivity, statistic, sum_arrays, times,
+from cqopt.catalog import Catalog, PipesConstants
+from cqopt.costmodel.base import (
+    Array,
+    CostModelError,
+    OperatorCost,
+    PlanCost,
+    selectivity,
+    statistic,
+    sum_arrays,
+    times,
     window_seconds,
 )
-from optimizer.join_closure import JoinPredicate
-from optimizer.statistics import rate_name
+from cqopt.optimizer.join_closure import JoinPredicate
+from cqopt.optimizer.statistics import rate_name
 
 FINEST_GRANULARITY_SECONDS = 1e-6
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
-from costmodel.base import Array, CostModelError, PlanCost
+from cqopt.costmodel.base import Array, CostModelError, PlanCost
 
 DEFAULT_WEIGHTS = (0.4, 0.6)
 

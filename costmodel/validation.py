@@ -1,7 +1,7 @@
 """Cost models against measurement: predictions next to the reference executor.
 
 For generated windows at several rates and selectivities, every candidate
-plan runs on :func:`optimizer.executor.execute`; per operator we measure the
+plan runs on :func:`cqopt.costmodel.reference_executor.execute`; per operator we measure the
 output rate (emitted tuples per second of window) and the bytes it holds, and
 set next to them what each model predicts from the same window's measured
 statistics (rates, selectivities and join selectivities of that window, so
@@ -36,14 +36,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from catalog import Catalog
-from costmodel.om import OM
-from costmodel.pipes import PIPES
-from optimizer.enumerate import enumerate_plans
-from optimizer.executor import execute, join, select_mask
-from optimizer.errors import UnsupportedQueryError
-from optimizer.logical import ContinuousQuery, parse_query
-from optimizer.statistics import jsel_name, rate_name, sel_name
+from cqopt.catalog import Catalog
+from cqopt.costmodel.om import OM
+from cqopt.costmodel.pipes import PIPES
+from cqopt.costmodel.reference_executor import execute, join, select_mask
+from cqopt.optimizer.enumerate import enumerate_plans
+from cqopt.optimizer.errors import UnsupportedQueryError
+from cqopt.optimizer.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.statistics import jsel_name, rate_name, sel_name
 
 KEY_DOMAIN = 50  # join keys uniform over this many values: jsel about 1/50
 

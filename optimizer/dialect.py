@@ -39,7 +39,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.parsers.base import BaseParser
 from sqlglot.tokens import Token, TokenType
 
-from optimizer.errors import CQLSyntaxError
+from cqopt.optimizer.errors import CQLSyntaxError
 
 # The arg under which a window hangs off an exp.Table (per-stream window) or an
 # exp.Select (query-level window). Select's own "windows" arg keeps its SQL meaning

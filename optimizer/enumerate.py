@@ -1,7 +1,7 @@
 """Candidate plans of a continuous query: the OM paper's heuristics (section 4.2).
 
 1. **Group selections.** Already done by the logical query: one
-   :class:`~optimizer.group_selections.Selection` per stream.
+   :class:`~cqopt.optimizer.group_selections.Selection` per stream.
 2. **Push selections and projections down**, in both orders. A stream gets a
    projection only when the columns it needs above (its output, aggregate,
    GROUP BY and join columns: ``query.required_columns``) are a strict subset
@@ -49,8 +49,8 @@ bounds the join orders, never the per-stream σ/π choices. Without a
 joins' estimated result sizes per window, from rate midpoints (the catalog's,
 else 1 tuple/s), selectivities of 0.5 and the window sizes.
 
->>> from catalog import Catalog
->>> from optimizer.logical import parse_query
+>>> from cqopt.catalog import Catalog
+>>> from cqopt.optimizer.logical import parse_query
 >>> host = {"rate": [50, 500], "columns": {"src_host": "int", "dest_host": "int"}}
 >>> cat = Catalog.from_dict({"streams": {"TCP": host, "UDP": host, "SF": host}})
 >>> q2 = parse_query("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
@@ -71,11 +71,11 @@ from functools import lru_cache
 
 import networkx as nx
 
-from catalog import Catalog
-from optimizer.join_closure import JoinPredicate, ThetaPredicate
-from optimizer.logical import ContinuousQuery, OutputColumn, aggregate_text
-from optimizer.plan import PROJECT, SELECT, ColumnRef, Plan, column_text
-from optimizer.statistics import DEFAULT_SELECTIVITY, default_value, rate_name
+from cqopt.catalog import Catalog
+from cqopt.optimizer.join_closure import JoinPredicate, ThetaPredicate
+from cqopt.optimizer.logical import ContinuousQuery, OutputColumn, aggregate_text
+from cqopt.optimizer.plan import PROJECT, SELECT, ColumnRef, Plan, column_text
+from cqopt.optimizer.statistics import DEFAULT_SELECTIVITY, default_value, rate_name
 
 SELECT_PROJECT = SELECT + PROJECT  # σ→π: select, then project
 PROJECT_SELECT = PROJECT + SELECT  # π→σ: project, then select

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from catalog.errors import CqoptError
+from cqopt.errors import CqoptError
 
 
 class QueryError(CqoptError):

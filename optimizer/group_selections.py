@@ -2,7 +2,7 @@
 
 Every conjunct of a query's condition that touches one stream belongs to that
 stream's selection. Conjuncts over one column and constants merge into one
-:class:`~optimizer.intervals.IntervalSet` per column (conjunctive ranges
+:class:`~cqopt.optimizer.intervals.IntervalSet` per column (conjunctive ranges
 become one interval, ``OR`` on a column a union of intervals, a contradiction
 the empty set); conjuncts over several columns of the stream stay as they are
 (the residual). The selection is classed ``selection-equality`` when every
@@ -23,9 +23,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from optimizer.intervals import IntervalSet
-from optimizer.literals import literal_value
-from optimizer.statistics import sel_name
+from cqopt.optimizer.intervals import IntervalSet
+from cqopt.optimizer.literals import literal_value
+from cqopt.optimizer.statistics import sel_name
 
 COMPARISONS: dict[type, str] = {
     exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",

@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from optimizer.dialect import CQL
-from optimizer.errors import UnsupportedQueryError
+from cqopt.optimizer.dialect import CQL
+from cqopt.optimizer.errors import UnsupportedQueryError
 
 _INTEGER = re.compile(r"[0-9]+")
 # What the tokenizer reads as a number; float() alone also takes "1_0", "inf", "٣".

@@ -1,7 +1,7 @@
 """The logical continuous query: a CQL query checked against a catalog.
 
 :func:`parse_query` parses CQL text (the OM paper's and the STREAM paper's
-window syntax, see :mod:`optimizer.dialect`), resolves every stream and
+window syntax, see :mod:`cqopt.optimizer.dialect`), resolves every stream and
 column against the catalog, type-checks predicates, and returns a
 :class:`ContinuousQuery`:
 
@@ -9,9 +9,9 @@ column against the catalog, type-checks predicates, and returns a
   query-level ``WINDOW [...]``; a stream with neither gets CQL's default,
   ``[UNBOUNDED]``, and a note says so);
 - one grouped selection per stream (heuristic 1 of the OM paper, see
-  :mod:`optimizer.group_selections`);
+  :mod:`cqopt.optimizer.group_selections`);
 - the equi-join predicates with their transitive closure and any other
-  (theta) join predicates (see :mod:`optimizer.join_closure`);
+  (theta) join predicates (see :mod:`cqopt.optimizer.join_closure`);
 - the projection list, the aggregates, GROUP BY and HAVING (checked like
   WHERE, an aggregate counting as an operand: COUNT, SUM and AVG are
   numbers, MIN and MAX have their column's type);
@@ -19,12 +19,12 @@ column against the catalog, type-checks predicates, and returns a
 
 What the builder does not read is refused, never ignored: any clause of the
 parsed query outside an allowlist (QUALIFY, PIVOT, TABLESAMPLE, GROUP BY ALL,
-...) raises :class:`~optimizer.errors.UnsupportedQueryError`. An output
+...) raises :class:`~cqopt.optimizer.errors.UnsupportedQueryError`. An output
 column is named by its alias, else its column name, else (an aggregate) its
 text ``SUM(S.a)``; colliding names without an alias are qualified
 (``S.a``), and one alias given twice is an error.
 
->>> from catalog import Catalog
+>>> from cqopt.catalog import Catalog
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "double"}}}})
 >>> q = parse_query("SELECT S.a FROM S WHERE S.a > 1 AND S.a <= 4 WINDOW [2]", cat)
@@ -42,19 +42,28 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.optimizer.normalize import normalize, normalized
 
-from catalog import Catalog, Column, find_column
-from catalog.errors import did_you_mean
-from optimizer.dialect import (
-    CQL, WINDOW_ARG, parse, query_window, table_window, window_seconds,
+from cqopt.catalog import Catalog, Column, find_column
+from cqopt.errors import did_you_mean
+from cqopt.optimizer.dialect import (
+    CQL,
+    WINDOW_ARG,
+    parse,
+    query_window,
+    table_window,
+    window_seconds,
 )
-from optimizer.errors import (
-    AmbiguousColumnError, QueryError, QueryTypeError, UnknownColumnError, UnknownStreamError,
+from cqopt.optimizer.errors import (
+    AmbiguousColumnError,
+    QueryError,
+    QueryTypeError,
+    UnknownColumnError,
+    UnknownStreamError,
     UnsupportedQueryError,
 )
-from optimizer.group_selections import Selection, group_selections
-from optimizer.literals import literal_value
-from optimizer.join_closure import JoinPredicate, ThetaPredicate, close_joins
-from optimizer.statistics import jsel_name, rate_name, sel_name
+from cqopt.optimizer.group_selections import Selection, group_selections
+from cqopt.optimizer.join_closure import JoinPredicate, ThetaPredicate, close_joins
+from cqopt.optimizer.literals import literal_value
+from cqopt.optimizer.statistics import jsel_name, rate_name, sel_name
 
 AGGREGATES: dict[type, str] = {
     exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",

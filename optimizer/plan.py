@@ -15,11 +15,11 @@ rate_class ``None`` (source), ``selection-equality`` / ``selection-range``,
            too), ``aggregate``: the operator's processing-rate class
 selectivity statistic names whose product is the operator's selectivity:
            ``("sel.S",)`` for a selection, the counted ``jsel.A.B`` names
-           for a join (see :mod:`optimizer.enumerate`), ``()`` otherwise
+           for a join (see :mod:`cqopt.optimizer.enumerate`), ``()`` otherwise
 in_widths  bytes of one input tuple per input; out_width: of one output tuple
-window     the stream's :class:`~optimizer.logical.Window` on a source
+window     the stream's :class:`~cqopt.optimizer.logical.Window` on a source
 stream     the stream on source, selection and projection nodes
-predicate  the :class:`~optimizer.group_selections.Selection` of a selection,
+predicate  the :class:`~cqopt.optimizer.group_selections.Selection` of a selection,
            the tuple of join/theta predicates a join applies
 columns    the ``(stream, column)`` pairs a projection keeps; on the query's
            final projection the output columns, where an aggregate's result
@@ -41,9 +41,9 @@ in left-deep plans). What every candidate of one query shares (the
 aggregate, the final projection) is left out, so an id names a plan among
 its query's candidates.
 
->>> from catalog import Catalog
->>> from optimizer.logical import parse_query
->>> from optimizer.enumerate import enumerate_plans
+>>> from cqopt.catalog import Catalog
+>>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.enumerate import enumerate_plans
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int", "c": "double"}}}})
 >>> q = parse_query("SELECT S.a FROM S WHERE S.b = 1 WINDOW [1]", cat)
@@ -65,7 +65,7 @@ from typing import Any
 
 import networkx as nx
 
-from optimizer.dialect import CQL
+from cqopt.optimizer.dialect import CQL
 
 KINDS = ("source", "selection", "projection", "join", "aggregate")
 # The node contract: every node has these attributes (see the module docstring).

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from optimizer.errors import QueryError
+from cqopt.optimizer.errors import QueryError
 
 KINDS = ("rate", "sel", "jsel")
 

@@ -2,8 +2,8 @@
 
 A generated catalog (8 streams) and workload (200 queries: 40% single-stream
 sel-λ charts, 20% each of 2-, 3- and 4-stream join λ-λ charts, OM and PIPES
-mixed) are built at k = 10, 20 and 40 by :func:`charts.build.build_local` and
-by :func:`charts.spark_build.build_spark` on one ``local[2]`` session, and the
+mixed) are built at k = 10, 20 and 40 by :func:`cqopt.charts.build.build_local` and
+by :func:`cqopt.spark.chart_build.build_spark` on one ``local[2]`` session, and the
 charts are checked to be identical. A 4-axis chart at k = 40 has 2.56 million
 cells, so every chart is capped at ``--cap`` cells (default 160,000 = 20^4):
 a chart whose k^axes exceeds it gets the largest k that fits (at k = 40 the
@@ -30,11 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from catalog import Catalog, load_catalog
-from charts.build import ChartContext, build_local
-from charts.spark_build import build_spark, spark_session
-from charts.spec import workload_specs
-from optimizer.workload import load_workload, workload_from_dict
+from cqopt.catalog import Catalog, load_catalog
+from cqopt.charts.build import build_local
+from cqopt.charts.kernel import ChartContext
+from cqopt.charts.spec import workload_specs
+from cqopt.charts.workload import load_workload, workload_from_dict
+from cqopt.spark.chart_build import build_spark
+from cqopt.spark.session import spark_session
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

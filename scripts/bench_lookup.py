@@ -23,15 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-import charts
-from catalog import Catalog, load_catalog
-from charts.build import build_local
-from charts.spec import workload_specs
-from charts.store import write_chart_set
-from costmodel import Utility, make_model, plan_utilities
-from optimizer.enumerate import enumerate_plans
-from optimizer.logical import parse_query
-from optimizer.workload import workload_from_dict
+import cqopt.charts as charts
+from cqopt.catalog import Catalog, load_catalog
+from cqopt.charts.build import build_local
+from cqopt.charts.spec import workload_specs
+from cqopt.charts.store import write_chart_set
+from cqopt.charts.workload import workload_from_dict
+from cqopt.costmodel import Utility, make_model, plan_utilities
+from cqopt.optimizer.enumerate import enumerate_plans
+from cqopt.optimizer.logical import parse_query
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CHAIN4 = ("SELECT * FROM TCP, UDP, SF, WEB WHERE TCP.src_host = UDP.dest_host "

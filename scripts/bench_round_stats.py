@@ -10,8 +10,8 @@ each on generated traces of ``--tuples`` tuples in all (default 2 million):
   jsel.TCP.UDP), the tuples split between the streams by their mean rates.
 
 The traces are written as Parquet first. A Spark run is
-:func:`charts.round_stats.round_statistics` on the DataFrames of
-:func:`charts.traces.read_trace` (lazy, so the run includes the Parquet scan);
+:func:`cqopt.spark.round_stats.round_statistics` on the DataFrames of
+:func:`cqopt.spark.trace_read.read_trace` (lazy, so the run includes the Parquet scan);
 a pandas run reads the same Parquet files with ``pd.read_parquet`` and
 computes the same statistics with numpy bincounts and a pandas merge of the
 per-(round, key) counts, the same algorithm. The two tables must agree.
@@ -35,12 +35,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from catalog import load_catalog
-from charts.round_stats import complete_rounds, round_statistics
-from charts.spark_build import spark_session
-from charts.traces import generate_trace, read_trace, write_trace
-from optimizer.intervals import IntervalSet
-from optimizer.logical import ContinuousQuery, parse_query
+from cqopt.catalog import load_catalog
+from cqopt.optimizer.intervals import IntervalSet
+from cqopt.optimizer.logical import ContinuousQuery, parse_query
+from cqopt.replay.rounds import complete_rounds
+from cqopt.replay.trace_generate import generate_trace
+from cqopt.replay.trace_write import write_trace
+from cqopt.spark.round_stats import round_statistics
+from cqopt.spark.session import spark_session
+from cqopt.spark.trace_read import read_trace
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"

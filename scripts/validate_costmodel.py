@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from catalog import load_catalog
-from costmodel.validation import Setting, error_table, measure
+from cqopt.catalog import load_catalog
+from cqopt.costmodel.validation import Setting, error_table, measure
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 QUERIES = {

@@ -15,7 +15,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def spark():
     """One local Spark session for the whole test run (start-up costs seconds)."""
-    from charts.spark_build import spark_session
+    from cqopt.spark.session import spark_session
 
     session = spark_session("local[2]", progress=False,
                             conf={"spark.sql.shuffle.partitions": "2"})

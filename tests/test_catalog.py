@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from catalog import Catalog, CatalogError, load_catalog
+from cqopt.catalog import Catalog, CatalogError, load_catalog
+
 from conftest import EXAMPLES
 
 BASE = {"streams": {"TCP": {"rate": [100, 1000], "granularity": 1e-6,

@@ -11,16 +11,17 @@ import threading
 import numpy as np
 import pytest
 
-import charts
-from catalog import load_catalog
-from charts.build import ChartContext, build_local
-from charts.spec import Axis, ChartSpec, default_axes, make_spec, workload_specs
-from charts.store import ChartSetError, write_chart_set
-from cli.main import main
-from costmodel import Utility, make_model
-from optimizer.errors import QueryError, WorkloadError
-from optimizer.logical import parse_query
-from optimizer.workload import load_workload, workload_from_dict
+import cqopt.charts as charts
+from cqopt.catalog import load_catalog
+from cqopt.charts.build import build_local
+from cqopt.charts.kernel import ChartContext
+from cqopt.charts.spec import Axis, ChartSpec, default_axes, make_spec, workload_specs
+from cqopt.charts.store import ChartSetError, write_chart_set
+from cqopt.charts.workload import load_workload, workload_from_dict
+from cqopt.cli.main import main
+from cqopt.costmodel import Utility, make_model
+from cqopt.optimizer.errors import QueryError, WorkloadError
+from cqopt.optimizer.logical import parse_query
 
 from conftest import EXAMPLES, ROOT
 
@@ -184,7 +185,7 @@ def test_staleness(chart_dir, dec):
     assert not cs.check(dec).stale
     data = dec.to_dict()
     data["operators"]["equi_join"] = 1000
-    from catalog import Catalog
+    from cqopt.catalog import Catalog
     report = cs.check(Catalog.from_dict(data))
     assert report.stale and "rebuild" in str(report)
 
@@ -280,7 +281,7 @@ def test_runtime_api_imports_neither_spark_nor_matplotlib(chart_dir):
 
 
 def test_diagram_2d_and_sliced_3d(chart_dir, tmp_path):
-    from charts.diagram import plan_diagram, slice_points
+    from cqopt.charts.diagram import plan_diagram, slice_points
     cs = charts.load(chart_dir)
     assert len(slice_points(cs["Q2"])) == 4
     assert slice_points(cs["Q2"], {"rate.SF": 480}) == [{"rate.SF": 7}]
@@ -356,7 +357,7 @@ def test_cli_build_on_spark_uses_the_running_session(spark, tmp_path, capsys, de
 
 
 def test_choose_and_choose_many_agree_on_awkward_ranges(tmp_path):
-    from charts.lookup import QueryChart
+    from cqopt.charts.lookup import QueryChart
     spec = ChartSpec("q", "x", (Axis("sel.S", 0.1, 0.9, 4),))
     chart = QueryChart(spec, [type("P", (), {"id": str(i)})() for i in range(4)],
                        np.arange(4), np.zeros(4))

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from cli.main import main
+from cqopt.cli.main import main
+
 from conftest import EXAMPLES, ROOT
 
 DEC = str(EXAMPLES / "dec-pkt.toml")

@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import charts
-from catalog import load_catalog
-from catalog.errors import CqoptError
-from charts.build import build_local
-from charts.spark_build import check_java
-from charts.spec import workload_specs
-from optimizer.workload import load_workload
+import cqopt.charts as charts
+from cqopt.catalog import load_catalog
+from cqopt.charts.build import build_local
+from cqopt.charts.spec import workload_specs
+from cqopt.charts.workload import load_workload
+from cqopt.errors import CqoptError
+from cqopt.spark.session import check_java
 
 from conftest import EXAMPLES, ROOT
 

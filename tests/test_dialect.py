@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
 
-from optimizer.dialect import (
+from cqopt.optimizer.dialect import (
     CQL,
     StreamWindow,
     parse,
@@ -18,7 +18,7 @@ from optimizer.dialect import (
     table_window,
     window_seconds,
 )
-from optimizer.errors import CQLSyntaxError
+from cqopt.optimizer.errors import CQLSyntaxError
 
 # The OM paper's queries
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host=2 WINDOW [1]"

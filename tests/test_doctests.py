@@ -8,14 +8,13 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ["catalog", "optimizer", "costmodel", "charts", "cli"]
+import cqopt
 
 
 def _modules():
-    for package in PACKAGES:
-        pkg = importlib.import_module(package)
-        yield package
-        for info in pkgutil.iter_modules(pkg.__path__, prefix=f"{package}."):
+    yield "cqopt"
+    for info in pkgutil.walk_packages(cqopt.__path__, prefix="cqopt."):
+        if info.name != "cqopt.__main__":
             yield info.name
 
 

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog import Catalog, load_catalog
-from optimizer.enumerate import enumerate_plans
-from optimizer.executor import execute, multiset, select_mask
-from optimizer.logical import parse_query
+from cqopt.catalog import Catalog, load_catalog
+from cqopt.costmodel.reference_executor import execute, multiset, select_mask
+from cqopt.optimizer.enumerate import enumerate_plans
+from cqopt.optimizer.logical import parse_query
 
 ROOT = Path(__file__).resolve().parent.parent
 ABCD = Catalog.from_dict({"streams": {s: {"rate": [10, 100], "columns": {

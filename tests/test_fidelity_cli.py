@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from cli.main import main
+from cqopt.cli.main import main
+
 from conftest import EXAMPLES, SHARED_DATA
 
 DEC = str(EXAMPLES / "dec-pkt.toml")

@@ -10,14 +10,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog import Catalog, load_catalog
-from catalog.errors import CqoptError
-from optimizer.errors import (
-    AmbiguousColumnError, CQLSyntaxError, QueryError, QueryTypeError, UnknownColumnError,
-    UnknownStreamError, UnsupportedQueryError,
+from cqopt.catalog import Catalog, load_catalog
+from cqopt.errors import CqoptError
+from cqopt.optimizer.errors import (
+    AmbiguousColumnError,
+    CQLSyntaxError,
+    QueryError,
+    QueryTypeError,
+    UnknownColumnError,
+    UnknownStreamError,
+    UnsupportedQueryError,
 )
-from optimizer.intervals import IntervalSet
-from optimizer.logical import parse_query
+from cqopt.optimizer.intervals import IntervalSet
+from cqopt.optimizer.logical import parse_query
 
 from conftest import EXAMPLES, ROOT
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from catalog import load_catalog
-from costmodel.validation import Setting, error_table, measure
+from cqopt.catalog import load_catalog
+from cqopt.costmodel.validation import Setting, error_table, measure
 
 from conftest import EXAMPLES
 
@@ -64,8 +64,8 @@ def test_error_table_has_every_kind(rows):
 
 
 def test_validation_needs_one_common_range_window(monkeypatch):
-    import costmodel.validation as validation
-    from optimizer.errors import UnsupportedQueryError
+    import cqopt.costmodel.validation as validation
+    from cqopt.optimizer.errors import UnsupportedQueryError
 
     catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
     for sql in ("SELECT TCP.src_host FROM TCP [ROWS 10]",

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog import Catalog, load_catalog
-from costmodel import OM, PIPES, Utility, plan_utilities
-from optimizer.enumerate import enumerate_plans
-from optimizer.logical import Window, parse_query
-from optimizer.plan import Plan
+from cqopt.catalog import Catalog, load_catalog
+from cqopt.costmodel import OM, PIPES, Utility, plan_utilities
+from cqopt.optimizer.enumerate import enumerate_plans
+from cqopt.optimizer.logical import Window, parse_query
+from cqopt.optimizer.plan import Plan
 
 from conftest import EXAMPLES
 
@@ -201,7 +201,7 @@ def test_vectorized_equals_scalar_cell_by_cell(cells):
 
 
 def test_missing_statistic_is_named(dec):
-    from costmodel import MissingStatisticError
+    from cqopt.costmodel import MissingStatisticError
     (plan, *_) = enumerate_plans(parse_query(Q1, dec))
     with pytest.raises(MissingStatisticError, match="sel.TCP"):
         OM(dec).cost(plan, {"rate.TCP": 1.0})
@@ -209,8 +209,8 @@ def test_missing_statistic_is_named(dec):
 
 # -- errors at set-up, and no NaN costs -----------------------------------------------
 def test_set_up_errors_are_project_errors(dec):
-    from catalog.errors import CqoptError
-    from costmodel import CostModelError, make_model
+    from cqopt.costmodel import CostModelError, make_model
+    from cqopt.errors import CqoptError
 
     bad = [lambda: Utility(0, 0), lambda: Utility(np.inf, 1), lambda: Utility(-1, 1),
            lambda: Utility.from_weights(["a", 1]), lambda: Utility.from_weights([1]),

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog import Catalog, PipesConstants
-from costmodel import pipes
-from optimizer.enumerate import enumerate_plans
-from optimizer.logical import parse_query
+from cqopt.catalog import Catalog, PipesConstants
+from cqopt.costmodel import pipes
+from cqopt.optimizer.enumerate import enumerate_plans
+from cqopt.optimizer.logical import parse_query
 
 C = PipesConstants()
 

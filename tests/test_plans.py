@@ -16,12 +16,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog import Catalog, load_catalog
-from optimizer.enumerate import (
-    build_plan, enumerate_plans, intermediate_size_cost, join_orders, stream_orders,
+from cqopt.catalog import Catalog, load_catalog
+from cqopt.optimizer.enumerate import (
+    build_plan,
+    enumerate_plans,
+    intermediate_size_cost,
+    join_orders,
+    stream_orders,
 )
-from optimizer.logical import parse_query
-from optimizer.plan import CONTRACT, KINDS, Plan
+from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.plan import CONTRACT, KINDS, Plan
 
 ROOT = Path(__file__).resolve().parent.parent
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"

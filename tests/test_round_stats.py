@@ -8,13 +8,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from catalog import Catalog, load_catalog
-from charts.round_stats import (
-    RoundStatsError, read_round_statistics, round_of, round_statistics, write_round_statistics,
+from cqopt.catalog import Catalog, load_catalog
+from cqopt.optimizer.logical import parse_query
+from cqopt.replay.rounds import (
+    RoundStatsError,
+    read_round_statistics,
+    round_of,
+    write_round_statistics,
 )
-from charts.traces import generate_trace, read_trace, write_trace
+from cqopt.replay.trace_generate import generate_trace
+from cqopt.replay.trace_write import write_trace
+from cqopt.spark.round_stats import round_statistics
+from cqopt.spark.trace_read import read_trace
+
 from conftest import EXAMPLES, SHARED_DATA
-from optimizer.logical import parse_query
 
 NAN = math.nan
 

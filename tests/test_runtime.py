@@ -11,16 +11,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from catalog import load_catalog
-from charts.build import ChartContext, build_local
-from charts.estimators import (
-    EWMA, DecayMean, LastValue, ThresholdHistogram, decay_weighted_means, make_estimator,
+from cqopt.catalog import load_catalog
+from cqopt.charts.build import build_local
+from cqopt.charts.kernel import ChartContext
+from cqopt.charts.lookup import QueryChart
+from cqopt.charts.spec import Axis, ChartSpec
+from cqopt.replay.replay import fidelity_over_time, k_sweep, replay
+from cqopt.replay.report import summary_json, write_report
+from cqopt.runtime.adaptive import AdaptiveQuery, Hysteresis
+from cqopt.runtime.estimators import (
+    EWMA,
+    DecayMean,
+    LastValue,
+    ThresholdHistogram,
+    decay_weighted_means,
+    make_estimator,
 )
-from charts.fidelity import fidelity_over_time, k_sweep, replay
-from charts.lookup import QueryChart
-from charts.report import summary_json, write_report
-from charts.runtime import AdaptiveQuery, Hysteresis, RoundRobin
-from charts.spec import Axis, ChartSpec
+from cqopt.runtime.scheduler import RoundRobin
 
 from conftest import EXAMPLES
 

@@ -14,15 +14,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from catalog import Catalog, load_catalog
-from catalog.errors import CqoptError
-from charts import spark_build
-from charts.build import Chart, build_local
-from charts.spark_build import (
-    ARROW_BATCH, SparkBuildError, build_spark, check_java, spark_errors, spark_session,
-)
-from charts.spec import workload_specs
-from optimizer.workload import load_workload, workload_from_dict
+from cqopt.catalog import Catalog, load_catalog
+from cqopt.charts.build import build_local
+from cqopt.charts.kernel import Chart
+from cqopt.charts.spec import workload_specs
+from cqopt.charts.workload import load_workload, workload_from_dict
+from cqopt.errors import CqoptError
+from cqopt.spark import chart_build
+from cqopt.spark.chart_build import ARROW_BATCH, build_spark
+from cqopt.spark.session import SparkBuildError, check_java, spark_errors, spark_session
 
 from conftest import EXAMPLES, ROOT
 
@@ -135,8 +135,8 @@ def test_generated_workload_in_many_partitions_and_batches(spark, monkeypatch):
         workload_from_dict({"query": generated_queries(20)}), catalog)]
     assert {s.model for s in specs} == {"om", "pipes"}
     assert {len(s.axes) for s in specs} >= {2, 3, 4}
-    monkeypatch.setattr(spark_build, "MIN_PARTITION_CELLS", 100)
-    monkeypatch.setattr(spark_build, "CHUNK_CELLS", 37)
+    monkeypatch.setattr(chart_build, "MIN_PARTITION_CELLS", 100)
+    monkeypatch.setattr(chart_build, "CHUNK_CELLS", 37)
     before = spark.conf.get(ARROW_BATCH)
     charts = build_spark(specs, catalog, spark=spark, progress=False)
     assert_identical(build_local(specs, catalog, progress=False), charts)
@@ -169,18 +169,18 @@ def test_bad_query_fails_on_the_driver(spark, dec):
 def test_kernel_function_on_mixed_batches_without_spark(dec):
     """The mapInArrow function: batches mixing charts, out of order, or empty."""
     specs = example_specs(dec, k=3)
-    contexts = [spark_build.ChartContext(s, dec) for s in specs]
-    offsets = spark_build._offsets(specs)
+    contexts = [chart_build.ChartContext(s, dec) for s in specs]
+    offsets = chart_build._offsets(specs)
     payload = {"job": "test", "offsets": offsets.tolist(),
                "specs": [s.to_dict() for s in specs], "catalog": dec.to_dict(),
                "plan_ids": [[p.id for p in c.plans] for c in contexts]}
     ids = np.random.default_rng(0).permutation(int(offsets[-1]))
     batches = [pa.RecordBatch.from_arrays([pa.array(part)], names=["id"])
                for part in np.array_split(ids, [0, 5, 30])]
-    out = pa.Table.from_batches(list(spark_build._cost_batches(payload, iter(batches))))
+    out = pa.Table.from_batches(list(chart_build._cost_batches(payload, iter(batches))))
     assert out.schema.names == ["chart", "cell", "plan", "cost"]
     assert [str(t) for t in out.schema.types] == ["int32", "int64", "int32", "double"]
-    plan, cost = spark_build._place(out, specs, offsets)
+    plan, cost = chart_build._place(out, specs, offsets)
     local = build_local(specs, dec, progress=False)
     assert np.array_equal(plan, np.concatenate([c.plan_index.ravel() for c in local]))
     assert cost.tobytes() == np.concatenate([c.cost.ravel() for c in local]).tobytes()
@@ -188,7 +188,7 @@ def test_kernel_function_on_mixed_batches_without_spark(dec):
 
 def test_every_cell_once_or_a_clear_error(dec):
     specs = example_specs(dec, k=2)  # 4 + 8 cells
-    offsets = spark_build._offsets(specs)
+    offsets = chart_build._offsets(specs)
 
     def table(chart, cell):
         n = len(chart)
@@ -197,26 +197,26 @@ def test_every_cell_once_or_a_clear_error(dec):
                          "cost": pa.array([1.0] * n, pa.float64())})
 
     full = ([0] * 4 + [1] * 8, list(range(4)) + list(range(8)))
-    plan, cost = spark_build._place(table(*full), specs, offsets)
+    plan, cost = chart_build._place(table(*full), specs, offsets)
     assert plan.shape == cost.shape == (12,)
     missing = (full[0][:-1], full[1][:-1])
     with pytest.raises(SparkBuildError, match=r"1 cells missing, 0 duplicated, first in "
                                               r"chart 'Q2' cell 7.*scratch="):
-        spark_build._place(table(*missing), specs, offsets)
+        chart_build._place(table(*missing), specs, offsets)
     twice = (full[0][:-1] + [0], full[1][:-1] + [2])
     with pytest.raises(SparkBuildError, match="1 cells missing, 1 duplicated, first in "
                                               "chart 'Q1' cell 2"):
-        spark_build._place(table(*twice), specs, offsets)
+        chart_build._place(table(*twice), specs, offsets)
     with pytest.raises(SparkBuildError, match="rows outside the charts, e.g. chart 0 cell 4"):
-        spark_build._place(table([0], [4]), specs, offsets)
+        chart_build._place(table([0], [4]), specs, offsets)
     with pytest.raises(SparkBuildError, match="outside the charts, e.g. chart 2"):
-        spark_build._place(table([2], [0]), specs, offsets)
+        chart_build._place(table([2], [0]), specs, offsets)
 
 
 def test_partition_count_is_bounded():
-    assert spark_build._partitions(1100, 2) == 1
-    assert spark_build._partitions(10**8, 2) == 8
-    assert spark_build._partitions(10**8, 1000) == 3052
+    assert chart_build._partitions(1100, 2) == 1
+    assert chart_build._partitions(10**8, 2) == 8
+    assert chart_build._partitions(10**8, 1000) == 3052
 
 
 def test_one_session_per_process(spark):
@@ -265,11 +265,11 @@ def test_shipped_function_is_plain_data(dec):
     from pyspark import cloudpickle
 
     specs = example_specs(dec, k=2)
-    payload = {"job": "x", "offsets": spark_build._offsets(specs).tolist(),
+    payload = {"job": "x", "offsets": chart_build._offsets(specs).tolist(),
                "specs": [s.to_dict() for s in specs], "catalog": dec.to_dict(),
                "plan_ids": [[]]}
     json.dumps(payload)
-    blob = cloudpickle.dumps(functools.partial(spark_build._cost_batches, payload))
+    blob = cloudpickle.dumps(functools.partial(chart_build._cost_batches, payload))
     assert len(blob) < 20_000
 
 
@@ -341,14 +341,14 @@ def test_failing_start_up_is_a_build_error(monkeypatch):
 
 def test_executor_plan_mismatch_is_a_build_error(spark, dec, monkeypatch):
     """An executor enumerating other plans than the driver fails the job with a clear error."""
-    real = spark_build.ChartContext
+    real = chart_build.ChartContext
 
     def reordered(spec, catalog):  # only the driver's contexts: executors import their own
         context = real(spec, catalog)
         context.plans = context.plans[::-1]
         return context
 
-    monkeypatch.setattr(spark_build, "ChartContext", reordered)
+    monkeypatch.setattr(chart_build, "ChartContext", reordered)
     specs = example_specs(dec, k=2)
     with pytest.raises(SparkBuildError, match=r"the Spark job building the charts failed: "
                                               r"SparkBuildError: chart 'Q1': this executor's "

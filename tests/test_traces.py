@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from catalog import Catalog, load_catalog
-from charts.traces import (
-    TraceError, generate_trace, load_interarrivals, read_trace, trace_format,
-    write_trace, zipf_share,
-)
+from cqopt.catalog import Catalog, load_catalog
+from cqopt.replay.trace_format import TraceError, trace_format
+from cqopt.replay.trace_generate import generate_trace, load_interarrivals, zipf_share
+from cqopt.replay.trace_write import write_trace
+from cqopt.spark.trace_read import read_trace
+
 from conftest import EXAMPLES, SHARED_DATA
 
 EPA = SHARED_DATA / "epa-http" / "epa-http.parsed.csv"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from cqopt.charts.workload import load_workload, workload_from_dict
+from cqopt.optimizer.errors import WorkloadError
+
 from conftest import EXAMPLES
-from optimizer.errors import WorkloadError
-from optimizer.workload import load_workload, workload_from_dict
 
 
 def test_example_workload():

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from catalog.errors import did_you_mean
-from optimizer.errors import WorkloadError
+from cqopt.errors import did_you_mean
+from cqopt.optimizer.errors import WorkloadError
 
 MODELS = ("om", "pipes")
 MEMORY_UNITS = ("bytes", "tuples")

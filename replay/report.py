@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from charts.diagram import plan_diagram
-from charts.fidelity import BASELINES, Replay, fidelity_over_time
+from cqopt.charts.diagram import plan_diagram
+from cqopt.replay.replay import BASELINES, Replay, fidelity_over_time
 
 LABELS = {"chart": "chart (estimated)", "oracle_chart": "ORACLE-CHART", "rand": "RAND",
           "rate": "RATE"}

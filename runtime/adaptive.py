@@ -1,4 +1,4 @@
-"""Run-time plan switching: OM's Algorithm 2, and a round-robin scheduler.
+"""Run-time plan switching for one query: OM's Algorithm 2.
 
 An :class:`AdaptiveQuery` runs one query round by round: estimate the
 round's statistics from the rounds observed so far, look the estimate up in
@@ -12,12 +12,9 @@ An optional :class:`Hysteresis` (off by default) keeps the current plan
 until the chart's new plan is cheaper by ``margin`` (relative utility at the
 estimate) for ``rounds`` rounds in a row.
 
-A :class:`RoundRobin` scheduler runs many adaptive queries fairly: a FIFO
-queue, each query runs one round and is re-queued at the back.
-
 >>> from types import SimpleNamespace as Plan
->>> from charts.spec import Axis, ChartSpec
->>> from charts.lookup import QueryChart
+>>> from cqopt.charts.spec import Axis, ChartSpec
+>>> from cqopt.charts.lookup import QueryChart
 >>> import numpy as np
 >>> spec = ChartSpec("q", "SELECT 1", (Axis("sel.S", 0.0, 1.0, 2),))
 >>> chart = QueryChart(spec, [Plan(id="A"), Plan(id="B")], np.array([0, 1]), np.zeros(2))
@@ -31,14 +28,13 @@ queue, each query runs one round and is re-queued at the back.
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from charts.estimators import ThresholdHistogram, make_estimator
-from charts.lookup import QueryChart
-from optimizer.statistics import split_name
+from cqopt.charts.lookup import QueryChart
+from cqopt.optimizer.statistics import split_name
+from cqopt.runtime.estimators import ThresholdHistogram, make_estimator
 
 
 @dataclass(frozen=True)
@@ -138,27 +134,3 @@ class AdaptiveQuery:
 def _id(plan) -> str:
     return getattr(plan, "id", str(plan))
 
-
-@dataclass
-class RoundRobin:
-    """Runs adaptive queries fairly: FIFO, one round each, re-queued at the back."""
-
-    queries: dict[str, AdaptiveQuery]
-    queue: deque = field(init=False)
-
-    def __post_init__(self):
-        self.queue = deque(self.queries)
-
-    def run(self, feeds: Mapping[str, Iterable[Mapping[str, float]]],
-            max_rounds: int | None = None) -> list[tuple[str, RoundOutcome]]:
-        """Run until every feed is exhausted (or ``max_rounds`` in all); the schedule."""
-        streams = {name: iter(feed) for name, feed in feeds.items()}
-        log: list[tuple[str, RoundOutcome]] = []
-        while self.queue and (max_rounds is None or len(log) < max_rounds):
-            name = self.queue.popleft()
-            actual = next(streams[name], None) if name in streams else None
-            if actual is None:
-                continue  # this query's input has ended: it leaves the queue
-            log.append((name, self.queries[name].step(actual)))
-            self.queue.append(name)
-        return log

@@ -21,9 +21,9 @@ Aggregates follow SQL: without GROUP BY there is one result row even for an
 empty window (COUNT 0; SUM, AVG, MIN and MAX missing, as NaN).
 
 >>> import pandas as pd
->>> from catalog import Catalog
->>> from optimizer.logical import parse_query
->>> from optimizer.enumerate import enumerate_plans
+>>> from cqopt.catalog import Catalog
+>>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.enumerate import enumerate_plans
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int", "c": "int"}}}})
 >>> q = parse_query("SELECT S.a FROM S WHERE S.b IN (1, 2) WINDOW [1]", cat)
@@ -47,13 +47,13 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from optimizer import predicates
-from optimizer.enumerate import output_column_ref
-from optimizer.group_selections import Selection
-from optimizer.join_closure import JoinPredicate
-from optimizer.literals import literal_value
-from optimizer.logical import AGGREGATES, ContinuousQuery, aggregate_text
-from optimizer.plan import Plan, column_text
+from cqopt.optimizer import predicates
+from cqopt.optimizer.enumerate import output_column_ref
+from cqopt.optimizer.group_selections import Selection
+from cqopt.optimizer.join_closure import JoinPredicate
+from cqopt.optimizer.literals import literal_value
+from cqopt.optimizer.logical import AGGREGATES, ContinuousQuery, aggregate_text
+from cqopt.optimizer.plan import Plan, column_text
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Fidelity: how often the chart's plan, chosen from estimated statistics, was optimal.
 
-For each round of observed statistics (from :mod:`charts.round_stats`):
+For each round of observed statistics (from :mod:`cqopt.spark.round_stats`):
 
-- the **estimated** plan: an :class:`~charts.runtime.AdaptiveQuery` estimates
+- the **estimated** plan: an :class:`~cqopt.runtime.adaptive.AdaptiveQuery` estimates
   the round from the rounds before it and looks the estimate up in the chart;
 - the **optimal** plan: every candidate costed exactly at the round's actual
   statistics (the chart's model and weights); a round is a **hit** when the
@@ -34,12 +34,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from catalog import Catalog
-from charts.build import ChartContext, build_chart
-from charts.lookup import QueryChart
-from charts.runtime import AdaptiveQuery, Hysteresis
-from charts.spec import Axis, ChartSpec
-from costmodel import Utility, make_model, plan_utilities
+from cqopt.catalog import Catalog
+from cqopt.charts.build import build_chart
+from cqopt.charts.kernel import ChartContext
+from cqopt.charts.lookup import QueryChart
+from cqopt.charts.spec import Axis, ChartSpec
+from cqopt.costmodel import Utility, make_model, plan_utilities
+from cqopt.runtime.adaptive import AdaptiveQuery, Hysteresis
 
 BASELINES = ("rand", "rate", "oracle_chart")
 

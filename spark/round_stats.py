@@ -3,7 +3,7 @@
 The OM optimizer observes each statistic once per *round* (seed 001,
 section 4.3) and estimates the next round's value from the last few. Given
 one trace per stream of a query (DataFrames with a ``ts`` column in seconds,
-as :func:`charts.traces.read_trace` makes them), :func:`round_statistics`
+as :func:`cqopt.spark.trace_read.read_trace` makes them), :func:`round_statistics`
 cuts trace time into rounds of ``window_s`` seconds from ``start``: round
 ``r`` holds the tuples with ``start + r W <= ts < start + (r + 1) W``
 (out-of-order tuples land in the round of their timestamp). By default only
@@ -31,7 +31,7 @@ Predicates become Spark conditions straight from the logical query: a
 grouped selection's whole condition (:attr:`Selection.predicate
 <optimizer.group_selections.Selection.predicate>`, ``FALSE`` when it can pass
 nothing) and each theta predicate are walked by
-:func:`optimizer.predicates.evaluate`, the walker the pandas executor uses, so
+:func:`cqopt.optimizer.predicates.evaluate`, the walker the pandas executor uses, so
 both engines read one predicate the same way (a NULL passes no comparison).
 """
 
@@ -40,36 +40,29 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import os
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from catalog.errors import CqoptError
-from charts.spark_build import spark_errors
-from optimizer import predicates
-from optimizer.join_closure import JoinPredicate, ThetaPredicate
-from optimizer.literals import literal_value
-from optimizer.statistics import split_name
+from cqopt.optimizer import predicates
+from cqopt.optimizer.join_closure import JoinPredicate, ThetaPredicate
+from cqopt.optimizer.literals import literal_value
+from cqopt.optimizer.statistics import split_name
+from cqopt.replay.rounds import FORMAT_VERSION, RoundStatsError, complete_rounds
+from cqopt.spark.session import spark_errors
 
 if TYPE_CHECKING:  # pyspark loads only when statistics are computed
     from pyspark.sql import Column, DataFrame
 
-    from optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.logical import ContinuousQuery
 
     Resolver = Callable[[str, str], Column]  # (stream, column) -> a Spark column
 
-FORMAT_VERSION = 1
 _COUNT, _PASSED = "_n", "_passed"
 
-
-class RoundStatsError(CqoptError):
-    """Traces that cannot give a query's per-round statistics, or a bad statistics file."""
 
 
 # -- the statistics -------------------------------------------------------------
@@ -184,35 +177,6 @@ def _time_span(frames: dict[str, DataFrame]) -> tuple[float | None, float | None
     lows = [r["lo"] for r in rows if r["lo"] is not None]
     highs = [r["hi"] for r in rows if r["hi"] is not None]
     return (min(lows), max(highs)) if lows else (None, None)
-
-
-def complete_rounds(end: float, start: float, window_s: float) -> int:
-    """The rounds from ``start`` that end by ``end`` (the last timestamp), at least the one
-    holding ``end``: ``floor((end - start) / W)``, by the rule of :func:`round_of`.
-
-    >>> [complete_rounds(end, 0.0, 2.0) for end in (7.5, 8.0, 1.5)]
-    [3, 4, 1]
-    >>> complete_rounds(-1.0, 0.0, 2.0)  # the traces end before start: nothing to count
-    0
-    """
-    last = round_of(end, start, window_s)  # the round holding end: it ends after end
-    if last < 0:
-        return 0
-    return max(last, 1)  # no complete round: keep the partial one rather than nothing
-
-
-def round_of(ts: float, start: float, window_s: float) -> int:
-    """The round of one timestamp, by the rule :func:`assign_round` applies in Spark.
-
-    >>> round_of(0.3, 0.0, 0.1), round_of(0.29, 0.0, 0.1), round_of(-0.01, 0.0, 0.1)
-    (2, 2, -1)
-    """
-    guess = math.floor((ts - start) / window_s)
-    if ts < start + guess * window_s:
-        return guess - 1
-    if ts >= start + (guess + 1) * window_s:
-        return guess + 1
-    return guess
 
 
 def assign_round(ts: Column, start: float, window_s: float) -> Column:
@@ -357,37 +321,3 @@ def predicate_condition(predicate: JoinPredicate | ThetaPredicate, resolve: Reso
     return spark_condition(predicate.expression, resolve)
 
 
-# -- files ---------------------------------------------------------------------------
-def write_round_statistics(df: pd.DataFrame, path: str | Path) -> Path:
-    """Write a per-round statistics table as Parquet (atomically: a crash leaves no half file)."""
-    path = Path(path)
-    for column in ("round", "start"):
-        if column not in df.columns:
-            raise RoundStatsError(f"{path}: a round statistics table needs a {column!r} column")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        df.to_parquet(scratch, index=False)
-        os.replace(scratch, path)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def read_round_statistics(path: str | Path) -> pd.DataFrame:
-    """Read a table :func:`write_round_statistics` wrote (``attrs`` included)."""
-    path = Path(path)
-    if not path.exists():
-        raise RoundStatsError(f"{path}: no such file")
-    try:
-        df = pd.read_parquet(path)
-    except (OSError, ValueError) as err:
-        raise RoundStatsError(f"{path}: not a Parquet file of round statistics: "
-                              f"{str(err).strip().splitlines()[0]}") from None
-    absent = [c for c in ("round", "start") if c not in df.columns]
-    if absent:
-        raise RoundStatsError(f"{path}: not a round statistics table (no column "
-                              f"{', '.join(absent)}; its columns are {', '.join(df.columns)})")
-    return df

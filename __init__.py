@@ -1,0 +1,69 @@
+"""cqopt: a cost-based optimizer for continuous queries, with precomputed plan charts.
+
+The repository's top-level folders are the subpackages of this one package
+(``cqopt.catalog``, ``cqopt.optimizer``, ``cqopt.costmodel``,
+``cqopt.charts``, ``cqopt.runtime``, ``cqopt.replay``, ``cqopt.spark``,
+``cqopt.cli``). What most users need is here:
+
+- :func:`load` reads a chart set (a :class:`ChartSet`, a read-only mapping
+  of query names to :class:`QueryChart`) with no Spark, pandas or
+  matplotlib in the process;
+- :class:`AdaptiveQuery` runs one query round by round (OM's Algorithm 2);
+- :func:`load_catalog` reads a stream catalog;
+- :class:`CqoptError` is the one error class every user mistake raises.
+
+Names load lazily, so ``import cqopt`` stays cheap.
+
+>>> import cqopt
+>>> cqopt.__version__ == cqopt.version()
+True
+>>> import cqopt.charts.lookup
+>>> cqopt.load is cqopt.charts.lookup.load
+True
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+from typing import Any
+
+_LAZY = {
+    "load": "cqopt.charts.lookup",
+    "ChartSet": "cqopt.charts.lookup",
+    "QueryChart": "cqopt.charts.lookup",
+    "Choice": "cqopt.charts.lookup",
+    "Choices": "cqopt.charts.lookup",
+    "AdaptiveQuery": "cqopt.runtime.adaptive",
+    "Hysteresis": "cqopt.runtime.adaptive",
+    "Catalog": "cqopt.catalog.catalog",
+    "load_catalog": "cqopt.catalog.catalog",
+    "Plan": "cqopt.optimizer.plan",
+    "parse_query": "cqopt.optimizer.logical",
+    "CqoptError": "cqopt.errors",
+}
+
+
+def version() -> str:
+    """The installed distribution's version (``"0+unknown"`` when not installed)."""
+    try:
+        return metadata.version("cqopt")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+__version__ = version()
+__all__ = ["__version__", "version", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cqopt' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,96 @@
+"""Rounds of trace time, and per-round statistics tables on disk.
+
+The OM optimizer observes each statistic once per *round* (seed 001,
+section 4.3). Round ``r`` holds the tuples with ``start + r W <= ts <
+start + (r + 1) W``; :func:`round_of` is that rule for one timestamp (the
+Spark job, :mod:`cqopt.spark.round_stats`, applies the same rule to
+columns) and :func:`complete_rounds` counts the rounds a trace covers to
+their end. A per-round statistics table (``round``, ``start``, then one
+column per statistic) is written and read as Parquet here.
+
+>>> round_of(0.3, 0.0, 0.1), complete_rounds(7.5, 0.0, 2.0)
+(2, 3)
+"""
+
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from cqopt.errors import CqoptError
+
+FORMAT_VERSION = 1
+
+
+class RoundStatsError(CqoptError):
+    """Traces that cannot give a query's per-round statistics, or a bad statistics file."""
+
+
+def complete_rounds(end: float, start: float, window_s: float) -> int:
+    """The rounds from ``start`` that end by ``end`` (the last timestamp), at least the one
+    holding ``end``: ``floor((end - start) / W)``, by the rule of :func:`round_of`.
+
+    >>> [complete_rounds(end, 0.0, 2.0) for end in (7.5, 8.0, 1.5)]
+    [3, 4, 1]
+    >>> complete_rounds(-1.0, 0.0, 2.0)  # the traces end before start: nothing to count
+    0
+    """
+    last = round_of(end, start, window_s)  # the round holding end: it ends after end
+    if last < 0:
+        return 0
+    return max(last, 1)  # no complete round: keep the partial one rather than nothing
+
+
+def round_of(ts: float, start: float, window_s: float) -> int:
+    """The round of one timestamp, by the rule :func:`assign_round` applies in Spark.
+
+    >>> round_of(0.3, 0.0, 0.1), round_of(0.29, 0.0, 0.1), round_of(-0.01, 0.0, 0.1)
+    (2, 2, -1)
+    """
+    guess = math.floor((ts - start) / window_s)
+    if ts < start + guess * window_s:
+        return guess - 1
+    if ts >= start + (guess + 1) * window_s:
+        return guess + 1
+    return guess
+
+
+# -- files ---------------------------------------------------------------------------
+def write_round_statistics(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a per-round statistics table as Parquet (atomically: a crash leaves no half file)."""
+    path = Path(path)
+    for column in ("round", "start"):
+        if column not in df.columns:
+            raise RoundStatsError(f"{path}: a round statistics table needs a {column!r} column")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        df.to_parquet(scratch, index=False)
+        os.replace(scratch, path)
+    except BaseException:
+        Path(scratch).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_round_statistics(path: str | Path) -> pd.DataFrame:
+    """Read a table :func:`write_round_statistics` wrote (``attrs`` included)."""
+    path = Path(path)
+    if not path.exists():
+        raise RoundStatsError(f"{path}: no such file")
+    try:
+        df = pd.read_parquet(path)
+    except (OSError, ValueError) as err:
+        raise RoundStatsError(f"{path}: not a Parquet file of round statistics: "
+                              f"{str(err).strip().splitlines()[0]}") from None
+    absent = [c for c in ("round", "start") if c not in df.columns]
+    if absent:
+        raise RoundStatsError(f"{path}: not a round statistics table (no column "
+                              f"{', '.join(absent)}; its columns are {', '.join(df.columns)})")
+    return df

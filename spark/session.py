@@ -1,0 +1,319 @@
+"""Everything Spark needs to start and to speak: cqopt's one home for a SparkSession.
+
+Every Spark job of cqopt (chart builds, trace statistics, plans run as
+DataFrames, streaming) starts its session with :func:`spark_session` and
+wraps its Spark calls in :func:`spark_errors`, so that
+
+- Java is checked first (:func:`check_java`), with a clear message, not a
+  JVM stack trace; the master URL too (:func:`check_master`);
+- the workers run the driver's Python (``PYSPARK_PYTHON``);
+- Spark's log is at WARN from the start (a log4j2 file of ours), without the
+  start-up notices nobody acts on, and its console progress bar is off
+  unless asked for;
+- cqopt's packages are shipped to executors on other machines
+  (:func:`ship_packages`);
+- a Spark or Py4J failure reaches the user as one line
+  (:func:`spark_message`), as a :class:`~cqopt.errors.CqoptError`.
+
+>>> check_master("local[2]") is None
+True
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import importlib
+import os
+import pkgutil
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cqopt.errors import CqoptError
+
+if TYPE_CHECKING:  # pyspark and pyarrow load only when a Spark build runs
+    from pyspark.sql import SparkSession
+
+MIN_JAVA = 17
+PACKAGES_ZIP = "cqopt-packages.zip"
+
+
+# Spark's own default profile at WARN, minus the start-up notices nobody acts on.
+_LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.nativeio.name = org.apache.hadoop.util.NativeCodeLoader
+logger.nativeio.level = error
+logger.jetty.name = org.sparkproject.jetty.util.component.AbstractLifeCycle
+logger.jetty.level = error
+logger.parquet.name = org.apache.parquet.CorruptStatistics
+logger.parquet.level = error
+"""
+
+
+class SparkBuildError(CqoptError):
+    """Spark cannot start, a Spark build fails, or its result is not a complete set of charts."""
+
+
+# -- Spark's failures as cqopt errors ---------------------------------------------
+@contextlib.contextmanager
+def spark_errors(what: str, error: Callable[[str], CqoptError] = SparkBuildError,
+                 hint: str | Callable[[str], str] = "") -> Iterator[None]:
+    """Turn Spark's and Py4J's exceptions into ``error(f"{what}: {message}{hint}")``.
+
+    ``message`` is the line of Spark's text that says what went wrong (see
+    :func:`spark_message`); ``hint`` may depend on Spark's whole text. Every
+    Spark failure a user can meet reaches them as a :class:`CqoptError`, never
+    as a JVM or Python-worker stack trace.
+    """
+    from py4j.protocol import Py4JError
+    from pyspark.errors import (
+        PySparkException,  # AnalysisException, PythonException, ...
+    )
+
+    try:
+        yield
+    except (PySparkException, Py4JError) as err:
+        tail = hint(str(err)) if callable(hint) else hint
+        raise error(f"{what}: {spark_message(err)}{tail}") from None
+
+
+# The last line of a Python traceback: the exception's (module-qualified) name and message.
+_RAISED = re.compile(r"(?:\w+\.)*(\w*(?:Error|Exception|Exit|Interrupt)): (.*)")
+_JAVA_CLASS = re.compile(r"(?:[a-z_]\w*\.)+(?=[A-Z]\w*: )")  # org.apache.spark. in front
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z_]*(?:\.[A-Z_]+)*\]")  # Spark's [FAILED_READ_FILE...]
+
+
+def spark_message(err: BaseException, limit: int = 300) -> str:
+    r"""The line of a Spark failure that says what went wrong, at most ``limit`` characters.
+
+    A Python worker's exception is its last line (``ValueError: ...``), not
+    the traceback above it. A Java exception is the first of its chain
+    (itself, then each "Caused by") that names one of Spark's error classes,
+    else the root cause; never the "An error occurred while calling o42.x"
+    in front of it, nor the stack frames.
+
+    >>> spark_message(RuntimeError("An error occurred while calling o7.x.\n"
+    ...     ": org.apache.spark.SparkException: Exception thrown in awaitResult:\n\tat a.b(C)\n"
+    ...     "Caused by: org.apache.spark.SparkException: [FAILED_READ_FILE] f: gone\n\tat d"))
+    'SparkException: [FAILED_READ_FILE] f: gone'
+    >>> spark_message(RuntimeError("From the worker:\nTraceback (most recent call last):\n"
+    ...                            '  File "f.py"\ncharts.x.BadError: a: b\nmore'))
+    'BadError: a: b'
+    """
+    lines = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    if any(line.startswith("Traceback (most recent call last)") for line in lines):
+        raised = [m for m in map(_RAISED.fullmatch, lines) if m]
+        line = f"{raised[-1].group(1)}: {raised[-1].group(2)}" if raised else lines[0]
+    else:
+        if len(lines) > 1 and lines[0].startswith("An error occurred while calling"):
+            lines = lines[1:]
+        chain = [lines[0].lstrip(": ")] + [line.removeprefix("Caused by:").strip()
+                                           for line in lines if line.startswith("Caused by:")]
+        chain = [_JAVA_CLASS.sub("", link, count=1) for link in chain]
+        line = next((link for link in chain if _ERROR_CLASS.search(link)), chain[-1])
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+# -- the session ---------------------------------------------------------------
+def check_java() -> int:
+    """The major version of the ``java`` Spark would run; a clear error below 17.
+
+    Spark's launcher runs ``$JAVA_HOME/bin/java`` when ``JAVA_HOME`` is set,
+    else ``java`` on the PATH; so does this check.
+    """
+    java_home = os.environ.get("JAVA_HOME")
+    java = (str(Path(java_home, "bin", "java")) if java_home else shutil.which("java"))
+    where = f"JAVA_HOME={java_home}" if java_home else "the PATH"
+    if java is None or not os.access(java, os.X_OK):
+        raise _java_error(f"no java executable on {where}")
+    try:
+        probe = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise _java_error(f"{java} -version failed: {err}") from None
+    text = probe.stderr + probe.stdout
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if probe.returncode != 0 or match is None:
+        first = text.strip().splitlines()[0] if text.strip() else f"exit {probe.returncode}"
+        raise _java_error(f"{java} -version did not report a version ({first})")
+    # Java 8 and older call themselves "1.8.0_292"; 9+ start with the major version.
+    major = int(match.group(2) or 0) if match.group(1) == "1" else int(match.group(1))
+    if major < MIN_JAVA:
+        raise _java_error(f"{java} is Java {major} ({text.strip().splitlines()[0]})")
+    return major
+
+
+def _java_error(found: str) -> SparkBuildError:
+    return SparkBuildError(
+        f"Spark needs Java {MIN_JAVA} or newer on the PATH; found {found}; install a JDK "
+        f"{MIN_JAVA}+ (e.g. apt-get install openjdk-17-jre-headless) and put its java on "
+        "the PATH or point JAVA_HOME at it, or build with --engine local")
+
+
+def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: bool = True,
+                  conf: dict[str, str] | None = None) -> SparkSession:
+    """A new Spark session for chart builds; ``conf`` entries win over the defaults.
+
+    Refuses to run beside another SparkContext of this process: Spark would
+    hand back that one and silently ignore ``master`` and ``conf``. Sets
+    ``os.environ["PYSPARK_PYTHON"]`` to the workers' Python (``sys.executable``
+    unless ``conf`` names ``spark.pyspark.python``) for the rest of the
+    process: Python workers must run the driver's Python, numpy and cqopt, and
+    PySpark reads the variable again whenever it starts one. A master Spark
+    does not know, or a session that cannot start, is a :class:`SparkBuildError`.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    check_master(master)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # under spark-submit the JVM already runs
+        check_java()
+    if SparkContext._active_spark_context is not None:
+        active = SparkContext._active_spark_context.master
+        raise SparkBuildError(f"a Spark session (master {active}) is already running in this "
+                              "process; pass it as spark= instead of starting another")
+    conf = {k: str(v) for k, v in (conf or {}).items()}
+    # Workers must run the driver's Python: the same numpy, pyarrow and cqopt.
+    python = conf.setdefault("spark.pyspark.python", sys.executable)
+    os.environ["PYSPARK_PYTHON"] = python
+    local = _is_local(master)
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": str(progress).lower(),
+        "spark.sql.shuffle.partitions": str(2 * _local_cores(master)),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        **conf,
+    }
+    if "log4j" not in settings.get("spark.driver.extraJavaOptions", ""):
+        settings["spark.driver.extraJavaOptions"] = " ".join(filter(None, [
+            settings.get("spark.driver.extraJavaOptions", ""),
+            f"-Dlog4j2.configurationFile=file:{_log4j_file()}"]))
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    # A local driver talks to no one: bind it to loopback, which also spares the
+    # "hostname resolves to a loopback address" warnings.
+    env = {"SPARK_LOCAL_IP": "127.0.0.1"} if local and "SPARK_LOCAL_IP" not in os.environ else {}
+    hint = ("; check the master URL" + ("" if local else " and that its cluster is up")
+            + "; Spark's log above may say more")
+    with spark_errors(f"Spark could not start with master {master!r}", hint=hint):
+        with _environ(env):
+            spark = builder.getOrCreate()
+        try:
+            spark.sparkContext.setLogLevel("WARN")
+            if not local:
+                ship_packages(spark)
+        except BaseException:
+            spark.stop()  # half started: stop it, or the next attempt would be refused
+            raise
+    return spark
+
+
+def check_master(master: str) -> None:
+    """A clear error for a master URL Spark's launcher rejects, before a JVM starts.
+
+    The launcher's own rule: ``yarn``, or a URL starting with ``spark``,
+    ``k8s`` or ``local``. Its complaint would go to stderr as a JVM stack
+    trace, followed by a Python one.
+
+    >>> check_master("local[2]"), check_master("spark://host:7077"), check_master("yarn")
+    (None, None, None)
+    """
+    if master != "yarn" and not master.startswith(("spark", "k8s", "local")):
+        raise SparkBuildError(
+            f"Spark could not start with master {master!r}: not a master URL Spark knows; "
+            "check the master URL: local[*], local[N], spark://HOST:PORT (standalone), "
+            "yarn, or k8s://https://HOST:PORT")
+
+
+def ship_packages(spark: SparkSession) -> None:
+    """Zip cqopt's packages and add the zip to the session's Python path (once).
+
+    Executors on other machines cannot import cqopt otherwise. Spark serves
+    the zip from the driver for the session's life, so it stays until exit.
+    """
+    sc = spark.sparkContext
+    if PACKAGES_ZIP in (sc._python_includes or []):
+        return
+    folder = Path(tempfile.mkdtemp(prefix="cqopt-pyfiles-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = folder / PACKAGES_ZIP
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, folder in package_folders().items():
+            prefix = name.replace(".", "/")
+            for file in sorted(Path(folder).glob("*.py")):  # subpackages come as their own
+                zf.write(file, f"{prefix}/{file.name}")
+    sc.addPyFile(str(path))
+
+
+def package_folders() -> dict[str, str]:
+    """Each cqopt package and the folder its modules are in.
+
+    The subpackages map to the repository's top-level folders (setup.cfg's
+    ``package_dir``), so they need not sit inside ``cqopt``'s own folder.
+
+    >>> sorted(package_folders())[:3]
+    ['cqopt', 'cqopt.catalog', 'cqopt.charts']
+    """
+    import cqopt
+
+    folders = {"cqopt": cqopt.__path__[0]}
+    for info in pkgutil.iter_modules(cqopt.__path__, prefix="cqopt."):
+        if info.ispkg:
+            folders[info.name] = importlib.import_module(info.name).__path__[0]
+    return folders
+
+
+def _is_local(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[*]``, ``local[N, F]``: executors in the driver's JVM.
+
+    ``local-cluster[...]`` is not: its executors are separate processes.
+    """
+    return re.fullmatch(r"local(\[[^\]]*\])?", master.strip()) is not None
+
+
+def _local_cores(master: str) -> int:
+    match = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if match and match.group(1) and match.group(1) != "*":
+        return int(match.group(1))
+    return 1 if master.strip() == "local" else os.cpu_count() or 1
+
+
+@functools.cache
+def _log4j_file() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="cqopt-log4j-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = folder / "log4j2.properties"
+    path.write_text(_LOG4J2, encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def _environ(values: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
