@@ -32,7 +32,7 @@ chart was built with them fixed at the values in ``chart.spec.fixed``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from cqopt.catalog import Catalog
+from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.spec import Axis, ChartSpec, candidate_plans
 from cqopt.charts.store import ChartSetError, read_manifest, read_query_data
 from cqopt.errors import CqoptError, did_you_mean
@@ -55,6 +55,10 @@ class Choice(NamedTuple):
     plan_id: str
     cell: tuple[int, ...]
     clamped: tuple[str, ...]  # the statistics that lay outside the chart
+
+    def __repr__(self) -> str:
+        clamped = f", clamped={self.clamped}" if self.clamped else ""
+        return f"Choice(plan_id={self.plan_id!r}, cell={self.cell}{clamped})"
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,12 @@ class QueryChart:
         self._axes = tuple((a.statistic, a.lo, a.hi, a.hi - a.lo, a.k, stride,
                             split_name(a.statistic)[0] == "rate")
                            for a, stride in zip(spec.axes, strides))
+
+    def __repr__(self) -> str:
+        axes = " x ".join(f"{a.statistic}[{a.lo:g}, {a.hi:g}]/{a.k}" for a in self.spec.axes)
+        used = len(np.unique(self.plan_index))
+        return (f"<QueryChart {self.spec.name}: {axes}, {self.spec.n_cells} cells, "
+                f"{used} of {len(self.plans)} plans used>")
 
     @property
     def axes(self) -> tuple[Axis, ...]:
@@ -160,8 +170,13 @@ class QueryChart:
                        clamped)
 
 
-class ChartSet:
-    """A loaded chart set: one :class:`QueryChart` per query."""
+class ChartSet(Mapping[str, QueryChart]):
+    """A loaded chart set: a read-only mapping of query names to :class:`QueryChart`.
+
+    ``"Q1" in charts``, ``charts["Q1"]``, ``len(charts)`` and iteration over
+    the query names behave as for any mapping; a name it lacks is a
+    :class:`ChartSetError` (a ``KeyError`` too) that suggests the closest one.
+    """
 
     def __init__(self, path: Path, manifest: dict[str, Any], charts: dict[str, QueryChart]):
         self.path = path
@@ -170,18 +185,54 @@ class ChartSet:
 
     @property
     def fingerprint(self) -> str:
+        """The fingerprint of the catalog the charts were built with."""
         return self.manifest["catalog_fingerprint"]
 
     def __getitem__(self, query: str) -> QueryChart:
         try:
             return self.charts[query]
-        except KeyError:
-            raise ChartSetError(f"{self.path}: no chart for query '{query}'"
-                                f"{did_you_mean(query, self.charts)}; it has "
-                                f"{', '.join(self.charts)}") from None
+        except (KeyError, TypeError):
+            raise UnknownQueryError(f"{self.path}: no chart for query {query!r}"
+                                    f"{did_you_mean(str(query), self.charts)}; it has "
+                                    f"{', '.join(self.charts)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.charts)
+
+    def __len__(self) -> int:
+        return len(self.charts)
+
+    def __contains__(self, query: object) -> bool:
+        return query in self.charts
+
+    def __repr__(self) -> str:
+        queries = ", ".join(f"{name} ({chart.spec.n_cells} cells)"
+                            for name, chart in self.charts.items())
+        return (f"<ChartSet {str(self.path)!r}: {len(self)} "
+                f"quer{'y' if len(self) == 1 else 'ies'}: {queries}>")
 
     def choose(self, query: str, stats: Mapping[str, float]) -> Choice:
-        """The chart's plan for ``query`` at ``stats`` (a mapping of statistic -> value)."""
+        """The chart's plan for ``query`` at ``stats``.
+
+        Parameters
+        ----------
+        query : str
+            A query name of the workload the charts were built from.
+        stats : Mapping[str, float]
+            Statistic name (``rate.S``, ``sel.S``, ``jsel.A.B``) to value; it
+            must hold every axis of the query's chart.
+
+        Returns
+        -------
+        Choice
+            The plan, its id, the cell, and the statistics clamped to the chart.
+
+        Raises
+        ------
+        ChartSetError
+            An unknown query, a missing statistic, or a value that is no
+            number, NaN, negative, infinite, or a selectivity above 1.
+        """
         chart = self.charts.get(query)
         if chart is None:
             chart = self[query]
@@ -191,14 +242,62 @@ class ChartSet:
         """``choose`` for arrays of statistics (broadcast together), at numpy speed."""
         return self[query].choose_many(stats)
 
-    def check(self, catalog: Catalog) -> Staleness:
-        """Whether the charts were built from a catalog with other costs than ``catalog``."""
+    def check(self, catalog: Catalog | str | Path) -> Staleness:
+        """Whether the charts were built from a catalog with other costs than ``catalog``.
+
+        Parameters
+        ----------
+        catalog : Catalog, str or Path
+            A loaded catalog, or the path of a catalog TOML file.
+
+        Returns
+        -------
+        Staleness
+            ``.stale`` is true when the fingerprints differ; ``str()`` says
+            what to do.
+
+        Raises
+        ------
+        CatalogError
+            ``catalog`` is a path that does not load.
+        ChartSetError
+            ``catalog`` is neither a catalog nor a path.
+        """
+        if isinstance(catalog, (str, Path)):
+            catalog = load_catalog(catalog)
+        elif not isinstance(catalog, Catalog):
+            raise ChartSetError(f"check needs a Catalog or the path of a catalog file, "
+                                f"got {type(catalog).__name__}")
         now = catalog.fingerprint()
         return Staleness(now != self.fingerprint, self.fingerprint, now)
 
 
+class UnknownQueryError(ChartSetError, KeyError):
+    """A chart set has no chart for the query asked for."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
 def load(path: str | Path) -> ChartSet:
-    """Read a chart set, checking its format, version and checksums."""
+    """Read a chart set, checking its format, version and checksums.
+
+    Parameters
+    ----------
+    path : str or Path
+        The chart set's directory, as ``cqopt build --out`` wrote it.
+
+    Returns
+    -------
+    ChartSet
+        A read-only mapping of query names to their charts.
+
+    Raises
+    ------
+    ChartSetError
+        The directory is missing, not a chart set, damaged, or written by
+        another version of cqopt.
+    """
     path = Path(path)
     manifest = read_manifest(path)
     try:
@@ -231,6 +330,12 @@ def load(path: str | Path) -> ChartSet:
 
 
 def _missing(chart: QueryChart, name: str, stats: Mapping[str, Any]) -> ChartSetError:
-    axes = ", ".join(a.statistic for a in chart.spec.axes)
-    return ChartSetError(f"query {chart.spec.name}: statistic {name} is missing"
-                         f"{did_you_mean(name, list(stats))}; its chart needs {axes}")
+    """A missing axis statistic; the suggestion names the chart's statistic that a given,
+    unknown name was probably meant to be (``sel.tcp`` for ``sel.TCP``), not the reverse."""
+    axes = [a.statistic for a in chart.spec.axes]
+    known = set(axes) | set(chart.spec.fixed)
+    given = [str(g) for g in stats if g not in known]
+    near = next((g for g in given if did_you_mean(g, [name])), None)
+    hint = f"; was {near!r} meant to be {name!r}?" if near else ""
+    return ChartSetError(f"query {chart.spec.name}: statistic {name} is missing{hint}; "
+                         f"its chart needs {', '.join(axes)}")

@@ -135,7 +135,8 @@ class Plan:
         }
 
     def __repr__(self) -> str:
-        return f"Plan({self.id!r})"
+        kinds = [self.graph.nodes[k]["kind"] for k in nx.topological_sort(self.graph)]
+        return f"<Plan {self.id}: {len(kinds)} operators, {' '.join(kinds)}>"
 
 
 def plan_id(graph: nx.DiGraph, root: str) -> str:

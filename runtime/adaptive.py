@@ -32,7 +32,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cqopt.charts.lookup import QueryChart
+from cqopt.charts.lookup import ChartSet, QueryChart
+from cqopt.errors import CqoptError
 from cqopt.optimizer.statistics import split_name
 from cqopt.runtime.estimators import ThresholdHistogram, make_estimator
 
@@ -60,10 +61,32 @@ class RoundOutcome:
 class AdaptiveQuery:
     """One continuous query switching plans at chart region boundaries."""
 
-    def __init__(self, chart: QueryChart, *, estimator: str = "decay", d: int = 5,
+    def __init__(self, chart: QueryChart | ChartSet, query: str | None = None, *,
+                 estimator: str = "decay", d: int = 5,
                  decay: float = 0.5, jsel_threshold: float = 0.2,
                  hysteresis: Hysteresis | None = None, cost: Callable | None = None):
-        self.chart = chart
+        """Start a query on its chart.
+
+        Parameters
+        ----------
+        chart : QueryChart or ChartSet
+            The query's chart, or a loaded chart set together with ``query``.
+        query : str, optional
+            The query's name in ``chart`` when that is a chart set.
+        estimator : {"decay", "last", "ewma"}
+            How rates and selectivities are forecast (join selectivities use
+            OM's threshold histogram); ``d`` and ``decay`` are the decay
+            mean's window and factor.
+        hysteresis : Hysteresis, optional
+            Keep the current plan until another wins by a margin; needs ``cost``.
+
+        Raises
+        ------
+        CqoptError
+            ``chart`` is neither a chart nor a chart set with a query name.
+        """
+        self.chart = _query_chart(chart, query)
+        chart = self.chart
         self.hysteresis = hysteresis
         self.cost = cost  # (plan, stats) -> utility, needed by the hysteresis only
         if hysteresis and cost is None:
@@ -129,6 +152,22 @@ class AdaptiveQuery:
             self._pending = 0
             return new_plan
         return self.plan
+
+
+def _query_chart(chart: Any, query: str | None) -> QueryChart:
+    """The QueryChart an AdaptiveQuery runs on, from a chart or a chart set and a name."""
+    if isinstance(chart, ChartSet):
+        if query is None:
+            raise CqoptError(f"AdaptiveQuery needs the query's name with a chart set: "
+                             f"AdaptiveQuery(charts, 'Q1'); the set has {', '.join(chart)}")
+        return chart[query]
+    if query is not None:
+        raise CqoptError(f"AdaptiveQuery got query {query!r} but a single chart, not a "
+                         "chart set; pass AdaptiveQuery(charts, name) or AdaptiveQuery(chart)")
+    if not all(hasattr(chart, a) for a in ("spec", "choose", "plans")):
+        raise CqoptError(f"AdaptiveQuery needs a QueryChart (charts['Q1']) or a ChartSet and a "
+                         f"query name, got {type(chart).__name__}")
+    return chart
 
 
 def _id(plan) -> str:
