@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
+import cqopt
 from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.cli import chart_commands, fidelity_commands
@@ -135,6 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cqopt",
         description="Cost-based optimizer for continuous queries over data streams.")
+    parser.add_argument("--version", action="version", version=f"cqopt {cqopt.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser(
         "explain", help="show the logical query and what it depends on",

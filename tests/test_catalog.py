@@ -6,7 +6,6 @@ import pytest
 
 from cqopt.catalog import Catalog, CatalogError, load_catalog
 
-from conftest import EXAMPLES
 
 BASE = {"streams": {"TCP": {"rate": [100, 1000], "granularity": 1e-6,
                             "columns": {"ts": "timestamp", "src_host": "int",
@@ -14,14 +13,14 @@ BASE = {"streams": {"TCP": {"rate": [100, 1000], "granularity": 1e-6,
                                         "bytes": {"type": "long", "width": 4}}}}}
 
 
-def test_examples_load():
-    dec = load_catalog(EXAMPLES / "dec-pkt.toml")
+def test_examples_load(examples):
+    dec = load_catalog(examples / "dec-pkt.toml")
     assert set(dec.streams) == {"TCP", "UDP", "SF"}
     assert [c.name for c in dec.streams["TCP"].columns] == [
         "ts", "src_host", "dest_host", "src_port", "dest_port", "bytes"]
     assert dec.operators.selection_equality == 400_000
     assert dec.operators.equi_join == 3_000
-    epa = load_catalog(EXAMPLES / "epa-http.toml")
+    epa = load_catalog(examples / "epa-http.toml")
     assert {c.name for c in epa.streams["HTTP"].columns} >= {"host", "method", "url",
                                                             "status", "bytes"}
 

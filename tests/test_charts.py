@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -23,20 +22,15 @@ from cqopt.costmodel import Utility, make_model
 from cqopt.optimizer.errors import QueryError, WorkloadError
 from cqopt.optimizer.logical import parse_query
 
-from conftest import EXAMPLES, ROOT
 
-DEC = EXAMPLES / "dec-pkt.toml"
-WORKLOAD = EXAMPLES / "workload.toml"
+@pytest.fixture(scope="module")
+def dec(dec_toml):
+    return load_catalog(dec_toml)
 
 
 @pytest.fixture(scope="module")
-def dec():
-    return load_catalog(DEC)
-
-
-@pytest.fixture(scope="module")
-def specs(dec):
-    return [s for s, _ in workload_specs(load_workload(WORKLOAD), dec, {"k": 8})]
+def specs(workload_toml, dec):
+    return [s for s, _ in workload_specs(load_workload(workload_toml), dec, {"k": 8})]
 
 
 @pytest.fixture(scope="module")
@@ -252,19 +246,18 @@ def test_failed_write_leaves_nothing_and_keeps_the_old_set(chart_dir, dec, specs
     assert not (tmp_path / "fresh").exists()
 
 
-def test_killed_build_leaves_no_partial_chart_set(tmp_path):
+def test_killed_build_leaves_no_partial_chart_set(dec_toml, workload_toml, tmp_path):
     """A build killed mid-way leaves no directory at --out."""
     out = tmp_path / "set"
-    code = ("import sys, os, signal; import charts.store as s\n"
+    code = ("import sys, os, signal; import cqopt.charts.store as s\n"
             "real = s.pq.write_table\n"
             "def slow(*a, **k):\n"
             "    real(*a, **k); os.kill(os.getpid(), signal.SIGKILL)\n"
             "s.pq.write_table = slow\n"
-            "from cli.main import main\n"
-            f"main(['build', '--catalog', {str(DEC)!r}, '--workload', {str(WORKLOAD)!r}, "
+            "from cqopt.cli.main import main\n"
+            f"main(['build', '--catalog', {dec_toml!r}, '--workload', {workload_toml!r}, "
             f"'--out', {str(out)!r}, '--engine', 'local', '--quiet'])\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=tmp_path)
     assert done.returncode != 0
     assert not out.exists()
 
@@ -290,9 +283,9 @@ def test_diagram_2d_and_sliced_3d(chart_dir, tmp_path):
         assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_cli_build_choose_show(tmp_path, capsys):
+def test_cli_build_choose_show(dec_toml, workload_toml, tmp_path, capsys):
     out = tmp_path / "set"
-    args = ["build", "--catalog", str(DEC), "--workload", str(WORKLOAD), "--out", str(out),
+    args = ["build", "--catalog", dec_toml, "--workload", workload_toml, "--out", str(out),
             "--engine", "local", "--k", "5", "--quiet"]
     assert main(args) == 0
     summary = capsys.readouterr().out
@@ -314,7 +307,7 @@ def test_cli_build_choose_show(tmp_path, capsys):
     assert main(["show", "--charts", str(out), "--query", "Q2", "--out",
                  str(tmp_path / "q2.png")]) == 0
     assert (tmp_path / "q2.png").exists()
-    assert main(["build", "--catalog", str(DEC), "--workload", str(WORKLOAD), "--out",
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out",
                  str(tmp_path / "x"), "--weights", "a,b", "--engine", "local"]) == 2
 
 
@@ -343,9 +336,10 @@ def test_axis_cells_take_lists_and_loaded_charts_name_their_plans(chart_dir):
     assert charts.load(chart_dir)["Q1"].plan_ids == ("TCP[πσ]", "TCP[σπ]")
 
 
-def test_cli_build_on_spark_uses_the_running_session(spark, tmp_path, capsys, dec, specs):
+def test_cli_build_on_spark_uses_the_running_session(dec_toml, workload_toml, spark, tmp_path,
+                                                     capsys, dec, specs):
     out = tmp_path / "set"
-    assert main(["build", "--catalog", str(DEC), "--workload", str(WORKLOAD), "--out", str(out),
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out", str(out),
                  "--k", "8", "--quiet"]) == 0
     assert "spark engine" in capsys.readouterr().out
     local = build_local(specs, dec, progress=False)
@@ -380,15 +374,15 @@ def test_show_rejects_bad_options(chart_dir, tmp_path, capsys, args, fragment):
 
 
 @pytest.mark.parametrize("weights", ["0,0", "inf,1", "1"])
-def test_bad_weights_are_errors_not_tracebacks(tmp_path, capsys, weights):
-    assert main(["build", "--catalog", str(DEC), "--workload", str(WORKLOAD), "--out",
+def test_bad_weights_are_errors_not_tracebacks(dec_toml, workload_toml, tmp_path, capsys, weights):
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out",
                  str(tmp_path / "x"), "--engine", "local", "--weights", weights]) == 2
     assert capsys.readouterr().err.startswith("cqopt: error: --weights")
 
 
-def test_out_below_a_file_fails_before_any_work(tmp_path, capsys):
+def test_out_below_a_file_fails_before_any_work(dec_toml, workload_toml, tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
-    assert main(["build", "--catalog", str(DEC), "--workload", str(WORKLOAD), "--out",
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out",
                  str(tmp_path / "afile" / "sub"), "--engine", "local"]) == 2
     assert "is a file" in capsys.readouterr().err
 

@@ -10,14 +10,9 @@ import pytest
 
 from cqopt.cli.main import main
 
-from conftest import EXAMPLES, ROOT
 
-DEC = str(EXAMPLES / "dec-pkt.toml")
-WORKLOAD = str(EXAMPLES / "workload.toml")
-
-
-def test_explain_workload_text(capsys):
-    assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD]) == 0
+def test_explain_workload_text(dec_toml, workload_toml, capsys):
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml]) == 0
     out = capsys.readouterr().out
     assert "== Q1" in out and "== Q2" in out
     assert "TCP.dest_host = 2  [selection-equality]" in out
@@ -25,8 +20,8 @@ def test_explain_workload_text(capsys):
     assert "Statistics: rate.TCP, sel.TCP" in out
 
 
-def test_explain_json_one_query(capsys):
-    assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD, "--query", "Q1",
+def test_explain_json_one_query(dec_toml, workload_toml, capsys):
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml, "--query", "Q1",
                  "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["name"] == "Q1"
@@ -34,8 +29,8 @@ def test_explain_json_one_query(capsys):
     assert data["query"]["output_width"] == 8
 
 
-def test_explain_sql(capsys):
-    assert main(["explain", "--catalog", DEC, "--sql",
+def test_explain_sql(dec_toml, capsys):
+    assert main(["explain", "--catalog", dec_toml, "--sql",
                  "SELECT COUNT(*) FROM UDP [RANGE 10 SECONDS] WHERE UDP.bytes > 100"]) == 0
     assert "COUNT(*)" in capsys.readouterr().out
 
@@ -43,11 +38,12 @@ def test_explain_sql(capsys):
 @pytest.mark.parametrize("args, fragment", [
     (["--sql", "SELECT * FROM TPC WINDOW [1]"], "did you mean 'TCP'"),
     (["--sql", "SELECT FROM"], "syntax error"),
-    (["--workload", WORKLOAD, "--query", "Q3"], "no query named 'Q3'"),
+    (["--workload", "{workload}", "--query", "Q3"], "no query named 'Q3'"),
     (["--workload", "missing.toml"], "no such file"),
 ])
-def test_errors_exit_2_without_traceback(capsys, args, fragment):
-    assert main(["explain", "--catalog", DEC, *args]) == 2
+def test_errors_exit_2_without_traceback(dec_toml, workload_toml, capsys, args, fragment):
+    args = [a.format(workload=workload_toml) for a in args]
+    assert main(["explain", "--catalog", dec_toml, *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("cqopt: error:") and fragment in err
     assert "Traceback" not in err
@@ -58,19 +54,19 @@ def test_missing_catalog_file(capsys):
     assert "nope.toml: no such file" in capsys.readouterr().err
 
 
-def test_help_and_console_script():
+def test_help_and_console_script(repo_root):
     done = subprocess.run([sys.executable, "-m", "cli.main", "explain", "--help"],
-                          capture_output=True, text=True, cwd=ROOT)
+                          capture_output=True, text=True, cwd=repo_root)
     assert done.returncode == 0 and "--catalog" in done.stdout
 
 
-def test_ci_runs_the_readme_test_command():
-    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()[-1]
-    assert ci in (ROOT / "README.md").read_text()
+def test_ci_runs_the_readme_test_command(repo_root):
+    ci = (repo_root / ".ci" / "run").read_text().strip().splitlines()[-1]
+    assert ci in (repo_root / "README.md").read_text()
 
 
-def test_explain_costs_every_plan_and_marks_the_cheapest(capsys):
-    assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD, "--query", "Q1",
+def test_explain_costs_every_plan_and_marks_the_cheapest(dec_toml, workload_toml, capsys):
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml, "--query", "Q1",
                  "--stat", "rate.TCP=500", "--stat", "sel.TCP=0.05", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [p["id"] for p in data["plans"]] == ["TCP[σπ]", "TCP[πσ]"]
@@ -82,8 +78,8 @@ def test_explain_costs_every_plan_and_marks_the_cheapest(capsys):
     assert data["statistics"]["sel.TCP"] == {"value": 0.05, "default": False}
 
 
-def test_explain_defaults_are_listed(capsys):
-    assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD, "--query", "Q2",
+def test_explain_defaults_are_listed(dec_toml, workload_toml, capsys):
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml, "--query", "Q2",
                  "--model", "pipes", "--weights", "0.5,0.5"]) == 0
     out = capsys.readouterr().out
     assert "rate.TCP=550 (default)" in out and "jsel.TCP.UDP=0.5 (default)" in out
@@ -97,12 +93,13 @@ def test_explain_defaults_are_listed(capsys):
     ("rate.TCP", "NAME=VALUE"),
     ("bogus=1", "malformed statistic name"),
 ])
-def test_explain_bad_stats(capsys, stat, fragment):
-    assert main(["explain", "--catalog", DEC, "--workload", WORKLOAD, "--stat", stat]) == 2
+def test_explain_bad_stats(dec_toml, workload_toml, capsys, stat, fragment):
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml,
+                 "--stat", stat]) == 2
     assert fragment in capsys.readouterr().err
 
 
-def test_explain_marks_nothing_when_every_plan_costs_infinitely_much(capsys):
+def test_explain_marks_nothing_when_every_plan_costs_infinitely_much(dec_toml, capsys):
     sql = "SELECT TCP.src_host FROM TCP WHERE TCP.bytes > 5 AND TCP.bytes < 2 WINDOW [1]"
-    assert main(["explain", "--catalog", DEC, "--sql", sql, "--json"]) == 0
+    assert main(["explain", "--catalog", dec_toml, "--sql", sql, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["chosen"] is None

@@ -31,7 +31,6 @@ from cqopt.charts.workload import load_workload
 from cqopt.errors import CqoptError
 from cqopt.spark.session import check_java
 
-from conftest import EXAMPLES, ROOT
 
 START_TIMEOUT = 60  # seconds for the master to listen and the worker to register
 BUILD_TIMEOUT = 120
@@ -143,12 +142,12 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         c.stop()
 
 
-def test_cluster_build_matches_local(cluster, tmp_path):
+def test_cluster_build_matches_local(examples, cluster, tmp_path):
     out = tmp_path / "charts"
-    env = {**cluster.env, "PYTHONPATH": str(ROOT)}  # the driver's; executors get the zip
+    env = cluster.env  # the driver imports the installed cqopt; executors get the zip
     build = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "build", "--catalog", str(EXAMPLES / "dec-pkt.toml"),
-         "--workload", str(EXAMPLES / "workload.toml"), "--out", str(out), "--k", "8",
+        [sys.executable, "-m", "cqopt", "build", "--catalog", str(examples / "dec-pkt.toml"),
+         "--workload", str(examples / "workload.toml"), "--out", str(out), "--k", "8",
          "--master", cluster.url, "--quiet"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True)
@@ -162,8 +161,8 @@ def test_cluster_build_matches_local(cluster, tmp_path):
         stop(build)
     assert build.returncode == 0, output
 
-    catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
-    specs = [s for s, _ in workload_specs(load_workload(EXAMPLES / "workload.toml"), catalog,
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    specs = [s for s, _ in workload_specs(load_workload(examples / "workload.toml"), catalog,
                                           {"k": 8})]
     built = charts.load(out).charts
     for local in build_local(specs, catalog, progress=False):

@@ -8,38 +8,34 @@ import pytest
 
 from cqopt.cli.main import main
 
-from conftest import EXAMPLES, SHARED_DATA
-
-DEC = str(EXAMPLES / "dec-pkt.toml")
-WORKLOAD = str(EXAMPLES / "workload.toml")
-EPA_LOG = SHARED_DATA / "epa-http" / "epa-http.parsed.csv"
-
 
 @pytest.fixture(scope="module")
-def traces(tmp_path_factory):
+def traces(dec_toml, tmp_path_factory):
     out = tmp_path_factory.mktemp("traces") / "dec"
-    assert main(["generate", "--catalog", DEC, "--out", str(out), "--duration", "120",
+    assert main(["generate", "--catalog", dec_toml, "--out", str(out), "--duration", "120",
                  "--seed", "4"]) == 0
     return out
 
 
-def test_generate_writes_one_trace_per_stream(traces, capsys):
+def test_generate_writes_one_trace_per_stream(dec_toml, traces, capsys):
     assert sorted(p.name for p in traces.iterdir()) == ["SF.parquet", "TCP.parquet",
                                                         "UDP.parquet"]
-    assert main(["generate", "--catalog", DEC, "--out", str(traces)]) == 2
+    assert main(["generate", "--catalog", dec_toml, "--out", str(traces)]) == 2
     assert "--force" in capsys.readouterr().err
-    assert main(["generate", "--catalog", DEC, "--out", str(traces.parent / "x"),
+    assert main(["generate", "--catalog", dec_toml, "--out", str(traces.parent / "x"),
                  "--streams", "TCP,XYZ"]) == 2
     assert "no stream 'XYZ'" in capsys.readouterr().err
 
 
-def test_fidelity_report_on_generated_traces(spark, traces, tmp_path, capsys):
+def test_fidelity_report_on_generated_traces(dec_toml, workload_toml, spark, traces, tmp_path,
+                                             capsys):
     charts_dir = tmp_path / "charts"
-    assert main(["build", "--catalog", DEC, "--workload", WORKLOAD, "--out", str(charts_dir),
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml,
+                 "--out", str(charts_dir),
                  "--engine", "local", "--quiet"]) == 0
     capsys.readouterr()
     report = tmp_path / "report"
-    assert main(["fidelity", "--catalog", DEC, "--workload", WORKLOAD, "--charts",
+    assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--charts",
                  str(charts_dir), "--traces", str(traces), "--out", str(report),
                  "--k-sweep", "2,10", "--json", "--quiet"]) == 0
     table = json.loads(capsys.readouterr().out)["queries"]
@@ -60,8 +56,8 @@ def test_fidelity_report_on_generated_traces(spark, traces, tmp_path, capsys):
     assert "| k | cells |" in (report / "report.md").read_text()
 
 
-def test_fidelity_errors(traces, tmp_path, capsys):
-    base = ["fidelity", "--catalog", DEC, "--workload", WORKLOAD, "--out",
+def test_fidelity_errors(dec_toml, workload_toml, traces, tmp_path, capsys):
+    base = ["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--out",
             str(tmp_path / "r")]
     assert main(base) == 2
     assert "no trace given" in capsys.readouterr().err
@@ -72,11 +68,12 @@ def test_fidelity_errors(traces, tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
-def test_fidelity_on_the_epa_log(spark, tmp_path, capsys):
+def test_fidelity_on_the_epa_log(examples, shared_data, spark, tmp_path, capsys):
+    EPA_LOG = shared_data / "epa-http" / "epa-http.parsed.csv"
     if not EPA_LOG.exists():
         pytest.skip(f"the EPA-HTTP trace is not at {EPA_LOG} (shared data absent)")
-    args = ["fidelity", "--catalog", str(EXAMPLES / "epa-http.toml"), "--workload",
-            str(EXAMPLES / "epa-workload.toml"), "--out", str(tmp_path / "epa"),
+    args = ["fidelity", "--catalog", str(examples / "epa-http.toml"), "--workload",
+            str(examples / "epa-workload.toml"), "--out", str(tmp_path / "epa"),
             "--k-sweep", "none", "--json", "--quiet"]
     for stream in ("HTTP", "REQ", "ERR"):
         args += ["--trace", f"{stream}={EPA_LOG}", "--ts-column",
@@ -87,35 +84,38 @@ def test_fidelity_on_the_epa_log(spark, tmp_path, capsys):
     assert table["RETRY"]["fidelity"] > table["RETRY"]["baselines"]["rand"]["fidelity"]
 
 
-def test_steady_join_keys(tmp_path, capsys):
+def test_steady_join_keys(dec_toml, tmp_path, capsys):
     out = tmp_path / "t"
-    assert main(["generate", "--catalog", DEC, "--out", str(out), "--duration", "60",
+    assert main(["generate", "--catalog", dec_toml, "--out", str(out), "--duration", "60",
                  "--streams", "UDP", "--steady", "UDP.dest_host=1000", "--format", "csv"]) == 0
     import pandas as pd
     frame = pd.read_csv(out / "UDP.csv")
     assert frame.dest_host.between(1, 1000).all() and frame.dest_host.nunique() > 500
     assert frame.src_host.max() <= 50  # the others keep their skewed, drifting law
-    assert main(["generate", "--catalog", DEC, "--out", str(tmp_path / "u"),
+    assert main(["generate", "--catalog", dec_toml, "--out", str(tmp_path / "u"),
                  "--steady", "UDP.nope"]) == 2
     assert "STREAM.COLUMN" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("option, value", [("--d", "0"), ("--k", "0"), ("--rounds", "0"),
                                            ("--decay", "-1")])
-def test_fidelity_checks_options_before_any_work(traces, tmp_path, capsys, option, value):
-    assert main(["fidelity", "--catalog", DEC, "--workload", WORKLOAD, "--traces", str(traces),
+def test_fidelity_checks_options_before_any_work(dec_toml, workload_toml, traces, tmp_path,
+                                                 capsys, option, value):
+    assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml,
+                 "--traces", str(traces),
                  "--out", str(tmp_path / "r"), option, value]) == 2
     assert capsys.readouterr().err.startswith(f"cqopt: error: {option} ")
 
 
-def test_fidelity_refuses_charts_of_another_query(traces, tmp_path, capsys):
+def test_fidelity_refuses_charts_of_another_query(dec_toml, workload_toml, traces, tmp_path,
+                                                  capsys):
     other = tmp_path / "other.toml"
     other.write_text('[[query]]\nname = "Q1"\n'
                      'sql = "SELECT UDP.src_host FROM UDP WHERE UDP.src_port = 3 WINDOW [1]"\n')
-    assert main(["build", "--catalog", DEC, "--workload", str(other), "--out",
+    assert main(["build", "--catalog", dec_toml, "--workload", str(other), "--out",
                  str(tmp_path / "charts"), "--engine", "local", "--quiet"]) == 0
     capsys.readouterr()
-    assert main(["fidelity", "--catalog", DEC, "--workload", WORKLOAD, "--charts",
+    assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--charts",
                  str(tmp_path / "charts"), "--traces", str(traces), "--query", "Q1",
                  "--out", str(tmp_path / "r")]) == 2
     assert "is not the one in" in capsys.readouterr().err

@@ -24,7 +24,6 @@ from cqopt.optimizer.errors import (
 from cqopt.optimizer.intervals import IntervalSet
 from cqopt.optimizer.logical import parse_query
 
-from conftest import EXAMPLES, ROOT
 
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host=2 WINDOW [1]"
 Q2 = ("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host=UDP.dest_host "
@@ -32,8 +31,8 @@ Q2 = ("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host=UDP.dest_host "
 
 
 @pytest.fixture(scope="module")
-def dec() -> Catalog:
-    return load_catalog(EXAMPLES / "dec-pkt.toml")
+def dec(examples) -> Catalog:
+    return load_catalog(examples / "dec-pkt.toml")
 
 
 @pytest.fixture(scope="module")
@@ -275,8 +274,8 @@ def mutated(draw):
 
 @settings(max_examples=300, deadline=None)
 @given(mutated())
-def test_mutations_give_a_query_or_a_project_error(sql):
-    dec = load_catalog(EXAMPLES / "dec-pkt.toml")
+def test_mutations_give_a_query_or_a_project_error(examples, sql):
+    dec = load_catalog(examples / "dec-pkt.toml")
     try:
         parse_query(sql, dec)
     except CqoptError as err:
@@ -396,18 +395,18 @@ def test_from_name_bound_twice(ab):
             parse_query(sql, ab)
 
 
-def test_from_clash_message_does_not_depend_on_the_hash_seed():
+def test_from_clash_message_does_not_depend_on_the_hash_seed(repo_root):
     # Both names of the second stream clash: the one reported came from a set's order
-    script = ("from catalog import Catalog\nfrom optimizer.logical import parse_query\n"
+    script = ("from cqopt.catalog import Catalog\nfrom cqopt.optimizer.logical import parse_query\n"
               "c = Catalog.from_dict({'streams': {s: {'rate': [1, 2], 'columns': {'x': 'int'}}"
               " for s in 'AB'}})\n"
               "try:\n    parse_query('SELECT * FROM A AS B, B AS A', c)\n"
               "except Exception as e:\n    print(e)\n")
     seen = set()
     for seed in range(8):
-        env = {**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "PYTHONHASHSEED": str(seed)}
         out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                             text=True, check=True, cwd=ROOT)
+                             text=True, check=True, cwd=repo_root)
         seen.add(out.stdout.strip())
     assert seen == {"the name 'b' is bound twice in FROM: give each stream its own alias"}
 

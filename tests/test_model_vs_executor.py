@@ -7,7 +7,6 @@ import pytest
 from cqopt.catalog import load_catalog
 from cqopt.costmodel.validation import Setting, error_table, measure
 
-from conftest import EXAMPLES
 
 QUERIES = {
     "Q1": "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]",
@@ -18,8 +17,8 @@ QUERIES = {
 
 
 @pytest.fixture(scope="module")
-def rows():
-    catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
+def rows(examples):
+    catalog = load_catalog(examples / "dec-pkt.toml")
     settings = [Setting(r, s) for r in (100, 400) for s in (0.05, 0.5)]
     return measure(catalog, QUERIES, settings, seed=1)
 
@@ -63,11 +62,11 @@ def test_error_table_has_every_kind(rows):
     assert om_rate.loc["selection", "max"] < 1e-9 and om_rate.loc["source", "max"] < 1e-9
 
 
-def test_validation_needs_one_common_range_window(monkeypatch):
+def test_validation_needs_one_common_range_window(examples, monkeypatch):
     import cqopt.costmodel.validation as validation
     from cqopt.optimizer.errors import UnsupportedQueryError
 
-    catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
+    catalog = load_catalog(examples / "dec-pkt.toml")
     for sql in ("SELECT TCP.src_host FROM TCP [ROWS 10]",
                 "SELECT * FROM TCP [RANGE 1 SECONDS], UDP [RANGE 2 SECONDS] "
                 "WHERE TCP.src_host = UDP.src_host",

@@ -16,7 +16,6 @@ from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.logical import Window, parse_query
 from cqopt.optimizer.plan import Plan
 
-from conftest import EXAMPLES
 
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"
 Q2 = ("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
@@ -24,8 +23,8 @@ Q2 = ("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
 
 
 @pytest.fixture(scope="module")
-def dec() -> Catalog:
-    return load_catalog(EXAMPLES / "dec-pkt.toml")
+def dec(examples) -> Catalog:
+    return load_catalog(examples / "dec-pkt.toml")
 
 
 def chain_plan(selections: list[tuple[str, str]], window_s: float = 1.0) -> Plan:
@@ -180,8 +179,8 @@ sels = st.floats(1e-4, 1.0)
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(rates, rates, rates, sels, sels, sels), min_size=1, max_size=6))
-def test_vectorized_equals_scalar_cell_by_cell(cells):
-    dec = load_catalog(EXAMPLES / "dec-pkt.toml")
+def test_vectorized_equals_scalar_cell_by_cell(examples, cells):
+    dec = load_catalog(examples / "dec-pkt.toml")
     cols = np.array(cells).T
     names = ["rate.TCP", "rate.UDP", "rate.SF", "jsel.TCP.UDP", "jsel.SF.UDP", "jsel.SF.TCP"]
     grid = dict(zip(names, cols))

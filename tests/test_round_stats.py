@@ -21,7 +21,6 @@ from cqopt.replay.trace_write import write_trace
 from cqopt.spark.round_stats import round_statistics
 from cqopt.spark.trace_read import read_trace
 
-from conftest import EXAMPLES, SHARED_DATA
 
 NAN = math.nan
 
@@ -256,8 +255,8 @@ def _pandas_statistics(query, frames: dict[str, pd.DataFrame], window_s: float, 
     return pd.DataFrame(out)[["round", "start", *query.statistics]]
 
 
-def test_generated_traces_match_pandas(spark, tmp_path):
-    catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
+def test_generated_traces_match_pandas(examples, spark, tmp_path):
+    catalog = load_catalog(examples / "dec-pkt.toml")
     q = parse_query("SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host "
                     "AND (TCP.dest_host = 2 OR TCP.bytes > 40) WINDOW [1]", catalog)
     generated = {name: generate_trace(catalog.stream(name), 40.0, seed=i, mean_rate=rate,
@@ -275,9 +274,9 @@ def test_generated_traces_match_pandas(spark, tmp_path):
     assert table["sel.TCP"].std() > 0.02  # the generator's drift shows up per round
 
 
-def test_epa_http_hourly_rounds(spark):
+def test_epa_http_hourly_rounds(shared_data, spark):
     """EPA-HTTP's SOURCE.md: the first, partial hour has 63 requests, the peak 4,716."""
-    path = SHARED_DATA / "epa-http" / "epa-http.parsed.csv"
+    path = shared_data / "epa-http" / "epa-http.parsed.csv"
     if not path.exists():
         pytest.skip(f"the EPA-HTTP trace is not here ({path})")
     http = Catalog.from_dict({"streams": {"HTTP": {"rate": [0.05, 2], "columns": {

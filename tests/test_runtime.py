@@ -29,7 +29,6 @@ from cqopt.runtime.estimators import (
 )
 from cqopt.runtime.scheduler import RoundRobin
 
-from conftest import EXAMPLES
 
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"
 
@@ -75,9 +74,9 @@ def test_threshold_histogram_re_estimates_only_on_large_changes():
 
 
 @pytest.fixture(scope="module")
-def q1_chart():
+def q1_chart(examples):
     """Q1's chart over sel.TCP alone, k = 2, rate fixed at 500: σπ below 0.5, πσ above."""
-    catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
+    catalog = load_catalog(examples / "dec-pkt.toml")
     spec = ChartSpec("Q1", Q1, (Axis("sel.TCP", 0.0, 1.0, 2),), {"rate.TCP": 500.0})
     built = build_local([spec], catalog, progress=False)[0]
     chart = QueryChart(spec, ChartContext(spec, catalog).plans, built.plan_index, built.cost)

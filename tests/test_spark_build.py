@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import random
 import shutil
 import subprocess
@@ -24,7 +23,6 @@ from cqopt.spark import chart_build
 from cqopt.spark.chart_build import ARROW_BATCH, build_spark
 from cqopt.spark.session import SparkBuildError, check_java, spark_errors, spark_session
 
-from conftest import EXAMPLES, ROOT
 
 WINDOWS = ["", " [RANGE 10 SECONDS]", " [ROWS 100]", " [RANGE 500 MILLISECONDS]"]
 
@@ -72,13 +70,15 @@ def generated_queries(n: int, n_streams: int = 6, seed: int = 1) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def dec() -> Catalog:
-    return load_catalog(EXAMPLES / "dec-pkt.toml")
+def dec(examples) -> Catalog:
+    return load_catalog(examples / "dec-pkt.toml")
 
 
-def example_specs(dec, **overrides):
-    workload = load_workload(EXAMPLES / "workload.toml")
-    return [s for s, _ in workload_specs(workload, dec, overrides)]
+@pytest.fixture(scope="module")
+def example_specs(examples, dec):
+    """The example workload's chart specs, with overrides such as ``k=3``."""
+    workload = load_workload(examples / "workload.toml")
+    return lambda **overrides: [s for s, _ in workload_specs(workload, dec, overrides)]
 
 
 def extra_workload() -> dict:
@@ -112,8 +112,8 @@ def assert_identical(local: list[Chart], spark: list[Chart]) -> None:
         assert b.seconds > 0
 
 
-def test_example_workload(spark, dec):
-    specs = example_specs(dec)
+def test_example_workload(example_specs, spark, dec):
+    specs = example_specs()
     charts = build_spark(specs, dec, spark=spark, progress=False)
     assert [c.spec.name for c in charts] == ["Q1", "Q2"]
     assert [c.plan_index.shape for c in charts] == [(10, 10), (10, 10, 10)]
@@ -144,31 +144,31 @@ def test_generated_workload_in_many_partitions_and_batches(spark, monkeypatch):
     assert spark.range(3).count() == 3  # and still running
 
 
-def test_jobs_in_one_session_do_not_share_cached_contexts(spark, dec):
+def test_jobs_in_one_session_do_not_share_cached_contexts(example_specs, spark, dec):
     """Python workers outlive a job; chart 0 of the next job is another chart."""
-    first, second = example_specs(dec, k=4), example_specs(dec, k=5)[::-1]
+    first, second = example_specs(k=4), example_specs(k=5)[::-1]
     assert_identical(build_local(first, dec, progress=False),
                      build_spark(first, dec, spark=spark, progress=False))
     assert_identical(build_local(second, dec, progress=False),
                      build_spark(second, dec, spark=spark, progress=False))
 
 
-def test_scratch_directory_is_cleaned_up(spark, dec, tmp_path):
-    build_spark(example_specs(dec, k=3), dec, spark=spark, progress=False, scratch=tmp_path)
+def test_scratch_directory_is_cleaned_up(example_specs, spark, dec, tmp_path):
+    build_spark(example_specs(k=3), dec, spark=spark, progress=False, scratch=tmp_path)
     assert list(tmp_path.iterdir()) == []
     assert build_spark([], dec, spark=spark) == []
 
 
-def test_bad_query_fails_on_the_driver(spark, dec):
-    specs = example_specs(dec, k=2)
+def test_bad_query_fails_on_the_driver(example_specs, spark, dec):
+    specs = example_specs(k=2)
     bad = dataclasses.replace(specs[0], sql="SELECT nope FROM TCP WINDOW [1]")
     with pytest.raises(CqoptError):
         build_spark([bad], dec, spark=spark, progress=False)
 
 
-def test_kernel_function_on_mixed_batches_without_spark(dec):
+def test_kernel_function_on_mixed_batches_without_spark(example_specs, dec):
     """The mapInArrow function: batches mixing charts, out of order, or empty."""
-    specs = example_specs(dec, k=3)
+    specs = example_specs(k=3)
     contexts = [chart_build.ChartContext(s, dec) for s in specs]
     offsets = chart_build._offsets(specs)
     payload = {"job": "test", "offsets": offsets.tolist(),
@@ -186,8 +186,8 @@ def test_kernel_function_on_mixed_batches_without_spark(dec):
     assert cost.tobytes() == np.concatenate([c.cost.ravel() for c in local]).tobytes()
 
 
-def test_every_cell_once_or_a_clear_error(dec):
-    specs = example_specs(dec, k=2)  # 4 + 8 cells
+def test_every_cell_once_or_a_clear_error(example_specs, dec):
+    specs = example_specs(k=2)  # 4 + 8 cells
     offsets = chart_build._offsets(specs)
 
     def table(chart, cell):
@@ -258,13 +258,13 @@ def test_installed_java_passes():
     assert check_java() >= 17
 
 
-def test_shipped_function_is_plain_data(dec):
+def test_shipped_function_is_plain_data(example_specs, dec):
     """What mapInArrow pickles: a module function and a payload of JSON-able data."""
     import json
 
     from pyspark import cloudpickle
 
-    specs = example_specs(dec, k=2)
+    specs = example_specs(k=2)
     payload = {"job": "x", "offsets": chart_build._offsets(specs).tolist(),
                "specs": [s.to_dict() for s in specs], "catalog": dec.to_dict(),
                "plan_ids": [[]]}
@@ -273,7 +273,7 @@ def test_shipped_function_is_plain_data(dec):
     assert len(blob) < 20_000
 
 
-def test_unreadable_result_names_the_shared_scratch(spark, dec, monkeypatch):
+def test_unreadable_result_names_the_shared_scratch(example_specs, spark, dec, monkeypatch):
     """Executors on other machines write to their own disks: say what to do about it."""
     import pyarrow.parquet as pq
 
@@ -284,11 +284,11 @@ def test_unreadable_result_names_the_shared_scratch(spark, dec, monkeypatch):
     with pytest.raises(SparkBuildError, match="cannot read the Spark job's result in .*"
                                               "pass scratch= a directory the driver and every "
                                               "executor share"):
-        build_spark(example_specs(dec, k=2), dec, spark=spark, progress=False)
+        build_spark(example_specs(k=2), dec, spark=spark, progress=False)
 
 
-def test_bad_model_settings_fail_on_the_driver_as_locally(spark, dec):
-    spec = dataclasses.replace(example_specs(dec, k=2)[0], model="pipes", memory_unit="tuples")
+def test_bad_model_settings_fail_on_the_driver_as_locally(example_specs, spark, dec):
+    spec = dataclasses.replace(example_specs(k=2)[0], model="pipes", memory_unit="tuples")
     with pytest.raises((ValueError, CqoptError)) as local:
         build_local([spec], dec, progress=False)
     with pytest.raises(type(local.value), match="PIPES model counts memory in bytes only"):
@@ -296,14 +296,14 @@ def test_bad_model_settings_fail_on_the_driver_as_locally(spark, dec):
 
 
 # -- Spark's failures reach users as CqoptErrors ------------------------------------------
-def test_bogus_master_is_a_one_line_cli_error(tmp_path):
+def test_bogus_master_is_a_one_line_cli_error(examples, repo_root, tmp_path):
     """In a subprocess: this process's test session must not meet a second SparkContext."""
     out = tmp_path / "charts"
     run = subprocess.run(
-        [sys.executable, "-m", "cli.main", "build", "--catalog", str(EXAMPLES / "dec-pkt.toml"),
-         "--workload", str(EXAMPLES / "workload.toml"), "--out", str(out),
+        [sys.executable, "-m", "cqopt", "build", "--catalog", str(examples / "dec-pkt.toml"),
+         "--workload", str(examples / "workload.toml"), "--out", str(out),
          "--master", "bogus://x"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+        cwd=repo_root, capture_output=True, text=True,
         timeout=120)
     assert run.returncode == 2, run.stderr
     assert run.stderr.startswith("cqopt: error: Spark could not start with master "
@@ -312,12 +312,12 @@ def test_bogus_master_is_a_one_line_cli_error(tmp_path):
     assert "Traceback" not in run.stderr and not out.exists()
 
 
-def test_bogus_master_fails_before_any_jvm(spark, dec):
+def test_bogus_master_fails_before_any_jvm(example_specs, spark, dec):
     # Checked before the one-session rule: no Spark is touched.
     with pytest.raises(SparkBuildError, match=r"'bogus://x': not a master URL Spark knows"):
         spark_session("bogus://x")
     with pytest.raises(SparkBuildError, match="'mesos://x'.*check the master URL"):
-        build_spark(example_specs(dec, k=2), dec, master="mesos://x", progress=False)
+        build_spark(example_specs(k=2), dec, master="mesos://x", progress=False)
 
 
 def test_failing_start_up_is_a_build_error(monkeypatch):
@@ -339,7 +339,7 @@ def test_failing_start_up_is_a_build_error(monkeypatch):
         spark_session("spark://nowhere:7077")
 
 
-def test_executor_plan_mismatch_is_a_build_error(spark, dec, monkeypatch):
+def test_executor_plan_mismatch_is_a_build_error(example_specs, spark, dec, monkeypatch):
     """An executor enumerating other plans than the driver fails the job with a clear error."""
     real = chart_build.ChartContext
 
@@ -349,7 +349,7 @@ def test_executor_plan_mismatch_is_a_build_error(spark, dec, monkeypatch):
         return context
 
     monkeypatch.setattr(chart_build, "ChartContext", reordered)
-    specs = example_specs(dec, k=2)
+    specs = example_specs(k=2)
     with pytest.raises(SparkBuildError, match=r"the Spark job building the charts failed: "
                                               r"SparkBuildError: chart 'Q1': this executor's "
                                               r"plans .* differ from the driver's"):

@@ -15,15 +15,10 @@ from cqopt.replay.trace_generate import generate_trace, load_interarrivals, zipf
 from cqopt.replay.trace_write import write_trace
 from cqopt.spark.trace_read import read_trace
 
-from conftest import EXAMPLES, SHARED_DATA
-
-EPA = SHARED_DATA / "epa-http" / "epa-http.parsed.csv"
-DEC_ARRIVALS = SHARED_DATA / "dec-pkt-1-udp" / "dec-pkt-1-udp.arrivals.csv.gz"
-
 
 @pytest.fixture(scope="module")
-def dec_catalog() -> Catalog:
-    return load_catalog(EXAMPLES / "dec-pkt.toml")
+def dec_catalog(examples) -> Catalog:
+    return load_catalog(examples / "dec-pkt.toml")
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +137,8 @@ def test_order_counts_hold_across_file_splits(spark, tmp_path):
 
 
 # -- the real traces -----------------------------------------------------------------------
-def test_epa_http_log(spark):
+def test_epa_http_log(shared_data, spark):
+    EPA = shared_data / "epa-http" / "epa-http.parsed.csv"
     if not EPA.exists():
         pytest.skip(f"the EPA-HTTP trace is not here ({EPA})")
     cat = Catalog.from_dict({"streams": {"HTTP": {"rate": [0.05, 2], "columns": {
@@ -158,7 +154,8 @@ def test_epa_http_log(spark):
     assert df.where("method = 'GET'").count() == 46_020
 
 
-def test_dec_pkt_1_arrivals(spark, dec_catalog):
+def test_dec_pkt_1_arrivals(shared_data, spark, dec_catalog):
+    DEC_ARRIVALS = shared_data / "dec-pkt-1-udp" / "dec-pkt-1-udp.arrivals.csv.gz"
     if not DEC_ARRIVALS.exists():
         pytest.skip(f"the DEC-PKT-1 arrivals are not here ({DEC_ARRIVALS})")
     df, info = read_trace(spark, DEC_ARRIVALS, dec_catalog.stream("UDP"), ts_column="ts_seconds")
@@ -295,7 +292,8 @@ def test_interarrival_reuse(dec_catalog):
     assert len(scaled) == pytest.approx(1000, rel=0.01)
 
 
-def test_real_interarrivals_are_replayed(dec_catalog):
+def test_real_interarrivals_are_replayed(shared_data, dec_catalog):
+    DEC_ARRIVALS = shared_data / "dec-pkt-1-udp" / "dec-pkt-1-udp.arrivals.csv.gz"
     if not DEC_ARRIVALS.exists():
         pytest.skip(f"the DEC-PKT-1 arrivals are not here ({DEC_ARRIVALS})")
     gaps = load_interarrivals(DEC_ARRIVALS)

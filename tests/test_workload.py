@@ -7,11 +7,9 @@ import pytest
 from cqopt.charts.workload import load_workload, workload_from_dict
 from cqopt.optimizer.errors import WorkloadError
 
-from conftest import EXAMPLES
 
-
-def test_example_workload():
-    w = load_workload(EXAMPLES / "workload.toml")
+def test_example_workload(examples):
+    w = load_workload(examples / "workload.toml")
     assert [q.name for q in w.queries] == ["Q1", "Q2"]
     assert w.setting(w.query("Q1"), "k") == 10
     assert w.setting(w.query("Q1"), "model") == "om"

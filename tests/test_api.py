@@ -1,0 +1,143 @@
+"""The Python API a user meets: one import name, mappings, reprs, and errors that say what to do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+
+import cqopt
+from cqopt.charts.build import build_local
+from cqopt.charts.spec import workload_specs
+from cqopt.charts.store import ChartSetError, write_chart_set
+from cqopt.charts.workload import load_workload
+from cqopt.runtime.adaptive import AdaptiveQuery
+
+
+@pytest.fixture(scope="module")
+def chart_set(tmp_path_factory, examples, dec_catalog):
+    specs = [s for s, _ in workload_specs(load_workload(examples / "workload.toml"),
+                                          dec_catalog, {"k": 4})]
+    out = tmp_path_factory.mktemp("api") / "charts"
+    write_chart_set(out, build_local(specs, dec_catalog, progress=False), dec_catalog)
+    return cqopt.load(out)
+
+
+def test_chart_set_is_a_read_only_mapping(chart_set):
+    assert isinstance(chart_set, Mapping)
+    assert "Q1" in chart_set and "Q9" not in chart_set
+    assert list(chart_set) == ["Q1", "Q2"] and len(chart_set) == 2
+    assert dict(chart_set.items())["Q2"] is chart_set["Q2"]
+    with pytest.raises(TypeError):
+        chart_set["Q3"] = chart_set["Q1"]  # read-only: no __setitem__
+
+
+def test_unknown_query_is_a_key_error_with_a_suggestion(chart_set):
+    with pytest.raises(KeyError) as err:
+        chart_set["q1"]
+    assert isinstance(err.value, cqopt.CqoptError)
+    assert "did you mean 'Q1'" in str(err.value) and not str(err.value).startswith('"')
+    assert chart_set.get("Q9") is None  # Mapping.get works because it is a KeyError
+
+
+def test_reprs_say_what_a_thing_is(chart_set):
+    assert repr(chart_set).startswith("<ChartSet ") and "Q1 (16 cells)" in repr(chart_set)
+    q1 = repr(chart_set["Q1"])
+    assert "sel.TCP[0, 1]/4 x rate.TCP[100, 1000]/4" in q1 and "16 cells" in q1
+    choice = chart_set.choose("Q1", {"sel.TCP": 0.1, "rate.TCP": 5000.0})
+    assert repr(choice) == f"Choice(plan_id={choice.plan_id!r}, cell=(0, 3), " \
+                           "clamped=('rate.TCP',))"
+    assert repr(choice.plan).startswith(f"<Plan {choice.plan_id}: ")
+
+
+def test_check_takes_a_catalog_or_its_path(chart_set, examples, dec_catalog):
+    assert not chart_set.check(dec_catalog).stale
+    assert not chart_set.check(examples / "dec-pkt.toml").stale
+    assert chart_set.check(str(examples / "epa-http.toml")).stale
+    with pytest.raises(ChartSetError, match="needs a Catalog or the path"):
+        chart_set.check(42)
+
+
+def test_missing_statistic_suggests_from_the_given_side(chart_set):
+    """``sel.tcp`` given, ``sel.TCP`` needed: the hint names what the user typed."""
+    with pytest.raises(ChartSetError) as err:
+        chart_set.choose("Q1", {"sel.tcp": 0.1, "rate.TCP": 400.0})
+    message = str(err.value)
+    assert "statistic sel.TCP is missing" in message
+    assert "was 'sel.tcp' meant to be 'sel.TCP'?" in message
+    assert "did you mean 'sel.tcp'" not in message
+
+
+def test_adaptive_query_takes_a_chart_set_and_a_name(chart_set):
+    by_name = AdaptiveQuery(chart_set, "Q1", estimator="last")
+    by_chart = AdaptiveQuery(chart_set["Q1"], estimator="last")
+    rounds = [{"sel.TCP": s, "rate.TCP": r} for s, r in zip(np.linspace(0.05, 0.9, 6),
+                                                           np.linspace(150, 950, 6))]
+    assert [by_name.step(x).plan_id for x in rounds] == [by_chart.step(x).plan_id for x in rounds]
+
+
+@pytest.mark.parametrize("args, match", [
+    ((), "needs the query's name with a chart set"),
+    (("Q1", "extra"), None),
+])
+def test_adaptive_query_says_what_it_wants(chart_set, args, match):
+    if match is None:
+        with pytest.raises(TypeError):
+            AdaptiveQuery(chart_set, *args)
+    else:
+        with pytest.raises(cqopt.CqoptError, match=match):
+            AdaptiveQuery(chart_set, *args)
+    with pytest.raises(cqopt.CqoptError, match="but a single chart"):
+        AdaptiveQuery(chart_set["Q1"], "Q1")
+    with pytest.raises(cqopt.CqoptError, match="needs a QueryChart .* got str"):
+        AdaptiveQuery("out/charts")
+
+
+def test_import_cqopt_loads_no_spark_pandas_or_matplotlib():
+    code = ("import sys, cqopt; cqopt.load; cqopt.AdaptiveQuery; "
+            "print(sorted(m for m in ('pyspark', 'pandas', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd="/")
+    assert out.stdout.strip() == "[]"
+
+
+def test_version_on_the_command_line_and_in_python():
+    out = subprocess.run([sys.executable, "-m", "cqopt", "--version"], capture_output=True,
+                         text=True, check=True, cwd="/")
+    assert out.stdout.strip() == f"cqopt {cqopt.__version__}"
+    assert cqopt.__version__ not in ("", "0+unknown")
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_one_import_name(tmp_path, repo_root):
+    """Built and installed into a fresh environment, cqopt adds only ``cqopt`` to it."""
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                    "-q", "-w", str(wheels), str(repo_root)], check=True, capture_output=True)
+    (wheel,) = wheels.glob("cqopt-*.whl")
+    env = tmp_path / "env"
+    # The fresh environment sees this one's packages (numpy, pyspark, ...) but not cqopt's source.
+    venv.create(env, system_site_packages=False, with_pip=True)
+    python = env / "bin" / "python"
+    site = subprocess.run([sys.executable, "-c", "import numpy, os; "
+                           "print(os.path.dirname(os.path.dirname(numpy.__file__)))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel)],
+                   check=True, capture_output=True)
+    installed = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; "
+         "print(sorted({f.parts[0] for f in m.distribution('cqopt').files "
+         "if not f.parts[0].endswith(('.dist-info', '.data')) and f.parts[0] != '..'}))"],
+        capture_output=True, text=True, check=True, cwd=str(tmp_path)).stdout.strip()
+    assert installed == "['cqopt']"
+    probe = ("import sys; sys.path.append(sys.argv[1]); import cqopt, cqopt.charts, "
+             "cqopt.spark.session; print(cqopt.__version__, cqopt.charts.__file__.startswith("
+             "sys.prefix)); import catalog")
+    run = subprocess.run([str(python), "-c", probe, site], capture_output=True, text=True,
+                         cwd=str(tmp_path))
+    assert run.stdout.split() == [cqopt.__version__, "True"]
+    assert "No module named 'catalog'" in run.stderr
