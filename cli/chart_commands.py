@@ -58,16 +58,12 @@ def cmd_build(args: argparse.Namespace) -> int:
         charts = build_local(specs, catalog, progress=not args.quiet)
         extra = {"engine": "local"}
     else:
-        from pyspark.sql import SparkSession
-
         from cqopt.spark.chart_build import build_spark
+        from cqopt.spark.session import running_session
 
-        # A session already running in this process (a notebook) is used, and left running.
-        active = SparkSession.getActiveSession()
-        charts = build_spark(specs, catalog, spark=active, master=args.master,
-                             progress=not args.quiet)
-        extra = {"engine": "spark",
-                 "master": active.sparkContext.master if active else args.master}
+        with running_session(args.master, progress=not args.quiet) as spark:
+            charts = build_spark(specs, catalog, spark=spark, progress=not args.quiet)
+            extra = {"engine": "spark", "master": spark.sparkContext.master}
     write_chart_set(out, charts, catalog, force=args.force, engine=extra.pop("engine"),
                     extra=extra)
     total = time.perf_counter() - start

@@ -108,7 +108,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     from cqopt.replay.report import summary_json, write_report
     from cqopt.replay.rounds import write_round_statistics
     from cqopt.spark.round_stats import round_statistics
-    from cqopt.spark.session import spark_session
+    from cqopt.spark.session import running_session
     from cqopt.spark.trace_read import read_trace
 
     # Every option is checked before any Spark work starts.
@@ -151,14 +151,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                                  f"one in {workload.source}; rebuild the charts with cqopt build")
     out = Path(args.out)
     with staged_directory(out, args.force) as tmp:
-        from pyspark.sql import SparkSession
-
-        # A session already running in this process (a notebook, a test) is reused, not ours
-        # to stop.
-        active = SparkSession.getActiveSession()
-        spark = active or spark_session(args.master, progress=not args.quiet)
         observed, frames, infos = {}, {}, {}
-        try:
+        with running_session(args.master, progress=not args.quiet) as spark:
             for name in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
                 print(f"{name}: reading {paths[name]}", file=sys.stderr)
                 frames[name], infos[name] = read_trace(spark, paths[name], catalog.stream(name),
@@ -171,9 +165,6 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                                                        rounds=args.rounds)
                 write_round_statistics(observed[spec.name],
                                        tmp / "rounds" / f"{spec.name}.parquet")
-        finally:
-            if active is None:
-                spark.stop()
         replays, sweeps, used = {}, {}, {}
         options = {"estimator": args.estimator, "d": args.d, "decay": args.decay,
                    "seed": args.seed}

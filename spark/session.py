@@ -165,6 +165,35 @@ def _java_error(found: str) -> SparkBuildError:
         "the PATH or point JAVA_HOME at it, or build with --engine local")
 
 
+@contextlib.contextmanager
+def running_session(master: str = "local[*]", progress: bool = True) -> Iterator[SparkSession]:
+    """The session already running in this process (a notebook, a test), else a new one.
+
+    A session that was running is left running; one started here is stopped
+    on leaving the ``with`` block, also on an error.
+
+    Parameters
+    ----------
+    master : str
+        The master URL for a new session (ignored when one is running).
+    progress : bool
+        Whether a new session shows Spark's console progress.
+
+    Yields
+    ------
+    SparkSession
+    """
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    spark = active or spark_session(master, progress=progress)
+    try:
+        yield spark
+    finally:
+        if active is None:
+            spark.stop()
+
+
 def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: bool = True,
                   conf: dict[str, str] | None = None) -> SparkSession:
     """A new Spark session for chart builds; ``conf`` entries win over the defaults.

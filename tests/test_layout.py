@@ -1,0 +1,84 @@
+"""The house: each package imports only the packages below it, and the heavy engines stay in
+their rooms (pyspark in ``cqopt.spark``, matplotlib in the diagram and report modules)."""
+
+from __future__ import annotations
+
+import ast
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import cqopt
+
+# Bottom to top; a package may import itself and any package before it.
+LAYERS = ["cqopt.errors", "cqopt.catalog", "cqopt.optimizer", "cqopt.costmodel",
+          "cqopt.charts", "cqopt.runtime", "cqopt.replay", "cqopt.spark", "cqopt.cli"]
+# Imports that run upward on purpose, each inside one function, with the reason.
+ALLOWED_UP = {
+    # Plan.to_spark is the user's entry point; the DataFrame code must live with the rest
+    # of the Spark code so that importing the optimizer never imports pyspark.
+    ("cqopt.optimizer.plan", "cqopt.spark.plan_frame"),
+}
+ENGINES = {  # third-party package -> the only packages or modules that may import it
+    "pyspark": ("cqopt.spark",),
+    "py4j": ("cqopt.spark",),
+    "matplotlib": ("cqopt.charts.diagram", "cqopt.replay.report", "cqopt.cli"),
+}
+NO_PANDAS = ("cqopt.runtime", "cqopt.charts.lookup", "cqopt.charts.store", "cqopt.charts.spec")
+
+
+def _modules() -> dict[str, Path]:
+    out = {"cqopt": Path(cqopt.__file__)}
+    for info in pkgutil.walk_packages(cqopt.__path__, prefix="cqopt."):
+        spec = info.module_finder.find_spec(info.name.rsplit(".", 1)[-1])
+        out[info.name] = Path(spec.origin)
+    return out
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [(node.module, node.lineno)]
+            found += [(f"{node.module}.{a.name}", node.lineno) for a in node.names
+                      if node.module == "cqopt" or node.module in LAYERS]
+    return found
+
+
+def _layer(module: str) -> int | None:
+    return next((i for i, top in enumerate(LAYERS)
+                 if module == top or module.startswith(top + ".")), None)
+
+
+MODULES = _modules()
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_import_runs_back_up(module):
+    here = _layer(module)
+    if here is None:
+        return  # the root package: its names load lazily from anywhere below
+    upward = []
+    for name, line in _imports(MODULES[module]):
+        there = _layer(name)
+        if there is not None and there > here and (module, name) not in ALLOWED_UP:
+            upward.append(f"line {line}: {name}")
+    assert not upward, f"{module} imports upward: {upward}"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_engines_stay_in_their_rooms(module):
+    for name, line in _imports(MODULES[module]):
+        top = name.split(".")[0]
+        if top in ENGINES:
+            assert module.startswith(ENGINES[top]), f"{module} line {line} imports {name}"
+        if top == "pandas":
+            assert not module.startswith(NO_PANDAS), f"{module} line {line} imports pandas"
+
+
+def test_every_folder_is_a_layer():
+    packages = {m for m in MODULES if m.count(".") == 1 and MODULES[m].name == "__init__.py"}
+    assert packages <= set(LAYERS), packages - set(LAYERS)
