@@ -196,7 +196,30 @@ class Catalog:
 
 
 def load_catalog(path: str | Path) -> Catalog:
-    """Read and validate a TOML catalog file."""
+    """Read and validate a TOML catalog file.
+
+    Parameters
+    ----------
+    path : str or Path
+        A catalog TOML file (see the module docstring for its keys).
+
+    Returns
+    -------
+    Catalog
+
+    Raises
+    ------
+    CatalogError
+        The file is missing, unreadable, not TOML, or invalid; the message
+        names the file and the key.
+
+    Examples
+    --------
+    >>> from pathlib import Path
+    >>> cat = load_catalog(Path(__file__).parent.parent / "examples" / "dec-pkt.toml")
+    >>> sorted(cat.streams)
+    ['SF', 'TCP', 'UDP']
+    """
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -48,7 +48,26 @@ def build_chart(context: ChartContext, progress: bool = True) -> Chart:
 
 
 def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True) -> list[Chart]:
-    """Build every chart in this process (see :func:`build_chart`)."""
+    """Build every chart in this process (see :func:`build_chart`).
+
+    Parameters
+    ----------
+    specs : list of ChartSpec
+        What to build: a query, its axes and fixed statistics, model and weights.
+    catalog : Catalog
+    progress : bool
+        Show each chart's progress on stderr.
+
+    Returns
+    -------
+    list of Chart
+        One per spec, in order, with the plan index and winning utility per cell.
+
+    Raises
+    ------
+    CqoptError
+        A query that does not plan, an unknown model, or bad weights.
+    """
     return [build_chart(ChartContext(spec, catalog), progress) for spec in specs]
 
 

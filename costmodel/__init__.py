@@ -28,10 +28,25 @@ MODELS: dict[str, type[OM] | type[PIPES]] = {"om": OM, "pipes": PIPES}
 
 
 def make_model(name: str, catalog: Catalog, memory_unit: str = "bytes") -> OM | PIPES:
-    """The cost model called ``name`` ("om" or "pipes") over ``catalog``.
+    """The cost model called ``name`` over ``catalog``.
 
-    A :class:`CostModelError` names an unknown model or a memory unit the
-    model does not have (PIPES counts bytes only).
+    Parameters
+    ----------
+    name : {"om", "pipes"}
+        OM's rate/memory model or the PIPES (d, l, g) model.
+    catalog : Catalog
+        Widths and operator processing rates the model costs with.
+    memory_unit : {"bytes", "tuples"}
+        What memory is counted in (PIPES counts bytes only).
+
+    Returns
+    -------
+    OM or PIPES
+
+    Raises
+    ------
+    CostModelError
+        An unknown model, or a memory unit the model does not have.
     """
     if name not in MODELS:
         raise CostModelError(f"unknown cost model {name!r} (expected "
@@ -41,7 +56,28 @@ def make_model(name: str, catalog: Catalog, memory_unit: str = "bytes") -> OM | 
 
 def plan_utilities(model, utility: Utility, plans: Sequence,
                    stats: Mapping[str, ArrayLike]) -> np.ndarray:
-    """Utilities of every plan over the broadcast grid: shape ``(len(plans), *grid)``."""
+    """Utilities of every plan over the broadcast grid of statistics: the one cost kernel.
+
+    Parameters
+    ----------
+    model : OM or PIPES
+        From :func:`make_model`.
+    utility : Utility
+        Weights that turn a plan's costs into one number (lower is better).
+    plans : sequence of Plan
+    stats : mapping of str to array_like
+        Statistic name to values; the arrays broadcast together into the grid.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(len(plans), *grid)``.
+
+    Raises
+    ------
+    MissingStatisticError
+        A plan's cost needs a statistic ``stats`` lacks.
+    """
     scores = [utility(model.cost(plan, stats)) for plan in plans]
     return np.stack(np.broadcast_arrays(*scores))
 

@@ -88,11 +88,32 @@ ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | None = None,
                 master: str = "local[*]", progress: bool = True,
                 scratch: Path | None = None) -> list[Chart]:
-    """Build every chart in one Spark job; the same charts as :func:`cqopt.charts.build.build_local`.
+    """Build every chart in one Spark job; the same charts as
+    :func:`cqopt.charts.build.build_local`.
 
-    Without ``spark`` a session on ``master`` is started and stopped at the end;
-    a given session is left running. ``scratch`` is where the job's Parquet goes
-    (a fresh subdirectory of it, removed afterwards); see the module docstring.
+    Parameters
+    ----------
+    specs : list of ChartSpec
+    catalog : Catalog
+    spark : SparkSession, optional
+        A running session, left running; without it a session on ``master``
+        is started and stopped at the end.
+    master : str
+        A Spark master URL (``local[*]``, ``spark://HOST:PORT``, ``yarn``, ...).
+    progress : bool
+        Say on stderr what the job does.
+    scratch : Path, optional
+        Where the job's Parquet goes (a fresh subdirectory, removed
+        afterwards); on a cluster, a directory every executor shares.
+
+    Returns
+    -------
+    list of Chart
+
+    Raises
+    ------
+    SparkBuildError
+        Spark cannot start, the job fails, or its result is not every cell once.
     """
     specs = list(specs)
     if not specs:
