@@ -61,11 +61,17 @@ Project [S.a]  (8 B -> 4 B)
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
 from cqopt.optimizer.dialect import CQL
+
+if TYPE_CHECKING:  # annotations only: importing the optimizer never imports pyspark
+    from pyspark.sql import DataFrame
+
+    from cqopt.optimizer.logical import ContinuousQuery
 
 KINDS = ("source", "selection", "projection", "join", "aggregate")
 # The node contract: every node has these attributes (see the module docstring).
@@ -133,6 +139,31 @@ class Plan:
             "nodes": [{"key": key, **_node_dict(self.graph.nodes[key])}
                       for key in self.operators()],
         }
+
+    def to_sql(self, dialect: str = "spark", *, query: ContinuousQuery | None = None,
+               pretty: bool = True) -> str:
+        """The plan as SQL of ``dialect`` that keeps its shape: each stream's σ/π
+        order as nested subqueries, the left-deep join order, the aggregate on
+        top; the windows in a leading comment. See
+        :func:`cqopt.optimizer.plan_sql.plan_sql` (``query`` names the output
+        columns; a construct the dialect cannot express is a ``PlanSqlError``).
+        """
+        from cqopt.optimizer.plan_sql import plan_sql
+
+        return plan_sql(self, dialect, query=query, pretty=pretty)
+
+    def to_spark(self, frames: Mapping[str, DataFrame], *,
+                 query: ContinuousQuery | None = None) -> DataFrame:
+        """The plan as a PySpark DataFrame pipeline over one window per stream.
+
+        See :func:`cqopt.spark.plan_frame.to_spark`. The Spark module is
+        imported here, inside the method, because the optimizer (and the
+        run-time chart lookup above it) must import without pyspark: only
+        ``cqopt.spark`` may import it, and only when a plan runs on Spark.
+        """
+        from cqopt.spark.plan_frame import to_spark
+
+        return to_spark(self, frames, query=query)
 
     def __repr__(self) -> str:
         kinds = [self.graph.nodes[k]["kind"] for k in nx.topological_sort(self.graph)]

@@ -1,0 +1,207 @@
+"""A plan as a PySpark DataFrame pipeline, in the plan's order.
+
+:func:`to_spark` builds the DataFrame of one round of a plan: ``frames``
+holds each stream's current window (a DataFrame with the stream's catalog
+columns, any case, extra columns ignored), and every operator of the plan
+becomes one DataFrame step, bottom-up as the reference executor
+(:mod:`cqopt.costmodel.reference_executor`) runs it:
+
+- a source selects the stream's catalog columns and names the frame after
+  the stream (``DataFrame.alias``), so ``S.a`` names a column from then on;
+- a selection is ``where`` with the grouped selection's condition, a
+  projection a ``select`` of the columns it keeps;
+- joins follow the plan's left-deep order, each ``join`` applying every
+  predicate of the plan's join (``crossJoin`` for a Cartesian step);
+- the aggregate (COUNT/SUM/AVG/MIN/MAX, GROUP BY, HAVING) comes last, then
+  the output columns, named as the query names them (with ``query=``; else by
+  their text ``S.a``, ``COUNT(*)``).
+
+Predicates become Spark conditions through
+:func:`cqopt.spark.round_stats.spark_condition` and
+:func:`~cqopt.spark.round_stats.predicate_condition`, the walker of
+:mod:`cqopt.optimizer.predicates` that the pandas executor uses too.
+
+Spark's optimizer keeps the plan's join order: its cost-based join
+reordering (``spark.sql.cbo.joinReorder.enabled``) is off by default, and
+cqopt relies on that; a Cartesian step is hinted ``shuffle_replicate_nl``,
+which keeps Spark's ReorderJoin rule from moving it. It does move commuting steps that cost nothing to move:
+a selection may be pushed below a projection and unread columns pruned, so
+σ→π and π→σ can run alike on Spark.
+
+With a session, ``plan.to_spark({"S": spark.createDataFrame(window)}, query=q)``
+is the plan's DataFrame; a stream without a frame is refused before Spark runs:
+
+>>> from cqopt.catalog import Catalog
+>>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.enumerate import enumerate_plans
+>>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10], "columns": {"a": "int"}}}})
+>>> plan = enumerate_plans(parse_query("SELECT S.a FROM S WHERE S.a > 1", cat))[0]
+>>> try:
+...     to_spark(plan, {})
+... except PlanFrameError as err:
+...     print(err)
+plan S reads stream S, but no frame is given for it; frames given: none
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from cqopt.errors import CqoptError
+from cqopt.optimizer.logical import AGGREGATES
+from cqopt.optimizer.plan import Plan
+from cqopt.optimizer.plan_sql import CARTESIAN_HINT, plan_outputs
+from cqopt.spark.round_stats import predicate_condition, spark_condition
+from cqopt.spark.session import spark_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from cqopt.optimizer.logical import ContinuousQuery
+
+
+class PlanFrameError(CqoptError):
+    """A plan cannot be built over the frames given (a stream or column is missing)."""
+
+
+def to_spark(plan: Plan, frames: Mapping[str, DataFrame], *,
+             query: ContinuousQuery | None = None) -> DataFrame:
+    """The DataFrame computing ``plan`` over one window per stream.
+
+    Parameters
+    ----------
+    plan : Plan
+        A candidate plan.
+    frames : Mapping[str, DataFrame]
+        Each stream of the plan (any case) -> its window, with the stream's
+        catalog columns (any case).
+    query : ContinuousQuery, optional
+        The plan's query: gives the result its output names and order.
+
+    Returns
+    -------
+    DataFrame
+        Lazy: nothing runs until an action (``count``, ``toPandas``, a write).
+
+    Raises
+    ------
+    PlanFrameError
+        A stream of the plan has no frame, or its frame lacks a column.
+
+    Examples
+    --------
+    See the module docstring.
+    """
+    with spark_errors(f"Spark cannot build plan {plan.id}", PlanFrameError):
+        return _build(plan, frames, query)
+
+
+def _build(plan: Plan, frames: Mapping[str, DataFrame],
+           query: ContinuousQuery | None) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    by_lower = {name.lower(): df for name, df in frames.items()}
+    built: dict[str, DataFrame] = {}
+    aggregated: dict[tuple, str] = {}  # after the aggregate: its columns' internal names
+    for key in plan.operators():
+        node = plan.node(key)
+        kind = node["kind"]
+        inputs = [built[k] for k in node["inputs"]]
+        if kind == "source":
+            out = _source(plan, node, by_lower)
+        elif kind == "selection":
+            out = inputs[0].where(spark_condition(node["predicate"].predicate, _column)) \
+                .alias(node["stream"])
+        elif kind == "projection" and node["stream"] is not None:
+            out = inputs[0].select(*[_column(*c) for c in dict.fromkeys(node["columns"])]) \
+                .alias(node["stream"])
+        elif kind == "projection":
+            continue  # the final projection: the output columns, below
+        elif kind == "join":
+            out = _join(inputs[0], inputs[1], node)
+        else:
+            out, aggregated = _aggregate(inputs[0], node)
+        built[key] = out
+    top = plan.root
+    while top not in built:  # the final projection was skipped
+        top = plan.node(top)["inputs"][0]
+    result = built[top]
+
+    def output(ref: tuple) -> Column:
+        return F.col(aggregated[ref]) if aggregated else _column(*ref)
+
+    return result.select(*[output(ref).alias(name) for ref, name in plan_outputs(plan, query)])
+
+
+def _source(plan: Plan, node: dict[str, Any], by_lower: dict[str, DataFrame]) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    stream = node["stream"]
+    df = by_lower.get(stream.lower())
+    if df is None:
+        raise PlanFrameError(f"plan {plan.id} reads stream {stream}, but no frame is given for "
+                             f"it; frames given: {', '.join(by_lower) or 'none'}")
+    have = {c.lower(): c for c in df.columns}
+    missing = [c for _, c in node["emits"] if c.lower() not in have]
+    if missing:
+        raise PlanFrameError(f"the frame of stream {stream} has no column "
+                             f"{', '.join(missing)}; its columns are {', '.join(df.columns)}")
+    return df.select(*[F.col(f"`{have[c.lower()]}`").alias(c) for _, c in node["emits"]]) \
+        .alias(stream)
+
+
+def _column(stream: str, name: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col(f"`{stream}`.`{name}`")
+
+
+def _join(left: DataFrame, right: DataFrame, node: dict[str, Any]) -> DataFrame:
+    if node.get("cartesian") or not node["predicate"]:
+        # Hinted, or Spark's ReorderJoin would move the product above the joins with a
+        # condition (see cqopt.optimizer.plan_sql.plan_expression).
+        return left.crossJoin(right.hint(CARTESIAN_HINT.lower()))
+    condition = functools.reduce(lambda a, b: a & b,
+                                 [predicate_condition(p, _column) for p in node["predicate"]])
+    return left.join(right, condition, "inner")
+
+
+_SPARK_AGGREGATES = {"COUNT": "count", "SUM": "sum", "AVG": "avg", "MIN": "min", "MAX": "max"}
+
+
+def _aggregate(df: DataFrame, node: dict[str, Any]) -> tuple[DataFrame, dict[tuple, str]]:
+    """GROUP BY and aggregates under internal names, then HAVING over them."""
+    from pyspark.sql import functions as F
+
+    names: dict[tuple, str] = {}
+    keys = []
+    for i, ref in enumerate(node["group_by"]):
+        names[tuple(ref)] = f"_g{i}"
+        keys.append(_column(*ref).alias(f"_g{i}"))
+    calls = []
+    for i, agg in enumerate(node["aggregates"]):
+        names[(None, str(agg))] = f"_a{i}"
+        argument = F.lit(1) if agg.argument is None else _column(*agg.argument)
+        calls.append(getattr(F, _SPARK_AGGREGATES[agg.function])(argument).alias(f"_a{i}"))
+    out = df.groupBy(*keys).agg(*calls) if calls else df.groupBy(*keys).agg(F.count(F.lit(1)))
+    if node["having"] is not None:
+        def resolve(stream: str, column: str) -> Column:
+            return F.col(names[(stream, column)])
+
+        having = node["having"].transform(
+            lambda n: exp.column(names[_aggregate_ref(n)]) if type(n) in AGGREGATES else n)
+        out = out.where(spark_condition(having, lambda s, c: F.col(c) if not s else resolve(s, c)))
+    return out, names
+
+
+def _aggregate_ref(node: exp.Expression) -> tuple[None, str]:
+    """The reference of an aggregate call in HAVING: ``(None, "SUM(S.a)")``."""
+    from cqopt.optimizer.logical import aggregate_text
+
+    arg = node.this
+    argument = None if arg is None or isinstance(arg, exp.Star) else (arg.table, arg.name)
+    return None, aggregate_text(AGGREGATES[type(node)], argument)
