@@ -127,7 +127,7 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
     """
     nodes = plan.graph.nodes
     above = _above_joins(plan)  # the aggregate and the final projection, top-down
-    top = above[-1]["inputs"][0] if above else plan.root
+    top = above[0]["inputs"][0] if above else plan.root
     outputs = plan_outputs(plan, query)
     aggregate = next((n for n in above if n["kind"] == "aggregate"), None)
 
