@@ -81,14 +81,26 @@ def cmd_choose(args: argparse.Namespace) -> int:
     chart_set = charts.load(args.charts)
     stats = dict(parse_stat(s) for s in args.stat or [])
     choice = chart_set.choose(args.query, stats)
+    sql = None
+    if args.sql is not None:
+        from cqopt.catalog import Catalog
+        from cqopt.optimizer.logical import parse_query
+
+        # The chart set's own catalog: the query plans as it did when the charts were built.
+        catalog = Catalog.from_dict(chart_set.manifest["catalog"], f"{args.charts} catalog")
+        query = parse_query(chart_set[args.query].spec.sql, catalog)
+        sql = choice.plan.to_sql(args.sql, query=query)
     if args.json:
         print(json.dumps({"query": args.query, "plan": choice.plan_id, "cell": list(choice.cell),
-                          "clamped": list(choice.clamped)}, ensure_ascii=False))
+                          "clamped": list(choice.clamped),
+                          **({"sql": sql} if sql is not None else {})}, ensure_ascii=False))
         return 0
     print(f"{args.query}: plan {choice.plan_id}, cell {choice.cell}")
     if choice.clamped:
         print(f"clamped to the chart's edge: {', '.join(choice.clamped)}")
     print(choice.plan.explain())
+    if sql is not None:
+        print(sql)
     return 0
 
 
@@ -147,6 +159,9 @@ def add_parsers(sub) -> None:
                    help="a statistic, e.g. rate.TCP=500 (repeat for each chart axis)")
     p.add_argument("--json", action="store_true",
                    help="print {query, plan, cell, clamped} as JSON")
+    p.add_argument("--sql", metavar="DIALECT",
+                   help="also print the chosen plan as SQL of this sqlglot dialect (spark, "
+                        "hive, postgres, duckdb, ...)")
     p.set_defaults(run=cmd_choose)
 
     p = sub.add_parser(

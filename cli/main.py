@@ -86,7 +86,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
                         "weights": [utility.w_r, utility.w_m, utility.w_c],
                         "statistics": {s: {"value": v, "default": d}
                                        for s, (v, d) in stats.items()},
-                        "plans": [{"id": p.id, "tree": p.explain(), "cost": c}
+                        "plans": [{"id": p.id, "tree": p.explain(), "cost": c,
+                                   **({"sql": p.to_sql(args.sql_out, query=q)}
+                                      if args.sql_out else {})}
                                   for p, c in zip(plans, costs)],
                         "chosen": chosen.id if chosen else None})
     if args.json:
@@ -119,6 +121,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
                   f"{c['memory']:.4g} B  cpu {c['cpu']:.3g} s/s  utility {c['utility']:.6g}"
                   f"{mark}")
             print(textwrap.indent(plan["tree"], "     "))
+            if "sql" in plan:
+                print(f"     SQL ({args.sql_out}):")
+                print(textwrap.indent(plan["sql"], "       "))
     return 0
 
 
@@ -153,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cost model (default om)")
     p.add_argument("--weights", metavar="WR,WM[,WC]", help="utility weights (default 0.4,0.6)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--sql-out", metavar="DIALECT",
+                   help="also print each plan as SQL of this sqlglot dialect (spark, hive, "
+                        "postgres, duckdb, ...), shaped like the plan")
     p.set_defaults(run=cmd_explain)
     chart_commands.add_parsers(sub)
     fidelity_commands.add_parsers(sub)

@@ -10,6 +10,7 @@ its optimized logical plan.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import Counter
 
@@ -312,3 +313,46 @@ def test_importing_the_optimizer_does_not_import_pyspark():
             "print('pyspark' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+# -- the command line -------------------------------------------------------------------
+def test_explain_prints_each_plans_sql(dec_toml, workload_toml, capsys):
+    from cqopt.cli.main import main
+
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml, "--query", "Q2",
+                 "--sql-out", "postgres"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("SQL (postgres):") == 3
+    assert '/* cqopt plan TCP⋈UDP⋈SF; windows: TCP [RANGE 1 SECONDS]' in out
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml, "--query", "Q1",
+                 "--sql-out", "duckdb", "--json"]) == 0
+    plans = json.loads(capsys.readouterr().out)["plans"]
+    assert all(sqlglot.parse_one(p["sql"], read="duckdb") for p in plans)
+
+
+def test_choose_prints_the_chosen_plans_sql(dec_toml, workload_toml, tmp_path, capsys):
+    from cqopt.cli.main import main
+
+    charts = str(tmp_path / "charts")
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out", charts,
+                 "--engine", "local", "--k", "2", "--quiet"]) == 0
+    capsys.readouterr()
+    stats = ["--stat", "rate.TCP=500", "--stat", "rate.UDP=300", "--stat", "rate.SF=100"]
+    assert main(["choose", "--charts", charts, "--query", "Q2", *stats, "--sql", "spark"]) == 0
+    out = capsys.readouterr().out
+    plan_id = out.split("plan ", 1)[1].split(",")[0]
+    assert f"/* cqopt plan {plan_id}; windows:" in out and "INNER JOIN" in out
+    assert main(["choose", "--charts", charts, "--query", "Q2", *stats, "--sql", "hive",
+                 "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["sql"].startswith(f"/* cqopt plan {data['plan']}")
+
+
+def test_an_unknown_dialect_is_one_line_and_exit_2(dec_toml, workload_toml, capsys):
+    from cqopt.cli.main import main
+
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml,
+                 "--sql-out", "sparkk"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cqopt: error: unknown SQL dialect 'sparkk'; did you mean 'spark'")
+    assert len(err.strip().splitlines()) == 1
