@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import cqopt
 from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
-from cqopt.cli import chart_commands, fidelity_commands
+from cqopt.cli import calibrate_command, chart_commands, fidelity_commands
 from cqopt.cli.chart_commands import parse_stat, parse_weights
 from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model
 from cqopt.errors import CqoptError
@@ -164,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_explain)
     chart_commands.add_parsers(sub)
     fidelity_commands.add_parsers(sub)
+    calibrate_command.add_parsers(sub)
     return parser
 
 

@@ -1,0 +1,322 @@
+"""Calibrate OM's operator processing rates on Spark, as the OM paper did on its system.
+
+The OM paper ran "the common query operators in isolation" and read off each
+one's tuple processing rate (seed 001, section 5.1: selection-equality 400k,
+selection-range 200k, projection 500k, equi-join 3k tuples/s).
+:func:`calibrate` does the same on the engine that would run the plans:
+for each rate class of :class:`~cqopt.catalog.catalog.OperatorRates` it
+times one operator over generated data of the catalog's column types, at
+several sizes, and fits
+
+    seconds = fixed + rows / rate
+
+by least squares over the (rows, seconds) points. The slope is the
+per-tuple cost, so ``rate`` (tuples/s) is what the cost model wants; the
+intercept ``fixed`` is Spark's per-job cost (scheduling a job, starting its
+tasks), which the OM model has no term for. Where ``fixed`` is most of a
+timing, the rate rests on little: the fit says so (``fixed_share``), and
+larger sizes help.
+
+The data: a stream of the catalog (the one with the most columns), each
+column generated on the executors from ``spark.range`` (no driver transfer)
+with its type, cached and counted before timing, so a timing is the
+operator's own. A column ``key`` draws from ``rows`` values, so a join of two
+frames emits about as many tuples as each reads.
+Per kind, what is timed and what a "tuple" is:
+
+- ``selection_equality``: ``where(key = v)``, tuples read;
+- ``selection_range``: ``where(0 <= key < rows / 2)``, about half passing;
+- ``projection``: ``select`` of half of the columns, tuples read;
+- ``equi_join``: two such frames joined on ``key``; tuples read from both;
+- ``aggregate``: GROUP BY ``key % 100`` with COUNT and SUM, tuples read.
+
+Each query ends in Spark's ``noop`` sink, which runs it in full and keeps
+nothing; each point is the median of ``repeats`` runs.
+
+>>> fit_rate([1e6, 2e6, 4e6], [0.15, 0.25, 0.45])  # 0.05 s per job, 10M tuples/s
+(10000000.0, 0.05)
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import socket
+import statistics
+import time
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cqopt.catalog import Catalog
+from cqopt.catalog.catalog import OperatorRates
+from cqopt.errors import CqoptError
+from cqopt.spark.session import spark_errors
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+KINDS = tuple(f.name for f in fields(OperatorRates))
+# The first line of every catalog calibrate writes: the mark that lets it replace one.
+MARK = "# Written by cqopt calibrate."
+
+
+class CalibrationError(CqoptError):
+    """Calibration cannot run, its timings cannot be fitted, or its output not written."""
+
+
+@dataclass(frozen=True)
+class KindFit:
+    """One rate class's timings and their least-squares fit."""
+
+    kind: str
+    rows: tuple[int, ...]  # tuples read per timing
+    seconds: tuple[float, ...]  # median wall time per size
+    rate: float  # tuples/s: 1 / slope
+    fixed: float  # seconds: the intercept, Spark's per-job cost
+
+    @property
+    def fixed_share(self) -> float:
+        """The share of the largest timing that is the fixed cost."""
+        return max(0.0, self.fixed) / self.seconds[-1]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    fits: dict[str, KindFit]
+    where: str  # Spark version, master, host, cores
+    when: str  # UTC, ISO 8601
+
+    @property
+    def rates(self) -> OperatorRates:
+        return OperatorRates(**{k: fit.rate for k, fit in self.fits.items()})
+
+
+def fit_rate(rows: Sequence[float], seconds: Sequence[float]) -> tuple[float, float]:
+    """``(rate, fixed)`` of the least-squares line ``seconds = fixed + rows / rate``.
+
+    Raises
+    ------
+    CalibrationError
+        Fewer than two sizes, or time that does not grow with the rows (the
+        fixed cost hides the operator: larger sizes are needed).
+    """
+    x, y = np.asarray(rows, dtype=float), np.asarray(seconds, dtype=float)
+    if len(set(x.tolist())) < 2:
+        raise CalibrationError("a fit needs timings at two sizes or more")
+    slope, intercept = np.polyfit(x, y, 1)
+    if not slope > 0:
+        raise CalibrationError(
+            f"the time does not grow with the rows ({', '.join(f'{r:g}' for r in x)} rows "
+            f"took {', '.join(f'{s:.3g}' for s in y)} s): Spark's per-job cost hides the "
+            "operator's; pass a larger --rows")
+    return float(f"{1.0 / slope:.6g}"), float(f"{intercept:.6g}")
+
+
+def calibrate(spark: SparkSession, catalog: Catalog, max_rows: int = 1_000_000,
+              sizes: int = 4, repeats: int = 3,
+              progress: Callable[[str], None] | None = None) -> Calibration:
+    """Time every rate class on ``spark`` and fit its rate (see the module docstring).
+
+    Parameters
+    ----------
+    spark : SparkSession
+        Where to measure.
+    catalog : Catalog
+        Its widest stream's column types shape the generated data.
+    max_rows : int
+        Rows of the largest size; the sizes are ``max_rows / 2**i``, ``i < sizes``.
+    sizes, repeats : int
+        How many sizes, and runs per size (their median is the point).
+    progress : callable, optional
+        Called with a sentence as each step starts.
+
+    Returns
+    -------
+    Calibration
+
+    Raises
+    ------
+    CalibrationError
+        Bad sizes, a Spark failure, or timings that cannot be fitted.
+    """
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1000:
+        raise CalibrationError(f"--rows {max_rows!r}: needs a whole number >= 1000")
+    if sizes < 2 or repeats < 1:
+        raise CalibrationError("calibration needs 2 sizes or more and 1 run or more per size")
+    say = progress or (lambda _: None)
+    timings = measure(spark, catalog, max_rows, sizes, repeats, say)
+    with spark_errors("Spark failed while calibrating", CalibrationError):
+        where = describe_spark(spark)
+    fits = {}
+    for kind, points in timings.items():
+        rows, seconds = zip(*points)
+        try:
+            rate, fixed = fit_rate(rows, seconds)
+        except CalibrationError as err:
+            raise CalibrationError(f"{kind}: {err}") from None
+        fits[kind] = KindFit(kind, tuple(rows), tuple(seconds), rate, fixed)
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Calibration(fits, where, when)
+
+
+def measure(spark: SparkSession, catalog: Catalog, max_rows: int, sizes: int, repeats: int,
+            say: Callable[[str], None]) -> dict[str, list[tuple[int, float]]]:
+    """Per rate class, ``(tuples read, median seconds)`` at each size, smallest first.
+
+    Every query runs once untimed first: the first run of a query shape pays
+    for code generation and class loading, a cost no later job pays.
+    """
+    stream = max(catalog.streams.values(), key=lambda s: len(s.columns))
+    row_counts = sorted({max(1, max_rows >> i) for i in range(sizes)})
+    timings: dict[str, list[tuple[int, float]]] = {k: [] for k in KINDS}
+    with spark_errors("Spark failed while calibrating", CalibrationError):
+        for n in row_counts:
+            say(f"generating {n:,} rows like stream {stream.name} ({len(stream.columns)} "
+                "columns), twice, and caching them")
+            left, right = generated(spark, stream, n, 1), generated(spark, stream, n, 2)
+            try:
+                queries = operator_queries(left, right, n)
+                if n == row_counts[0]:
+                    say("warming up: every query once, untimed")
+                    for query, _ in queries.values():
+                        _timed(query)
+                for kind, (query, read) in queries.items():
+                    say(f"timing {kind.replace('_', ' ')} over {n:,} rows, {repeats} "
+                        f"run{'s' if repeats > 1 else ''}")
+                    runs = [_timed(query) for _ in range(repeats)]
+                    timings[kind].append((read, statistics.median(runs)))
+            finally:
+                left.unpersist()
+                right.unpersist()
+    return timings
+
+
+def generated(spark: SparkSession, stream: Any, n: int, seed: int) -> DataFrame:
+    """``n`` rows with ``stream``'s columns, and ``key``, made on the executors; cached."""
+    from pyspark.sql import functions as F
+
+    idx = F.col("id")
+    columns = [(F.abs(F.hash(idx, F.lit(seed))) % n).cast("long").alias("key")]
+    for i, col in enumerate(stream.columns):
+        mixed = F.abs(F.hash(idx, F.lit(seed * 100 + i)))
+        if col.type == "string":
+            value = F.substring(F.concat(F.lit("v"), mixed.cast("string")), 1, col.width)
+        elif col.type == "double":
+            value = F.rand(seed * 100 + i)
+        elif col.type == "bool":
+            value = (mixed % 2) == 0
+        elif col.type == "int":
+            value = (mixed % 1000).cast("int")
+        else:  # long, timestamp
+            value = mixed.cast("long")
+        columns.append(value.alias(f"c{i}_{col.name}"))
+    frame = spark.range(n).select(*columns).cache()
+    frame.count()  # materialise the cache: timings read it, not the generator
+    return frame
+
+
+def operator_queries(left: DataFrame, right: DataFrame, n: int
+                     ) -> dict[str, tuple[DataFrame, int]]:
+    """Per rate class: the query to time and the tuples it reads."""
+    from pyspark.sql import functions as F
+
+    key = F.col("key")
+    half = [c for c in left.columns[: max(1, len(left.columns) // 2)]]
+    return {
+        "selection_equality": (left.where(key == F.lit(7)), n),
+        "selection_range": (left.where((key >= F.lit(0)) & (key < F.lit(n // 2))), n),
+        "projection": (left.select(*half), n),
+        "equi_join": (left.select("key", left.columns[1]).join(
+            right.select("key", right.columns[2]), "key"), 2 * n),
+        "aggregate": (left.groupBy((key % 100).alias("g")).agg(
+            F.count(F.lit(1)), F.sum(left.columns[1])), n),
+    }
+
+
+def _timed(query: DataFrame) -> float:
+    start = time.perf_counter()
+    query.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start
+
+
+def describe_spark(spark: SparkSession) -> str:
+    """Where a measurement ran: Spark's version, the master, the host and its cores."""
+    sc = spark.sparkContext
+    return (f"Spark {spark.version}, master {sc.master}, host {socket.gethostname()} "
+            f"({platform.machine()}, {os.cpu_count()} cores, default parallelism "
+            f"{sc.defaultParallelism})")
+
+
+# -- the calibrated catalog ------------------------------------------------------------
+def check_out(out: Path) -> None:
+    """Refuse, before any work, to replace a file that cqopt calibrate did not write."""
+    out = Path(out)
+    if out.is_dir():
+        raise CalibrationError(f"--out {out} is a directory; name the catalog file to write")
+    if out.exists():
+        with open(out, encoding="utf-8", errors="replace") as f:
+            first = f.readline().rstrip("\n")
+        if first != MARK:
+            raise CalibrationError(f"--out {out} exists and cqopt did not write it; choose "
+                                   "another path (cqopt never replaces a user's file)")
+    if not out.parent.exists():
+        raise CalibrationError(f"--out {out}: the folder {out.parent} does not exist")
+
+
+def write_catalog(catalog: Catalog, calibration: Calibration, out: Path,
+                  paper: OperatorRates | None = None) -> Catalog:
+    """Write ``catalog`` with the measured rates as TOML to ``out``; return it as read back."""
+    out = Path(out)
+    check_out(out)
+    paper = paper or catalog.operators
+    calibrated = replace(catalog, operators=calibration.rates, source=str(out))
+    data = calibrated.to_dict()
+    lines = [MARK,
+             f"# From {catalog.source}, with [operators] measured on {calibration.where},",
+             f"# at {calibration.when} (tuples/s; least squares over sizes "
+             f"{', '.join(f'{r:,}' for r in next(iter(calibration.fits.values())).rows)} "
+             "tuples read; fixed = seconds per Spark job, the fit's intercept).",
+             f"time_unit = {_toml(data['time_unit'])}", "", "[operators]"]
+    for kind, fit in calibration.fits.items():
+        lines.append(f"{kind} = {_toml(fit.rate)}  # was {getattr(paper, kind):g}; fixed "
+                     f"{fit.fixed:.3g} s, {fit.fixed_share:.0%} of the largest timing")
+    lines += ["", "[pipes]"] + [f"{k} = {_toml(v)}" for k, v in data["pipes"].items()]
+    for name, spec in data["streams"].items():
+        lines += ["", f"[streams.{_key(name)}]"]
+        lines += [f"{_key(k)} = {_toml(v)}" for k, v in spec.items()]
+    text = "\n".join(lines) + "\n"
+    back = Catalog.from_dict(tomllib.loads(text), str(out))
+    if back.fingerprint() != calibrated.fingerprint():  # the writer must round-trip
+        raise CalibrationError(f"internal error: the catalog written for {out} does not read "
+                               "back equal")
+    temporary = out.with_name(f".{out.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(out)
+    return back
+
+
+def _key(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
+
+
+def _toml(value: Any) -> str:
+    """A TOML value: strings, numbers, booleans, arrays and inline tables."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a TOML basic string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_key(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    raise TypeError(f"no TOML form for {value!r}")
