@@ -10,22 +10,26 @@ A chart set is a directory::
                      (uint16, into the query's plans sorted by id), cost
                      (float64, the winning utility)
 
-It is written into a hidden temporary sibling directory and renamed into
-place, so a failed or killed build never leaves half a chart set, and an
-existing one is replaced only when asked (``force``), and only once the new
-one is complete. Reading checks the format, its version and every checksum.
-Nothing is pickled.
+It is written through :func:`cqopt.charts.staging.staged_directory`: into a
+hidden temporary sibling directory and switched into place atomically, so a
+failed or killed build never leaves half a chart set, and an existing one is
+replaced only when asked (``force``), only if cqopt wrote it, and only once
+the new one is complete. The manifest carries a sha256 of its own content
+(``manifest_sha256``) as the data files do; reading checks the format, its
+version and every checksum, and a chart set from before the manifest
+checksum is refused with the advice to rebuild it. Nothing is pickled.
+
+>>> manifest = {"format": FORMAT, "queries": {}}
+>>> manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
+>>> manifest_checksum(manifest) == manifest[MANIFEST_CHECKSUM]
+True
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,11 +39,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cqopt.catalog import Catalog
+from cqopt.charts.staging import OutputError, check_writable, recover, staged_directory
 from cqopt.errors import CqoptError
 
 FORMAT = "cqopt-chart-set"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+MANIFEST_CHECKSUM = "manifest_sha256"
 COLUMN_TYPES = {"cell": np.int64, "plan": np.uint16, "cost": np.float64}
 
 
@@ -55,107 +61,74 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_writable(out: Path, force: bool) -> None:
-    """Fail before any work if ``out`` exists and may not be replaced, or cannot be made."""
-    out = Path(out)
-    if out.exists() and not force:
-        raise ChartSetError(f"{out} already exists; pass --force to replace it")
-    if out.exists() and not out.is_dir():
-        raise ChartSetError(f"{out} exists and is not a directory; choose another --out")
-    for parent in out.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ChartSetError(f"cannot write {out}: {parent} is a file, not a directory")
-            break
-
-
-@contextlib.contextmanager
-def staged_directory(out: Path, force: bool = False) -> Iterator[Path]:
-    """A hidden temporary sibling of ``out`` to write into, renamed into place at the end.
-
-    If the block fails, or the process dies, ``out`` is untouched: an existing
-    directory is replaced (only with ``force``) once the new one is complete.
-    """
-    out = Path(out)
-    check_writable(out, force)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    except OSError as err:
-        raise ChartSetError(f"cannot write {out}: {err}") from None
-    try:
-        yield tmp
-        _swap_into_place(tmp, out, force)
-    except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise ChartSetError(f"cannot write {out}: {err}") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 def write_chart_set(out: Path, charts: list, catalog: Catalog, *, force: bool = False,
                     engine: str = "local", extra: dict[str, Any] | None = None) -> Path:
     """Write built charts as a chart set at ``out``; all or nothing."""
     out = Path(out)
-    with staged_directory(out, force) as tmp:
-        queries = {}
-        for chart in charts:
-            data = f"{chart.spec.name}.parquet"
-            table = pa.table({
-                "cell": pa.array(np.arange(chart.spec.n_cells, dtype=np.int64)),
-                "plan": pa.array(chart.plan_index.ravel().astype(np.uint16)),
-                "cost": pa.array(chart.cost.ravel().astype(np.float64)),
-            })
-            pq.write_table(table, tmp / data)
-            queries[chart.spec.name] = {
-                **chart.spec.to_dict(),
-                "plans": [{"id": i, "explain": e}
-                          for i, e in zip(chart.plan_ids, chart.plan_explains)],
-                "cells": chart.spec.n_cells,
-                "plans_used": chart.plans_used,
-                "data": data,
-                "sha256": sha256_file(tmp / data),
-            }
-        manifest = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "catalog_fingerprint": catalog.fingerprint(),
-            "catalog": catalog.to_dict(),
-            "engine": engine,
-            **(extra or {}),
-            "queries": queries,
-        }
-        with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
-            json.dump(manifest, f, indent=2, ensure_ascii=False)
-            f.flush()
-            os.fsync(f.fileno())
+    try:
+        with staged_directory(out, force, kind="chart set") as tmp:
+            _write_into(tmp, charts, catalog, engine, extra)
+    except OutputError as err:
+        raise ChartSetError(str(err)) from None
     return out
 
 
-def _swap_into_place(tmp: Path, out: Path, force: bool) -> None:
-    if not out.exists():
-        os.rename(tmp, out)
-        return
-    check_writable(out, force)
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-    previous = old / "previous"
-    try:
-        os.rename(out, previous)  # the old set stays whole until the new one is in place
-        try:
-            os.rename(tmp, out)
-        except BaseException:
-            os.rename(previous, out)
-            raise
-    finally:
-        if not previous.exists():  # never delete the previous set if it could not go back
-            shutil.rmtree(old, ignore_errors=True)
+def manifest_checksum(manifest: dict[str, Any]) -> str:
+    """sha256 of the manifest's content without its own checksum, in a canonical JSON form.
+
+    Whitespace and key order do not count; every value, key and number does.
+
+    >>> manifest_checksum({"b": 1, "a": [0.5]}) == manifest_checksum({"a": [0.5], "b": 1})
+    True
+    """
+    content = {k: v for k, v in manifest.items() if k != MANIFEST_CHECKSUM}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def _write_into(tmp: Path, charts: list, catalog: Catalog, engine: str,
+                extra: dict[str, Any] | None) -> None:
+    queries = {}
+    for chart in charts:
+        data = f"{chart.spec.name}.parquet"
+        table = pa.table({
+            "cell": pa.array(np.arange(chart.spec.n_cells, dtype=np.int64)),
+            "plan": pa.array(chart.plan_index.ravel().astype(np.uint16)),
+            "cost": pa.array(chart.cost.ravel().astype(np.float64)),
+        })
+        pq.write_table(table, tmp / data)
+        queries[chart.spec.name] = {
+            **chart.spec.to_dict(),
+            "plans": [{"id": i, "explain": e}
+                      for i, e in zip(chart.plan_ids, chart.plan_explains)],
+            "cells": chart.spec.n_cells,
+            "plans_used": chart.plans_used,
+            "data": data,
+            "sha256": sha256_file(tmp / data),
+        }
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "catalog_fingerprint": catalog.fingerprint(),
+        "catalog": catalog.to_dict(),
+        "engine": engine,
+        **(extra or {}),
+        "queries": queries,
+    }
+    manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
+    with open(tmp / MANIFEST, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2, ensure_ascii=False)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
     """The manifest of the chart set at ``path``, with its format checked."""
     path = Path(path)
+    if not path.exists():
+        recover(path)  # a replace killed between its two renames leaves the previous set aside
     if not path.exists():
         raise ChartSetError(f"{path}: no such chart set (build one with cqopt build)")
     if not path.is_dir():
@@ -174,6 +147,13 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if version != FORMAT_VERSION:
         raise ChartSetError(f"{path}: written in chart-set format version {version}; this "
                             f"cqopt reads version {FORMAT_VERSION}: rebuild it with cqopt build")
+    stored = manifest.get(MANIFEST_CHECKSUM)
+    if stored is None:
+        raise ChartSetError(f"{path}: written before chart-set manifests carried a checksum "
+                            f"({MANIFEST_CHECKSUM}), or damaged: rebuild it with cqopt build")
+    if stored != manifest_checksum(manifest):
+        raise ChartSetError(f"{manifest_path}: damaged: its content does not match its "
+                            f"{MANIFEST_CHECKSUM}; rebuild the chart set with cqopt build")
     for key in ("catalog", "catalog_fingerprint", "queries"):
         if key not in manifest:
             raise ChartSetError(f"{manifest_path}: damaged: the key {key!r} is missing")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from cqopt.catalog import load_catalog
-from cqopt.charts.store import staged_directory
+from cqopt.charts.staging import staged_directory
 from cqopt.errors import CqoptError
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
@@ -56,7 +56,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise CqoptError(f"--steady {item!r}: the domain must be a whole number") from None
         steady.setdefault(stream.name, {})[stream.column(column).name] = domain
     out = Path(args.out)
-    with staged_directory(out, args.force) as tmp:
+    with staged_directory(out, args.force, kind="trace set") as tmp:
         for i, stream in enumerate(streams):
             # Each stream reuses another stretch of the real gaps, so rates differ.
             own = None if gaps is None else np.roll(gaps, -i * len(gaps) // len(streams))
@@ -150,7 +150,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                 raise CqoptError(f"--charts {args.charts}: its query {spec.name} is not the "
                                  f"one in {workload.source}; rebuild the charts with cqopt build")
     out = Path(args.out)
-    with staged_directory(out, args.force) as tmp:
+    with staged_directory(out, args.force, kind="report") as tmp:
         observed, frames, infos = {}, {}, {}
         with running_session(args.master, progress=not args.quiet) as spark:
             for name in dict.fromkeys(s for _, q in chosen for s in q.stream_names):

@@ -15,7 +15,7 @@ from cqopt.catalog import load_catalog
 from cqopt.charts.build import build_local
 from cqopt.charts.kernel import ChartContext
 from cqopt.charts.spec import Axis, ChartSpec, default_axes, make_spec, workload_specs
-from cqopt.charts.store import ChartSetError, write_chart_set
+from cqopt.charts.store import ChartSetError, manifest_checksum, write_chart_set
 from cqopt.charts.workload import load_workload, workload_from_dict
 from cqopt.cli.main import main
 from cqopt.costmodel import Utility, make_model
@@ -394,9 +394,15 @@ def test_damaged_axes_in_a_manifest_are_reported(chart_dir, tmp_path):
     manifest = json.loads((bad / "manifest.json").read_text())
     manifest["queries"]["Q1"]["axes"][0]["hi"] = manifest["queries"]["Q1"]["axes"][0]["lo"]
     (bad / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ChartSetError, match="does not match its manifest_sha256"):
+        charts.load(bad)
+    # Re-signed (as a buggy writer would), the content is still checked.
+    manifest["manifest_sha256"] = manifest_checksum(manifest)
+    (bad / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ChartSetError, match="malformed.*lo < hi"):
         charts.load(bad)
     manifest["queries"] = []
+    manifest["manifest_sha256"] = manifest_checksum(manifest)
     (bad / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ChartSetError, match="not a table"):
         charts.load(bad)
