@@ -35,6 +35,11 @@ from cqopt.costmodel import Utility, make_model, plan_utilities
 from cqopt.optimizer.plan import Plan
 
 CHUNK_CELLS = 1 << 18  # cells per kernel call: bounds memory at plans x chunk doubles
+# Cells the cost model sees at once. Every temporary of the model is one float64 per cell:
+# at 15,360 cells that is 120 KiB, under glibc's 128 KiB mmap threshold, so temporaries come
+# from (and go back to) the heap. Whole 2 MiB chunks would be mapped and unmapped, page
+# fault by page fault, on every call, until some large free raised the threshold.
+BLOCK_CELLS = 15 << 10
 
 
 @dataclass
@@ -59,13 +64,22 @@ class ChartContext:
 
 def evaluate_cells(context: ChartContext, flat_cells: np.ndarray) -> tuple[np.ndarray,
                                                                           np.ndarray]:
-    """The cheapest plan (index into the sorted plans) and its utility at each cell."""
+    """The cheapest plan (index into the sorted plans) and its utility at each cell.
+
+    The cells are costed :data:`BLOCK_CELLS` at a time into two result arrays.
+    """
     flat_cells = np.asarray(flat_cells, dtype=np.int64)
-    stats = context.spec.centroid_stats(flat_cells)
-    scores = plan_utilities(context.model, context.utility, context.plans, stats)
-    scores = np.broadcast_to(scores, (len(context.plans), len(flat_cells)))
-    best = np.argmin(np.where(np.isnan(scores), np.inf, scores), axis=0)  # NaN never wins
-    return best.astype(np.uint16), scores[best, np.arange(len(flat_cells))]
+    best = np.empty(len(flat_cells), dtype=np.uint16)
+    cost = np.empty(len(flat_cells), dtype=np.float64)
+    for lo in range(0, len(flat_cells), BLOCK_CELLS):
+        block = flat_cells[lo:lo + BLOCK_CELLS]
+        stats = context.spec.centroid_stats(block)
+        scores = plan_utilities(context.model, context.utility, context.plans, stats)
+        scores = np.broadcast_to(scores, (len(context.plans), len(block)))
+        winner = np.argmin(np.where(np.isnan(scores), np.inf, scores), axis=0)  # NaN never wins
+        best[lo:lo + len(block)] = winner
+        cost[lo:lo + len(block)] = scores[winner, np.arange(len(block))]
+    return best, cost
 
 
 @dataclass

@@ -16,13 +16,22 @@ paper's two queries at k = 10, 1,100 cells): the per-job cost that does not
 grow with the cells. The ratio compares Spark's job time minus that per-job
 cost with the local time. Times are medians of ``--repeat`` runs.
 
-    python scripts/bench_build.py [--queries 200] [--k 10,20,40] [--repeat 3]
+The kernel's allocator effect is measured first, each variant in a fresh
+process: the time per cell of one CHUNK_CELLS call on the OM paper's Q2
+right after start-up ("first") and after the process has freed a 16 MiB
+array ("steady", which raises glibc's mmap threshold), with minor page faults
+per call, for the kernel as it was (the whole chunk costed at once, kept here
+as the baseline) and for :func:`cqopt.charts.kernel.evaluate_cells`.
+
+    python scripts/bench_build.py [--queries 200] [--k 10,20,40] [--repeat 3] [--kernel-only]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import resource
 import random
 import statistics
 import time
@@ -32,7 +41,9 @@ import numpy as np
 
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.build import build_local
-from cqopt.charts.kernel import ChartContext
+from cqopt.charts.kernel import CHUNK_CELLS, ChartContext, evaluate_cells
+from cqopt.charts.spec import Axis, ChartSpec
+from cqopt.costmodel import plan_utilities
 from cqopt.charts.spec import workload_specs
 from cqopt.charts.workload import load_workload, workload_from_dict
 from cqopt.spark.chart_build import build_spark
@@ -95,6 +106,66 @@ def workload_at(queries: list[dict], catalog: Catalog, k: int, cap: int):
     return [s for s, _ in workload_specs(workload_from_dict({"query": capped}), catalog)]
 
 
+Q2 = ("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
+      "AND UDP.dest_host = SF.dest_host WINDOW [1]")
+
+
+def whole_chunk_kernel(context: ChartContext, flat_cells: np.ndarray):
+    """The kernel before blocking: every temporary is one float64 per cell of the chunk."""
+    stats = context.spec.centroid_stats(flat_cells)
+    scores = plan_utilities(context.model, context.utility, context.plans, stats)
+    scores = np.broadcast_to(scores, (len(context.plans), len(flat_cells)))
+    best = np.argmin(np.where(np.isnan(scores), np.inf, scores), axis=0)
+    return best.astype(np.uint16), scores[best, np.arange(len(flat_cells))]
+
+
+def kernel_run(variant: str, model: str, repeat: int) -> tuple[float, float, float, float]:
+    """In a fresh process: µs per cell and page faults, first call and steady state."""
+    axes = tuple(Axis(f"rate.{s}", 100, 1000, 64) for s in ("TCP", "UDP", "SF"))
+    spec = ChartSpec("q2", Q2, axes, fixed={"jsel.TCP.UDP": 0.01, "jsel.SF.UDP": 0.01,
+                                            "jsel.SF.TCP": 0.01}, model=model)
+    context = ChartContext(spec, load_catalog(EXAMPLES / "dec-pkt.toml"))
+    kernel = whole_chunk_kernel if variant == "whole chunk" else evaluate_cells
+    kernel(context, np.arange(16))  # lazy set-up (plans, model), no large array
+    cells = np.arange(CHUNK_CELLS)
+
+    def call() -> tuple[float, float]:
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        start = time.perf_counter()
+        kernel(context, cells)
+        return ((time.perf_counter() - start) / len(cells) * 1e6,
+                resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
+
+    first = [call() for _ in range(repeat)]
+    big = np.ones(1 << 21)  # 16 MiB: its free raises the mmap threshold to 16 MiB
+    del big
+    steady = [call() for _ in range(repeat)]
+    return (statistics.median(t for t, _ in first), statistics.median(f for _, f in first),
+            statistics.median(t for t, _ in steady), statistics.median(f for _, f in steady))
+
+
+def allocator_effect(repeat: int) -> None:
+    """Print the kernel's first-call and steady-state time per cell, before and after."""
+    print(f"kernel on Q2, {CHUNK_CELLS} cells per call, medians of {repeat} calls, "
+          f"each variant in a fresh process")
+    header = (f"{'model':6} {'kernel':12} {'first µs/cell':>13} {'faults':>7} "
+              f"{'steady µs/cell':>14} {'faults':>7} {'first/steady':>12}")
+    print(header)
+    print("-" * len(header))
+    spawn = multiprocessing.get_context("spawn")
+    for model in ("om", "pipes"):
+        firsts = {}
+        for variant in ("whole chunk", "blocked"):
+            with spawn.Pool(1) as pool:
+                first, f_faults, steady, s_faults = pool.apply(kernel_run,
+                                                               (variant, model, repeat))
+            firsts[variant] = first
+            print(f"{model:6} {variant:12} {first:13.4f} {f_faults:7.0f} {steady:14.4f} "
+                  f"{s_faults:7.0f} {first / steady:12.2f}", flush=True)
+        print(f"{model:6} first call, whole chunk / blocked: "
+              f"{firsts['whole chunk'] / firsts['blocked']:.2f}x", flush=True)
+
+
 def timed(fn, repeat: int) -> tuple[float, object]:
     times, result = [], None
     for _ in range(repeat):
@@ -116,7 +187,12 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=160_000, help="max cells per chart")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per case")
     parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--kernel-only", action="store_true",
+                        help="measure the kernel's allocator effect only, without Spark")
     args = parser.parse_args()
+    allocator_effect(max(args.repeat, 5))
+    if args.kernel_only:
+        return
 
     catalog = generated_catalog()
     queries = generated_queries(args.queries)

@@ -412,3 +412,23 @@ def test_fixed_selectivity_above_one_is_rejected(dec):
     q = parse_query("SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host WINDOW [1]", dec)
     with pytest.raises(WorkloadError, match=r"\[0, 1\]"):
         make_spec("q", "x", q, dec, {"fixed": {"jsel.TCP.UDP": 7}})
+
+
+@pytest.mark.parametrize("model", ["om", "pipes"])
+def test_kernel_blocks_do_not_change_the_result(monkeypatch, dec_catalog, model):
+    """The kernel costs a batch in blocks (under the allocator's mmap threshold); the
+    block size must not change a single plan index or cost bit."""
+    from cqopt.charts import kernel
+
+    spec = ChartSpec("q1", "SELECT TCP.src_host, TCP.dest_host FROM TCP "
+                     "WHERE TCP.dest_host = 2 WINDOW [1]",
+                     (Axis("sel.TCP", 0, 1, 23), Axis("rate.TCP", 10, 5000, 11)), model=model)
+    context = ChartContext(spec, dec_catalog)
+    cells = np.arange(spec.n_cells)
+    whole_plan, whole_cost = kernel.evaluate_cells(context, cells)
+    monkeypatch.setattr(kernel, "BLOCK_CELLS", 7)
+    plan, cost = kernel.evaluate_cells(context, cells)
+    assert plan.dtype == np.uint16 and np.array_equal(plan, whole_plan)
+    assert cost.tobytes() == whole_cost.tobytes()
+    if model == "om":  # OM's chart has two regions whose border the blocks cut across
+        assert len(np.unique(plan)) > 1
