@@ -45,6 +45,7 @@ from cqopt.charts.spec import Axis, ChartSpec, candidate_plans
 from cqopt.charts.store import ChartSetError, read_manifest, read_query_data
 from cqopt.errors import CqoptError, did_you_mean
 from cqopt.optimizer.plan import Plan
+from cqopt.optimizer.statistic_check import check_given
 from cqopt.optimizer.statistics import check_value, check_values, split_name
 
 
@@ -119,16 +120,27 @@ class QueryChart:
     def plan_ids(self) -> tuple[str, ...]:
         return tuple(p.id for p in self.plans)
 
+    def check_statistics(self, stats: Mapping[str, Any]) -> tuple[str, ...]:
+        """Refuse statistics this query does not have; return the given ones the chart fixes.
+
+        See :func:`cqopt.optimizer.statistic_check.check_given`.
+        """
+        axes = [a.statistic for a in self.spec.axes]
+        return check_given(stats, [*axes, *self.spec.fixed], axes,
+                           where=f"query {self.spec.name}")
+
     def choose(self, stats: Mapping[str, float]) -> Choice:
+        if len(stats) > len(self._axes):  # more than the axes: some may be no statistic here
+            self.check_statistics(stats)
         flat, cell, clamped = 0, [], []
         for name, lo, hi, width, k, stride, is_rate in self._axes:
             try:
                 x = float(stats[name])
             except KeyError:
                 raise _missing(self, name, stats) from None
-            except (TypeError, ValueError):
-                raise ChartSetError(f"statistic {name} must be a number, "
-                                    f"got {stats[name]!r}") from None
+            except (TypeError, ValueError, OverflowError):
+                check_value(name, stats[name])  # raises the message naming the statistic
+                raise
             if not (0.0 <= x <= (math.inf if is_rate else 1.0)) or x == math.inf:
                 check_value(name, x)  # raises the message for NaN, negative, > 1, inf
             if x < lo:
@@ -150,8 +162,15 @@ class QueryChart:
         for axis in self.spec.axes:
             if axis.statistic not in stats:
                 raise _missing(self, axis.statistic, stats)
+        self.check_statistics(stats)
         # The statistics broadcast against each other; rows are their flattened broadcast.
-        arrays = [np.asarray(stats[a.statistic], dtype=np.float64) for a in self.spec.axes]
+        arrays = []
+        for axis in self.spec.axes:
+            try:
+                arrays.append(np.asarray(stats[axis.statistic], dtype=np.float64))
+            except (TypeError, ValueError, OverflowError):
+                check_values(axis.statistic, stats[axis.statistic])  # raises, naming it
+                raise
         try:
             values = np.broadcast_arrays(*arrays)
         except ValueError:

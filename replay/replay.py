@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -120,11 +122,11 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     moves = np.zeros(n, dtype=bool)
     switches = np.zeros(n, dtype=bool)
     estimates = {a.statistic: np.empty(n) for a in spec.axes}
-    # The estimators see what was observed (NaN where a round defines nothing, which
-    # they skip); the filled-in values serve only to cost the optimum.
+    # The estimators see what was observed (nothing where a round defines a statistic
+    # not, NaN in the rounds table); the filled-in values serve only to cost the optimum.
     raw = {k: observed[k].to_numpy(dtype=np.float64) for k in actual if k in observed}
     for t in range(n):
-        outcome = adaptive.step({k: v[t] for k, v in raw.items()})
+        outcome = adaptive.step({k: v[t] for k, v in raw.items() if not math.isnan(v[t])})
         chosen[t] = position[id(outcome.plan)]
         moves[t], switches[t] = outcome.move, outcome.switch
         for k in estimates:

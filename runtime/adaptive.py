@@ -28,13 +28,16 @@ estimate) for ``rounds`` rounds in a row.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from cqopt.charts.lookup import ChartSet, QueryChart
 from cqopt.errors import CqoptError
-from cqopt.optimizer.statistics import split_name
+from cqopt.optimizer.errors import QueryError
+from cqopt.optimizer.statistic_check import check_given
+from cqopt.optimizer.statistics import check_value, split_name
 from cqopt.runtime.estimators import ThresholdHistogram, make_estimator
 
 
@@ -56,6 +59,7 @@ class RoundOutcome:
     chart_plan_id: str  # what the chart said; differs from plan_id under hysteresis
     move: bool
     switch: bool
+    dropped: tuple[str, ...] = ()  # invalid observations left out (on_invalid="drop")
 
 
 class AdaptiveQuery:
@@ -64,7 +68,8 @@ class AdaptiveQuery:
     def __init__(self, chart: QueryChart | ChartSet, query: str | None = None, *,
                  estimator: str = "decay", d: int = 5,
                  decay: float = 0.5, jsel_threshold: float = 0.2,
-                 hysteresis: Hysteresis | None = None, cost: Callable | None = None):
+                 hysteresis: Hysteresis | None = None, cost: Callable | None = None,
+                 on_invalid: str = "raise"):
         """Start a query on its chart.
 
         Parameters
@@ -79,6 +84,11 @@ class AdaptiveQuery:
             mean's window and factor.
         hysteresis : Hysteresis, optional
             Keep the current plan until another wins by a margin; needs ``cost``.
+        on_invalid : {"raise", "drop"}
+            What :meth:`step` does with an observation that is no valid value
+            (NaN, an infinite or negative rate, a selectivity outside [0, 1],
+            no number): refuse the round (default), or leave the value out
+            with a warning and list it in the round's ``dropped``.
 
         Raises
         ------
@@ -86,6 +96,9 @@ class AdaptiveQuery:
             ``chart`` is neither a chart nor a chart set with a query name.
         """
         self.chart = _query_chart(chart, query)
+        if on_invalid not in ("raise", "drop"):
+            raise CqoptError(f"on_invalid={on_invalid!r}: expected 'raise' or 'drop'")
+        self.on_invalid = on_invalid
         chart = self.chart
         self.hysteresis = hysteresis
         self.cost = cost  # (plan, stats) -> utility, needed by the hysteresis only
@@ -125,7 +138,18 @@ class AdaptiveQuery:
                 est.observe(float(actual[name]))
 
     def step(self, actual: Mapping[str, float]) -> RoundOutcome:
-        """Algorithm 2: estimate, look up, run one round, observe its statistics."""
+        """Algorithm 2: estimate, look up, run one round, observe its statistics.
+
+        ``actual`` is checked before anything changes: a statistic the query
+        does not have is refused, and so is an invalid value unless
+        ``on_invalid="drop"``; a refused round leaves the query as it was.
+
+        Raises
+        ------
+        QueryError
+            ``actual`` names a statistic the query lacks, or holds an invalid value.
+        """
+        actual, dropped = self._checked(actual)
         estimate, choice = self.choose()
         plan = choice.plan
         if self.hysteresis and self.plan is not None and plan is not self.plan:
@@ -137,11 +161,32 @@ class AdaptiveQuery:
         self.moves += move
         self.switches += switch
         outcome = RoundOutcome(self.rounds, estimate, choice.cell, plan, _id(plan),
-                               choice.plan_id, move, switch)
+                               choice.plan_id, move, switch, dropped)
         self.cell, self.plan = choice.cell, plan
         self.rounds += 1
         self.observe(actual)
         return outcome
+
+    def _checked(self, actual: Mapping[str, Any]) -> tuple[dict[str, float],
+                                                           tuple[str, ...]]:
+        """The round's valid observations, and the names of those dropped."""
+        if not isinstance(actual, Mapping):
+            raise CqoptError(f"step needs a mapping of statistic name to value, e.g. "
+                             f"{{'rate.S': 120.0}}, got {type(actual).__name__}")
+        where = f"query {self.chart.spec.name}"
+        check_given(actual, self.statistics, where=where)
+        good, dropped = {}, []
+        for name, value in actual.items():
+            try:
+                good[name] = check_value(name, value)
+            except QueryError as err:
+                if self.on_invalid == "raise":
+                    raise QueryError(f"{where}, round {self.rounds}: {err}; the round is "
+                                     "refused and the query keeps its estimate (or pass "
+                                     "on_invalid='drop')") from None
+                warnings.warn(f"{where}, round {self.rounds}: {err}; dropped", stacklevel=3)
+                dropped.append(name)
+        return good, tuple(dropped)
 
     def _hold(self, new_plan, estimate: dict[str, float]):
         current = self.cost(self.plan, estimate)
