@@ -22,7 +22,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             print(f"cqopt calibrate: {sentence}", file=sys.stderr, flush=True)
 
     say(f"starting Spark ({args.master})")
-    with running_session(args.master, progress=False) as spark:
+    conf = {"spark.driver.memory": args.driver_memory} if args.driver_memory else None
+    with running_session(args.master, progress=False, conf=conf) as spark:
         result = calibrate(spark, catalog, max_rows=args.rows, sizes=args.sizes,
                            repeats=args.repeats, progress=say)
     write_catalog(catalog, result, out)
@@ -53,5 +54,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--sizes", type=int, default=4, help="how many sizes (default 4)")
     p.add_argument("--repeats", type=int, default=3,
                    help="runs per size; the median counts (default 3)")
+    p.add_argument("--driver-memory", metavar="SIZE",
+                   help="memory of a new Spark driver, e.g. 4g: the generated data is cached "
+                        "twice per size, and data spilled to disk would time the disk")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=cmd_calibrate)

@@ -166,7 +166,8 @@ def _java_error(found: str) -> SparkBuildError:
 
 
 @contextlib.contextmanager
-def running_session(master: str = "local[*]", progress: bool = True) -> Iterator[SparkSession]:
+def running_session(master: str = "local[*]", progress: bool = True,
+                    conf: dict[str, str] | None = None) -> Iterator[SparkSession]:
     """The session already running in this process (a notebook, a test), else a new one.
 
     A session that was running is left running; one started here is stopped
@@ -178,6 +179,8 @@ def running_session(master: str = "local[*]", progress: bool = True) -> Iterator
         The master URL for a new session (ignored when one is running).
     progress : bool
         Whether a new session shows Spark's console progress.
+    conf : dict, optional
+        Settings of a new session (see :func:`spark_session`).
 
     Yields
     ------
@@ -186,7 +189,7 @@ def running_session(master: str = "local[*]", progress: bool = True) -> Iterator
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
-    spark = active or spark_session(master, progress=progress)
+    spark = active or spark_session(master, progress=progress, conf=conf)
     try:
         yield spark
     finally:

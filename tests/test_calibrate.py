@@ -29,7 +29,7 @@ def no_spark(monkeypatch):
     monkeypatch.setattr(cal, "measure", fake_measure)
     monkeypatch.setattr(cal, "describe_spark", lambda spark: "Spark test, master local[2]")
     monkeypatch.setattr("cqopt.spark.session.running_session",
-                        lambda master, progress: contextlib.nullcontext(None))
+                        lambda master, progress, conf=None: contextlib.nullcontext(None))
 
 
 def test_fit_recovers_rate_and_fixed_cost():
