@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from cqopt.optimizer.errors import UnsupportedQueryError
 from cqopt.optimizer.intervals import IntervalSet
 from cqopt.optimizer.literals import literal_value
 from cqopt.optimizer.statistics import sel_name
@@ -81,10 +82,12 @@ def group_selections(stream: str, conjuncts: list[exp.Expression]) -> Selection:
     """Group the conjuncts (qualified, over ``stream`` only) into one Selection."""
     columns: dict[str, IntervalSet] = {}
     residual: list[exp.Expression] = []
+    seen: set[exp.Expression] = set()  # a set: thousands of conjuncts stay linear
     for conjunct in conjuncts:
         found = column_set(conjunct)
         if found is None:
-            if conjunct not in residual:
+            if conjunct not in seen:
+                seen.add(conjunct)
                 residual.append(conjunct)
             continue
         column, values = found
@@ -92,7 +95,10 @@ def group_selections(stream: str, conjuncts: list[exp.Expression]) -> Selection:
     columns = {c: s for c, s in columns.items() if not s.is_everything}
     parts = [p for c, s in columns.items()
              for p in _conjuncts(interval_condition(exp.column(c, stream), s))]
-    predicate = exp.and_(*parts, *residual) if parts or residual else exp.true()
+    # The parts are new nodes: only the residual, still in the query's tree, is copied
+    # (a deep copy of an IN list of 100,000 values costs more than building it).
+    predicate = exp.and_(*parts, *(r.copy() for r in residual), copy=False) \
+        if parts or residual else exp.true()
     return Selection(stream, columns, tuple(residual), predicate)
 
 
@@ -111,20 +117,40 @@ def column_set(node: exp.Expression) -> tuple[str, IntervalSet] | None:
         lo, hi = literal_value(node.args["low"]), literal_value(node.args["high"])
         return node.this.name, IntervalSet.between(lo, hi)
     if isinstance(node, exp.In) and isinstance(node.this, exp.Column):
-        values = IntervalSet.nothing()
-        for item in node.expressions:
-            values = values | IntervalSet.compare("=", literal_value(item))
+        # One sort of all the points, not one union per value: n log n, not n^2.
+        try:
+            values = IntervalSet.points_of(literal_value(item) for item in node.expressions)
+        except TypeError:  # 'a' < 1: an IN list mixing numbers and strings
+            raise UnsupportedQueryError(f"the IN list on {node.this.name} mixes numbers and "
+                                        "strings; use one kind") from None
         return node.this.name, values
     if isinstance(node, exp.Not):
         inner = column_set(node.this)
         return (inner[0], inner[1].complement()) if inner else None
     if isinstance(node, (exp.And, exp.Or)):
-        left, right = column_set(node.left), column_set(node.right)
-        if left is None or right is None or left[0] != right[0]:
-            return None
-        combined = left[1] & right[1] if isinstance(node, exp.And) else left[1] | right[1]
-        return left[0], combined
+        # A chain a = 1 OR a = 2 OR ... is flattened, not recursed into: no depth limit,
+        # and an OR of n terms is one sort.
+        sets = []
+        for part in node.flatten():
+            found = column_set(part)
+            if found is None or (sets and found[0] != sets[0][0]):
+                return None
+            sets.append(found)
+        if isinstance(node, exp.Or):
+            return sets[0][0], _of([iv for _, s in sets for iv in s.intervals])
+        combined = sets[0][1]
+        for _, s in sets[1:]:
+            combined = combined & s
+        return sets[0][0], combined
     return None
+
+
+def _of(intervals: list) -> IntervalSet:
+    try:
+        return IntervalSet.of(intervals)
+    except TypeError:  # 'a' < 1: the values of one column compared with another kind
+        raise UnsupportedQueryError("the constants compared with one column mix numbers "
+                                    "and strings; use one kind") from None
 
 
 def interval_condition(column: exp.Column, values: IntervalSet) -> exp.Expression:

@@ -81,6 +81,15 @@ class IntervalSet:
         raise ValueError(f"not a comparison operator: {op!r}")
 
     @classmethod
+    def points_of(cls, values) -> IntervalSet:
+        """The set of the given values (an IN list): one sort, n log n.
+
+        >>> IntervalSet.points_of([3, 1, 3]).points
+        (1, 3)
+        """
+        return cls(tuple(Interval(v, v, True, True) for v in sorted(set(values))))
+
+    @classmethod
     def between(cls, lo: Value, hi: Value) -> IntervalSet:
         return cls((Interval(lo, hi, True, True),)) if lo <= hi else cls.nothing()
 
@@ -107,13 +116,20 @@ class IntervalSet:
         return IntervalSet.of(self.intervals + other.intervals)
 
     def __and__(self, other: IntervalSet) -> IntervalSet:
+        # Both are sorted and disjoint: one merge-like sweep, linear in their sizes
+        # (an IN list of 100,000 values meets a NOT IN list in no time).
         out = []
-        for a in self.intervals:
-            for b in other.intervals:
-                lo, lo_closed = _max_lo(a, b)
-                hi, hi_closed = _min_hi(a, b)
-                if _nonempty(lo, hi, lo_closed, hi_closed):
-                    out.append(Interval(lo, hi, lo_closed, hi_closed))
+        a, b = self.intervals, other.intervals
+        i = j = 0
+        while i < len(a) and j < len(b):
+            lo, lo_closed = _max_lo(a[i], b[j])
+            hi, hi_closed = _min_hi(a[i], b[j])
+            if _nonempty(lo, hi, lo_closed, hi_closed):
+                out.append(Interval(lo, hi, lo_closed, hi_closed))
+            if _ends_first(a[i], b[j]):
+                i += 1
+            else:
+                j += 1
         return IntervalSet.of(out)
 
     def complement(self) -> IntervalSet:
@@ -158,6 +174,15 @@ class IntervalSet:
             return "{}"
         return " | ".join(repr(iv) for iv in self.intervals) if len(self.intervals) > 1 \
             else repr(self.intervals[0])
+
+
+def _ends_first(a: Interval, b: Interval) -> bool:
+    """Whether ``a`` ends no later than ``b`` (an open end before a closed one)."""
+    if a.hi is None:
+        return False
+    if b.hi is None or a.hi < b.hi:
+        return True
+    return a.hi == b.hi and (not a.hi_closed or b.hi_closed)
 
 
 def _touches(a: Interval, b: Interval) -> bool:

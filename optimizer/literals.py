@@ -19,7 +19,9 @@ from sqlglot import exp
 from cqopt.optimizer.dialect import CQL
 from cqopt.optimizer.errors import UnsupportedQueryError
 
-_INTEGER = re.compile(r"[0-9]+")
+# Python's int() refuses longer digit strings (sys.get_int_max_str_digits); no stream
+# column holds such a value anyway.
+MAX_DIGITS = 4300
 # What the tokenizer reads as a number; float() alone also takes "1_0", "inf", "٣".
 _DECIMAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
@@ -43,7 +45,10 @@ def literal_value(node: exp.Expression) -> Any:
 
 def number_value(text: str) -> int | float:
     """The value of a number literal's text: an exact int for digits only, else a finite float."""
-    if _INTEGER.fullmatch(text):
+    if text.isascii() and text.isdigit():  # ASCII digits only; no regex per literal
+        if len(text) > MAX_DIGITS:
+            raise UnsupportedQueryError(f"the constant {text[:12]}... has {len(text)} digits; "
+                                        f"constants may have at most {MAX_DIGITS}")
         return int(text)  # not through float: 12345678901234567890 keeps its digits
     if not _DECIMAL.fullmatch(text):
         raise UnsupportedQueryError(f"'{text}' is not a number: write digits, optionally with "
