@@ -215,8 +215,8 @@ def load_catalog(path: str | Path) -> Catalog:
 
     Examples
     --------
-    >>> from pathlib import Path
-    >>> cat = load_catalog(Path(__file__).parent.parent / "examples" / "dec-pkt.toml")
+    >>> from cqopt.examples import example
+    >>> cat = load_catalog(example("dec-pkt.toml"))
     >>> sorted(cat.streams)
     ['SF', 'TCP', 'UDP']
     """

@@ -16,9 +16,9 @@ chart was built with them fixed at the values in ``chart.spec.fixed``.
 >>> from cqopt.charts.spec import workload_specs
 >>> from cqopt.charts.build import build_local
 >>> from cqopt.charts.store import write_chart_set
->>> examples = pathlib.Path(__file__).parent.parent / "examples"
->>> cat = load_catalog(examples / "dec-pkt.toml")
->>> specs = [s for s, _ in workload_specs(load_workload(examples / "workload.toml"), cat)]
+>>> from cqopt.examples import example
+>>> cat = load_catalog(example("dec-pkt.toml"))
+>>> specs = [s for s, _ in workload_specs(load_workload(example("workload.toml")), cat)]
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "charts"
 >>> _ = write_chart_set(out, build_local(specs, cat, progress=False), cat)
 >>> charts = load(out)

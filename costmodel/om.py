@@ -42,7 +42,8 @@ Sources cost nothing: the paper counts operator buffers only.
 >>> from cqopt.optimizer.logical import parse_query
 >>> from cqopt.optimizer.enumerate import enumerate_plans
 >>> import numpy as np, pathlib
->>> cat = load_catalog(pathlib.Path(__file__).parent.parent / "examples" / "dec-pkt.toml")
+>>> from cqopt.examples import example
+>>> cat = load_catalog(example("dec-pkt.toml"))
 >>> q = parse_query("SELECT TCP.src_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]", cat)
 >>> costs = [OM(cat).cost(p, {"rate.TCP": 500.0, "sel.TCP": np.array([0.1, 0.9])})
 ...          for p in enumerate_plans(q)]
