@@ -1,10 +1,22 @@
 """OM's utility: one number per plan from output rate, memory and CPU.
 
 ``Cost = w_r / C_r + w_m · C_m (+ w_c · CPU)`` (seed 001, section 3.2), lower
-is better. A plan whose output rate is 0 (an always-empty selection) has
-infinite cost from its rate term whenever ``w_r > 0``. A weight of 0 drops its
-term, even an infinite one (an ``[UNBOUNDED]`` window's memory with
-``w_m = 0``): the utility is never NaN.
+is better. A weight of 0 drops its term, even an infinite one (an
+``[UNBOUNDED]`` window's memory with ``w_m = 0``): the utility is never NaN.
+
+**Rounds with no output.** Read literally, ``w_r / C_r`` is infinite when a
+plan emits nothing (no tuples arrived in the round, or a selection passed
+none): every plan then ties at ∞ and the round cannot be scored. Every plan
+of a query computes the same tuples, so an output rate of 0 belongs to the
+round (or the statistics), not to a plan: the rate term cannot tell plans
+apart there and is left out, and memory (and CPU) alone decide
+(``zero_output="memory"``, the default). ``zero_output="infinite"`` keeps
+the paper's literal reading.
+
+>>> Utility(0.4, 0.6).of([0.0, 0.0], [10.0, 20.0]).tolist()  # memory alone decides
+[6.0, 12.0]
+>>> Utility(0.4, 0.6, zero_output="infinite").of(0.0, 10.0).tolist()
+inf
 
 The paper's own example (section 3.2):
 
@@ -25,6 +37,7 @@ from numpy.typing import ArrayLike
 from cqopt.costmodel.base import Array, CostModelError, PlanCost
 
 DEFAULT_WEIGHTS = (0.4, 0.6)
+ZERO_OUTPUT = ("memory", "infinite")
 
 
 @dataclass(frozen=True)
@@ -32,12 +45,16 @@ class Utility:
     w_r: float = DEFAULT_WEIGHTS[0]
     w_m: float = DEFAULT_WEIGHTS[1]
     w_c: float = 0.0
+    zero_output: str = "memory"  # "memory" or "infinite": a round with no output, see above
 
     def __post_init__(self) -> None:
         weights = (self.w_r, self.w_m, self.w_c)
         if not all(np.isfinite(w) and w >= 0 for w in weights) or not any(weights):
             raise CostModelError(f"utility weights must be finite, non-negative and at least "
                                  f"one > 0, got {weights}")
+        if self.zero_output not in ZERO_OUTPUT:
+            raise CostModelError(f"zero_output={self.zero_output!r}: expected one of "
+                                 f"{', '.join(ZERO_OUTPUT)}")
 
     @classmethod
     def from_weights(cls, weights) -> Utility:
@@ -55,7 +72,8 @@ class Utility:
         rate = np.asarray(rate, dtype=np.float64)
         with np.errstate(divide="ignore"):
             rate_term = np.where(rate > 0, self.w_r / np.where(rate > 0, rate, 1.0),
-                                 np.inf if self.w_r > 0 else 0.0)
+                                 np.inf if self.w_r > 0 and self.zero_output == "infinite"
+                                 else 0.0)
         memory = np.asarray(memory, dtype=np.float64)
         # A zero weight drops its term: 0 · ∞ (an unbounded window's memory) is not NaN.
         out = rate_term + (self.w_m * memory if self.w_m else np.zeros_like(memory))

@@ -79,8 +79,19 @@ def test_utility_example_of_the_paper():
 def test_utility_rejects_bad_weights_and_handles_zero_rate():
     with pytest.raises(ValueError):
         Utility(-1, 1)
-    assert np.isinf(Utility().of(0.0, 10.0))
+    assert np.isinf(Utility(zero_output="infinite").of(0.0, 10.0))  # the paper's reading
     assert float(Utility(0.0, 1.0).of(0.0, 10.0)) == 10.0
+    with pytest.raises(ValueError):
+        Utility(zero_output="zero")
+
+
+def test_a_round_without_output_is_scored_by_memory():
+    # Every plan emits nothing: the rate term is left out, memory picks the plan,
+    # and no score is infinite, so the round has an optimum.
+    scores = Utility(0.4, 0.6).of(np.zeros(3), np.array([30.0, 10.0, 20.0]))
+    assert np.isfinite(scores).all() and int(np.argmin(scores)) == 1
+    # With output, the rate term still counts.
+    assert float(Utility(0.4, 0.6).of(2.0, 10.0)) == pytest.approx(0.2 + 6.0)
 
 
 def test_literal_memory_formulas_in_tuples():
