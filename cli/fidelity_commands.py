@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     import numpy as np
 
     from cqopt.replay.trace_generate import generate_trace, load_interarrivals
-    from cqopt.replay.trace_write import write_trace
+    from cqopt.replay.trace_write import write_trace, write_trace_per_round
 
     catalog = load_catalog(args.catalog)
     names = args.streams.split(",") if args.streams else list(catalog.streams)
@@ -55,6 +56,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         except ValueError:
             raise CqoptError(f"--steady {item!r}: the domain must be a whole number") from None
         steady.setdefault(stream.name, {})[stream.column(column).name] = domain
+    if args.file_per_round is not None and not (args.file_per_round > 0
+                                                and args.format != "dec"):
+        raise CqoptError(f"--file-per-round {args.file_per_round}: needs a positive number of "
+                         "seconds and --format parquet or csv")
+    frames = {}
     out = Path(args.out)
     with staged_directory(out, args.force, kind="trace set") as tmp:
         for i, stream in enumerate(streams):
@@ -66,28 +72,81 @@ def cmd_generate(args: argparse.Namespace) -> int:
                                        steady=steady.get(stream.name))
             except ValueError as err:
                 raise CqoptError(f"cannot generate {stream.name}: {err}") from None
+            if args.file_per_round:
+                frames[stream.name] = frame
+                continue
             path = write_trace(frame, tmp / f"{stream.name}.{args.format}")
             print(f"{stream.name}: {len(frame)} tuples over {args.duration:g} s -> "
                   f"{out / path.name}", file=sys.stderr)
+        # One origin for every stream, so that file r of each stream is the same round.
+        origin = min((float(f["ts"].min()) for f in frames.values() if len(f)), default=0.0)
+        for name, frame in frames.items():
+            parts = write_trace_per_round(frame, tmp / name, args.file_per_round,
+                                          start=origin, fmt=args.format,
+                                          rounds=math.ceil((args.duration - origin)
+                                                           / args.file_per_round))
+            print(f"{name}: {len(frame)} tuples over {args.duration:g} s -> {len(parts)} "
+                  f"files of {args.file_per_round:g} s in {out / name}", file=sys.stderr)
     print(f"wrote {out}")
     return 0
 
 
-def _trace_paths(args: argparse.Namespace) -> dict[str, str]:
-    paths = _pairs(args.trace, "--trace")
+def _trace_paths(args: argparse.Namespace, catalog) -> dict[str, str]:
+    """Stream name (the catalog's spelling) -> trace path, from --trace and --traces.
+
+    In ``--traces DIR`` a trace is ``STREAM.<ext>`` (ext: csv, parquet, pq or a
+    DEC-PKT text suffix, optionally compressed, e.g. ``.csv.gz``), or a
+    directory ``STREAM`` / ``STREAM.parquet`` of parts, where STREAM is a
+    stream of the catalog, matched as the catalog matches stream names:
+    whole, ignoring case (``TCP.backup.csv`` is no trace of TCP). Anything
+    else is skipped and named; two traces for one stream are an error, and so
+    is a --trace for a stream that --traces also holds.
+    """
+    paths: dict[str, str] = {}
+    for stream, path in _pairs(args.trace, "--trace").items():
+        paths[_stream_name(catalog, stream, "--trace")] = path
     if args.traces:
+        from cqopt.replay.trace_format import trace_stem
+
         folder = Path(args.traces)
         if not folder.is_dir():
             raise CqoptError(f"--traces {folder}: no such directory")
+        found: dict[str, list[Path]] = {}
+        skipped = []
         for file in sorted(folder.iterdir()):
-            stream = file.name.split(".")[0]
-            # a file, or a directory of Parquet parts as Spark writes them
-            if not file.name.startswith(".") and (file.is_file() or file.suffix == ".parquet"):
-                paths.setdefault(stream, str(file))
+            if file.name.startswith("."):
+                continue
+            stem = trace_stem(file.name) if file.is_file() else (
+                file.name if "." not in file.name else trace_stem(file.name))
+            stream = catalog.stream(stem) if stem else None
+            if stream is None or not (file.is_file() or file.is_dir()):
+                skipped.append(file.name)
+            else:
+                found.setdefault(stream.name, []).append(file)
+        for stream, files in found.items():
+            if len(files) > 1:
+                raise CqoptError(f"--traces {folder}: {len(files)} traces for stream {stream}: "
+                                 f"{', '.join(f.name for f in files)}; keep one, or name it "
+                                 f"with --trace {stream}=PATH")
+            if stream in paths:
+                raise CqoptError(f"--trace {stream}= and --traces {folder} both give a trace "
+                                 f"of {stream} ({files[0].name}); they are alternatives")
+            paths[stream] = str(files[0])
+        if skipped:
+            print(f"--traces {folder}: skipped {', '.join(skipped)} (not a trace named "
+                  "STREAM.<csv|parquet|...> for a stream of the catalog)", file=sys.stderr)
     if not paths:
         raise CqoptError("no trace given: pass --trace STREAM=PATH (repeatable) or --traces DIR "
                          "(make one with cqopt generate)")
     return paths
+
+
+def _stream_name(catalog, name: str, option: str) -> str:
+    stream = catalog.stream(name)
+    if stream is None:
+        raise CqoptError(f"{option} {name}=...: the catalog has no stream {name!r}; it has "
+                         + ", ".join(catalog.streams))
+    return stream.name
 
 
 def _window_seconds(query) -> float:
@@ -119,10 +178,15 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     catalog = load_catalog(args.catalog)
     workload = load_workload(args.workload)
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
-    paths = _trace_paths(args)
-    paths = {(catalog.stream(s).name if catalog.stream(s) else s): p for s, p in paths.items()}
-    times = {(catalog.stream(s).name if catalog.stream(s) else s): c
+    if args.charts and args.k is not None:
+        raise CqoptError(f"--k {args.k} sets the k of charts built here, but --charts "
+                         f"{args.charts} gives built charts; leave out one of them")
+    paths = _trace_paths(args, catalog)
+    times = {_stream_name(catalog, s, "--ts-column"): c
              for s, c in _pairs(args.ts_column, "--ts-column").items()}
+    for stream in times:
+        if stream not in paths:
+            raise CqoptError(f"--ts-column {stream}=...: no trace of {stream} is given")
     specs = workload_specs(workload, catalog, {"k": args.k})
     if args.query:
         specs = [(s, q) for s, q in specs if s.name in args.query]
@@ -239,6 +303,10 @@ def add_parsers(sub) -> None:
                         "drift, e.g. join keys (repeatable)")
     p.add_argument("--format", choices=["parquet", "csv", "dec"], default="parquet",
                    help="trace file format (default parquet)")
+    p.add_argument("--file-per-round", type=float, metavar="SECONDS",
+                   help="write each stream as a directory OUT/STREAM of one file per SECONDS "
+                        "of trace time (part-00000.parquet, ...), all streams from one origin, "
+                        "for cqopt run's streaming file sources")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.set_defaults(run=cmd_generate)
 
@@ -253,15 +321,18 @@ def add_parsers(sub) -> None:
     p.add_argument("--charts", metavar="DIR",
                    help="chart set to replay (default: build the charts locally)")
     p.add_argument("--trace", action="append", metavar="STREAM=PATH",
-                   help="a stream's trace: DEC-PKT text, CSV or Parquet (repeatable)")
+                   help="a stream's trace: DEC-PKT text, CSV or Parquet (repeatable); an "
+                        "alternative to --traces, e.g. for a stream --traces lacks")
     p.add_argument("--traces", metavar="DIR",
-                   help="a directory of traces named STREAM.<ext> (from cqopt generate)")
+                   help="a directory of traces named STREAM.<ext> (from cqopt generate); "
+                        "an alternative to one --trace per stream")
     p.add_argument("--ts-column", action="append", metavar="STREAM=COLUMN",
                    help="the timestamp column of a CSV or Parquet trace")
     p.add_argument("--out", required=True, metavar="REPORT", help="report directory")
     p.add_argument("--query", action="append", metavar="NAME",
                    help="replay only this query (repeatable; default: all with traces)")
-    p.add_argument("--k", type=int, help="k of charts built here (default: the workload's)")
+    p.add_argument("--k", type=int, help="k of charts built here (default: the workload's); "
+                                         "not with --charts")
     p.add_argument("--d", type=int, default=5, help="rounds the estimator looks back (5)")
     p.add_argument("--decay", type=float, default=0.5, help="OM's decay a (default 0.5)")
     p.add_argument("--estimator", choices=["decay", "last", "ewma"], default="decay",
