@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 import cqopt
 from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
-from cqopt.cli import calibrate_command, chart_commands, fidelity_commands
+from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, run_command
 from cqopt.cli.chart_commands import parse_stat, parse_weights
 from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model
 from cqopt.errors import CqoptError
@@ -138,7 +139,7 @@ def _add_query_source(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="cqopt",
         description="Cost-based optimizer for continuous queries over data streams.")
     parser.add_argument("--version", action="version", version=f"cqopt {cqopt.__version__}")
@@ -165,20 +166,85 @@ def build_parser() -> argparse.ArgumentParser:
     chart_commands.add_parsers(sub)
     fidelity_commands.add_parsers(sub)
     calibrate_command.add_parsers(sub)
+    run_command.add_parsers(sub)
     return parser
+
+
+# Every subcommand's help ends with a worked example (tests check that each has one).
+EXAMPLES = {
+    "explain": """\
+example:
+  cqopt explain --catalog examples/dec-pkt.toml \\
+      --sql "SELECT * FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]" --stat rate.TCP=500""",
+    "build": """\
+example:
+  cqopt build --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
+      --out charts --engine local""",
+    "choose": """\
+example:
+  cqopt choose --charts charts --query Q1 --stat rate.TCP=500 --stat sel.TCP=0.3""",
+    "show": """\
+example:
+  cqopt show --charts charts --query Q2 --out q2.png --at rate.SF=300""",
+    "generate": """\
+example:
+  cqopt generate --catalog examples/dec-pkt.toml --out traces --duration 60 \\
+      --steady TCP.src_host --steady UDP.dest_host --steady SF.dest_host""",
+    "fidelity": """\
+example (--traces DIR, or one --trace STREAM=PATH per stream instead):
+  cqopt fidelity --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
+      --charts charts --traces traces --out report""",
+    "calibrate": """\
+example:
+  cqopt calibrate --catalog examples/dec-pkt.toml --out calibrated.toml --rows 200000""",
+    "run": """\
+example:
+  cqopt run --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
+      --charts charts --query Q1 --source TCP=traces/TCP.parquet --out run""",
+}
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with the CLI's contract: a usage error is one line, and help ends with
+    the command's worked example, printed as written."""
+
+    def error(self, message: str):
+        command = self.prog.removeprefix("cqopt").strip()
+        hint = f"cqopt {command} --help" if command else "cqopt --help"
+        self.exit(EXIT_USAGE, f"cqopt: error: {printable(message)} (see {hint})\n")
+
+    def format_help(self) -> str:
+        example = EXAMPLES.get(self.prog.removeprefix("cqopt").strip())
+        text = super().format_help()
+        return text + "\n" + example + "\n" if example else text
+
+
+def printable(text: str) -> str:
+    """``text`` on one line with control characters escaped (no raw ESC reaches a terminal).
+
+    >>> printable("bad 'a\\nb\\x1b[31m'")
+    "bad 'a\\\\nb\\\\x1b[31m'"
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = parser.parse_args(argv)
         return args.run(args)
     except CqoptError as err:
-        print(f"cqopt: error: {err}", file=sys.stderr)
+        print(f"cqopt: error: {printable(err)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("cqopt: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader left (cqopt explain ... | head -1): stop quietly; point stdout at
+        # /dev/null so the interpreter's final flush does not complain either.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,112 @@
+"""``cqopt run``: one query of a workload, adaptively, on Spark Structured Streaming."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cqopt.catalog import load_catalog
+from cqopt.errors import CqoptError
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import cqopt.charts as charts
+    from cqopt.charts.spec import workload_specs
+    from cqopt.charts.workload import load_workload
+    from cqopt.cli.fidelity_commands import _pairs, _window_seconds
+    from cqopt.spark.session import running_session
+    from cqopt.spark.streaming import AdaptiveRun, Source, Tolerance, parse_trigger
+
+    # Everything is checked before Spark starts.
+    catalog = load_catalog(args.catalog)
+    workload = load_workload(args.workload)
+    specs = {spec.name: (spec, query) for spec, query in workload_specs(workload, catalog)}
+    if args.query not in specs:
+        raise CqoptError(f"--query {args.query}: not in {workload.source}; it has "
+                         + ", ".join(specs))
+    spec, query = specs[args.query]
+    chart_set = charts.load(args.charts)
+    fresh = chart_set.check(catalog)
+    if fresh.stale:
+        raise CqoptError(f"--charts {args.charts} was built from another catalog (fingerprint "
+                         f"{fresh.built_with}) than --catalog {args.catalog} (fingerprint "
+                         f"{fresh.catalog}); rebuild the charts with cqopt build --force")
+    chart = chart_set[args.query]
+    if chart.spec.sql != spec.sql:
+        raise CqoptError(f"--charts {args.charts}: its query {args.query} is not the one in "
+                         f"{workload.source}; rebuild the charts with cqopt build")
+    given = _pairs(args.source, "--source")
+    if not given:
+        raise CqoptError("no --source given: pass --source STREAM=DIR (or STREAM=rate:N) for "
+                         f"each stream of {args.query}: {', '.join(query.stream_names)}")
+    sources = {}
+    for stream, text in given.items():
+        if stream.lower() not in {s.lower() for s in query.stream_names}:
+            raise CqoptError(f"--source {stream}={text}: query {args.query} reads no stream "
+                             f"{stream}; its streams are {', '.join(query.stream_names)}")
+        sources[stream] = Source.parse(stream, text)
+    tolerance = Tolerance(args.tolerance, args.tolerance_ms / 1000)
+
+    def say(line: str) -> None:
+        if not args.quiet:
+            print(f"cqopt run: {line}", file=sys.stderr, flush=True)
+
+    trigger = parse_trigger(args.trigger)
+    with running_session(args.master, progress=False) as spark:
+        run = AdaptiveRun(spark, args.query, query, chart, catalog, sources, args.out,
+                          window_s=_window_seconds(query), trigger=trigger, shadow=args.shadow,
+                          max_rounds=args.max_rounds, estimator=args.estimator, d=args.d,
+                          decay=args.decay, tolerance=tolerance, progress=say)
+        result = run.run()
+    s = result.summary
+    print(f"{args.query}: {s['rounds']} rounds ({s['empty_rounds']} empty), stopped by "
+          f"{result.stopped_by}; {len(result.pending)} pending; switches {s['switches']}; "
+          f"plans run: " + (", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()) or "none"))
+    if "model" in s:
+        print(f"model fidelity {s['model']['fidelity']:.3f}")
+    if "measured" in s:
+        m, t = s["measured"], s["measured"]["total_seconds"]
+        print(f"measured fidelity {m['fidelity']:.3f} (within {s['tolerance']}), measured "
+              f"regret {m['regret']:.3f}; total s: adaptive {t['adaptive']:.3f}, best static "
+              f"{t['best_static']:.3f} ({t['best_static_plan']}), worst static "
+              f"{t['worst_static']:.3f} ({t['worst_static_plan']})")
+    print(f"wrote {result.out / 'report.md'}")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser(
+        "run", help="run a query adaptively on Spark Structured Streaming",
+        description="Read each stream of the query as a Structured Streaming source, cut the "
+                    "tuples into rounds of the query's window in event time and, per complete "
+                    "round, observe its statistics, choose a plan from the chart (OM's "
+                    "Algorithm 2), run it on Spark and write its result under --out, with a "
+                    "round log and a report. A killed run resumes where it stopped.")
+    p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
+    p.add_argument("--workload", required=True, help="workload (TOML) of named queries")
+    p.add_argument("--charts", required=True, metavar="DIR", help="chart set (cqopt build)")
+    p.add_argument("--query", required=True, metavar="NAME", help="the query to run")
+    p.add_argument("--source", action="append", metavar="STREAM=PATH",
+                   help="a stream's source: a directory of .parquet or .csv files (cqopt "
+                        "generate --file-per-round writes one), or rate:N for Spark's rate "
+                        "source at N rows/s (repeatable)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="run folder: results, round log, report, checkpoint; rerun with the "
+                        "same --out to resume")
+    p.add_argument("--trigger", default="available-now", metavar="once|available-now|SECONDS",
+                   help="Spark trigger (default available-now, one file per stream per "
+                        "micro-batch)")
+    p.add_argument("--shadow", action="store_true",
+                   help="also run every other candidate plan on each round and time it")
+    p.add_argument("--max-rounds", type=int, metavar="N", help="stop after N rounds")
+    p.add_argument("--tolerance", type=float, default=0.10,
+                   help="relative noise tolerance of measured fidelity (default 0.10)")
+    p.add_argument("--tolerance-ms", type=float, default=50.0,
+                   help="absolute noise tolerance of measured fidelity in ms (default 50)")
+    p.add_argument("--d", type=int, default=5, help="rounds the estimator looks back (5)")
+    p.add_argument("--decay", type=float, default=0.5, help="OM's decay a (default 0.5)")
+    p.add_argument("--estimator", choices=["decay", "last", "ewma"], default="decay",
+                   help="rate and selectivity estimator (default: OM's decay mean)")
+    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(run=cmd_run)

@@ -1,0 +1,853 @@
+"""An adaptive continuous query on Spark Structured Streaming: OM's Algorithm 2, on an engine.
+
+:class:`AdaptiveRun` reads each stream of a query as a Structured Streaming
+source (a directory of Parquet or CSV files, or Spark's ``rate`` source),
+cuts the tuples into **rounds** (tumbling windows of the query's window
+``W`` in event time, seed 001 section 3.1) and, in ``foreachBatch``, runs
+every round once it is complete:
+
+1. the round's statistics are observed with
+   :func:`cqopt.spark.round_stats.round_statistics`, the implementation of the
+   offline statistics, on the round's tuples;
+2. an :class:`~cqopt.runtime.adaptive.AdaptiveQuery` estimates the round from
+   the rounds before it and looks the estimate up in the chart (Algorithm 2,
+   section 4.5), counting moves and switches;
+3. the chosen plan runs as a DataFrame (:func:`cqopt.spark.plan_frame.to_spark`)
+   on the round's tuples, and its result is written to
+   ``OUT/results/round-NNNNNN.parquet``;
+4. one record goes to the round log ``OUT/log/round-NNNNNN.json`` (statistics
+   observed and estimated, cell, plan, switch, rows in and out, the plan's
+   wall time); with ``shadow`` every candidate plan also runs on the round
+   (``write.format("noop")``: executed, then discarded) and its time is logged.
+
+**Rounds and micro-batches.** A tuple's round is
+:func:`~cqopt.spark.round_stats.assign_round` of its timestamp, from the
+earliest timestamp of the first micro-batch (or ``start``). Micro-batch
+boundaries need not match round boundaries: each micro-batch's tuples are
+staged under ``OUT/pending/batch-B/_round=R/_stream=S`` and a round runs when
+it is complete, i.e. every stream of the query has shown a timestamp at or
+past the round's end (the earliest of the streams' latest timestamps, as
+Spark's default watermark policy takes the minimum); a partial round waits
+for the next micro-batch. The last round of a finite input therefore stays
+pending, as the offline statistics drop a trailing partial round. A tuple of
+a round that already ran arrives late: it is counted, not run.
+
+**Restart safety.** Spark's checkpoint is ``OUT/checkpoint``; a micro-batch
+that was not committed runs again with the same tuples, and staging is keyed
+by its batch id. A round is done when its log record exists; its result is
+written before its record, each atomically (a scratch name, then a rename),
+so a killed run resumes at the next unfinished round and no round's output is
+lost or written twice. On resumption the logged rounds' observations are
+fed to a fresh :class:`AdaptiveQuery`, which therefore continues where it
+stopped.
+
+**The rate source** (a live demo): ``Source.rate("TCP", 200)`` is Spark's
+``rate`` source at 200 rows/s; ``ts`` is its ``timestamp`` in seconds, and
+each int column of the catalog stream is ``1 + pmod(xxhash64(value, i),
+1000)`` (so equi-joins on them match about one pair in 1000, like the
+example workload's λ-λ chart assumes), each double column ``value``, each
+string column ``value`` as text and each bool column whether ``value`` is even.
+It needs a processing-time trigger (``trigger="5"``).
+
+>>> Source.rate("TCP", 200)
+Source(stream='TCP', kind='rate', path=None, rows_per_second=200)
+>>> parse_trigger("available-now"), parse_trigger("2.5")
+('available-now', 2.5)
+>>> measured_hit([0.50, 0.52, 0.90], chosen=1, tolerance=Tolerance())  # within 10%
+True
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from cqopt.catalog import Catalog
+from cqopt.charts.lookup import QueryChart
+from cqopt.errors import CqoptError
+from cqopt.replay.rounds import round_of
+from cqopt.runtime.adaptive import AdaptiveQuery
+from cqopt.spark.session import spark_errors, spark_message
+from cqopt.spark.trace_read import SPARK_TYPES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from cqopt.optimizer.logical import ContinuousQuery
+
+STATE_VERSION = 1
+TRIGGERS = ("once", "available-now")
+RATE_DOMAIN = 1000
+_TIME_NAMES = ("ts", "timestamp", "time")
+
+
+class StreamingRunError(CqoptError):
+    """A streaming run cannot start or continue: bad sources, options or output folder."""
+
+
+# -- sources -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Source:
+    """One stream's input: a directory of Parquet or CSV files, or Spark's rate source."""
+
+    stream: str
+    kind: str  # parquet, csv or rate
+    path: str | None = None
+    rows_per_second: int | None = None
+
+    @classmethod
+    def files(cls, stream: str, path: str | Path) -> Source:
+        """A directory of ``.parquet`` or ``.csv`` files (optionally gzipped CSV).
+
+        Raises
+        ------
+        StreamingRunError
+            The path does not exist, is not a directory, or holds no such file.
+        """
+        path = Path(path)
+        where = f"--source {stream}={path}"
+        if not path.exists():
+            raise StreamingRunError(f"{where}: no such directory")
+        if not path.is_dir():
+            raise StreamingRunError(f"{where}: not a directory; a streaming source is a "
+                                    "directory of .parquet or .csv files (cqopt generate "
+                                    "--file-per-round writes one)")
+        names = [p.name.lower() for p in path.iterdir() if not p.name.startswith((".", "_"))]
+        kinds = {"parquet" for n in names if n.endswith(".parquet")}
+        kinds |= {"csv" for n in names if n.endswith((".csv", ".csv.gz"))}
+        if not kinds:
+            raise StreamingRunError(f"{where}: holds no .parquet or .csv file "
+                                    f"({len(names)} other entries); write one file per round "
+                                    "with cqopt generate --file-per-round SECONDS")
+        if len(kinds) > 1:
+            raise StreamingRunError(f"{where}: holds both .parquet and .csv files; keep one "
+                                    "format per directory")
+        return cls(stream, kinds.pop(), str(path))
+
+    @classmethod
+    def rate(cls, stream: str, rows_per_second: int) -> Source:
+        """Spark's ``rate`` source at ``rows_per_second`` (see the module docstring)."""
+        if not (isinstance(rows_per_second, int) and rows_per_second > 0):
+            raise StreamingRunError(f"--source {stream}=rate:{rows_per_second}: the rate "
+                                    "must be a whole number of rows per second >= 1")
+        return cls(stream, "rate", None, rows_per_second)
+
+    @classmethod
+    def parse(cls, stream: str, text: str) -> Source:
+        """``rate:N`` is the rate source at N rows/s; anything else a directory."""
+        if text.startswith("rate:"):
+            try:
+                return cls.rate(stream, int(text[5:]))
+            except ValueError:
+                raise StreamingRunError(f"--source {stream}={text}: expected rate:ROWS_PER_"
+                                        "SECOND, e.g. rate:200") from None
+        return cls.files(stream, text)
+
+
+def parse_trigger(text: str) -> str | float:
+    """``once``, ``available-now`` or a processing-time interval in seconds."""
+    if text in TRIGGERS:
+        return text
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise StreamingRunError(f"--trigger {text}: expected once, available-now or a "
+                                "positive number of seconds")
+    return seconds
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Measured times within ``relative`` of the fastest, or ``absolute_s`` of it, tie."""
+
+    relative: float = 0.10
+    absolute_s: float = 0.05
+
+    def __str__(self) -> str:
+        return f"{self.relative:.0%} or {self.absolute_s * 1000:.0f} ms"
+
+
+def measured_hit(seconds: list[float], chosen: int, tolerance: Tolerance) -> bool:
+    """Whether plan ``chosen`` was measured fastest, within ``tolerance`` of the fastest."""
+    fastest = min(seconds)
+    return (seconds[chosen] <= fastest * (1 + tolerance.relative)
+            or seconds[chosen] - fastest <= tolerance.absolute_s)
+
+
+# -- the run -------------------------------------------------------------------------
+@dataclass
+class RunResult:
+    """What a run did: the round log (one row per round ever run in ``out``) and the report."""
+
+    out: Path
+    rounds: pd.DataFrame
+    summary: dict[str, Any]
+    stopped_by: str = "end of input"
+    pending: list[int] = field(default_factory=list)
+
+
+class AdaptiveRun:
+    """One query running adaptively on Spark Structured Streaming; see the module docstring."""
+
+    def __init__(self, spark: SparkSession, name: str, query: ContinuousQuery,
+                 chart: QueryChart, catalog: Catalog, sources: Mapping[str, Source],
+                 out: str | Path, *, window_s: float, trigger: str | float = "available-now",
+                 shadow: bool = False, max_rounds: int | None = None,
+                 max_files_per_trigger: int = 1, estimator: str = "decay", d: int = 5,
+                 decay: float = 0.5, start: float | None = None,
+                 tolerance: Tolerance = Tolerance(),
+                 progress: Callable[[str], None] | None = None):
+        """Check everything that can be checked before Spark reads a tuple.
+
+        Parameters
+        ----------
+        spark : SparkSession
+        name : str
+            The query's name (the chart's).
+        query : ContinuousQuery
+            The parsed query; ``chart`` must be its chart.
+        chart : QueryChart
+            The query's chart (``charts.load(DIR)[name]``).
+        catalog : Catalog
+            The catalog the chart was built with: its streams' columns type the
+            sources, its costs give the model's fidelity in the report.
+        sources : Mapping[str, Source]
+            One source per stream of the query.
+        out : path
+            The run's folder: new, empty, or one this query ran in before
+            (then the run resumes).
+        window_s : float
+            The round length W in seconds.
+        trigger : {"once", "available-now"} or float
+            Spark's trigger; a number is a processing-time interval in seconds.
+        shadow : bool
+            Also run every other candidate plan on each round and time it.
+        max_rounds : int, optional
+            Stop once this many rounds have run in ``out`` (earlier runs count).
+        max_files_per_trigger : int
+            Files per micro-batch of each file source (1: one round file each).
+        estimator, d, decay :
+            As :class:`~cqopt.runtime.adaptive.AdaptiveQuery`.
+        start : float, optional
+            The time of round 0's start; default the first micro-batch's
+            earliest timestamp.
+        tolerance : Tolerance
+            When a measured time counts as tied with the fastest.
+
+        Raises
+        ------
+        StreamingRunError
+            A source for a stream not in the query, a stream without a source,
+            an option out of range, or an ``out`` cqopt did not write.
+        """
+        self.spark, self.name, self.query, self.chart = spark, name, query, chart
+        self.catalog = catalog
+        self.window_s = float(window_s)
+        self.trigger, self.shadow = trigger, shadow
+        self.max_rounds, self.max_files = max_rounds, max_files_per_trigger
+        self.tolerance = tolerance
+        self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.options = {"estimator": estimator, "d": d, "decay": decay}
+        self.streams = tuple(query.stream_names)
+        self.sources = _match_sources(sources, self.streams, name)
+        if max_rounds is not None and not (isinstance(max_rounds, int) and max_rounds >= 1):
+            raise StreamingRunError(f"--max-rounds {max_rounds}: needs a whole number >= 1")
+        if not (isinstance(max_files_per_trigger, int) and max_files_per_trigger >= 1):
+            raise StreamingRunError(f"max_files_per_trigger {max_files_per_trigger}: needs a "
+                                    "whole number >= 1")
+        if not (math.isfinite(self.window_s) and self.window_s > 0):
+            raise StreamingRunError(f"the round length must be a positive number of seconds, "
+                                    f"got {window_s!r}")
+        rate = [s.stream for s in self.sources.values() if s.kind == "rate"]
+        if rate and trigger in TRIGGERS:
+            raise StreamingRunError(f"--source {rate[0]}=rate:...: Spark's rate source never "
+                                    f"ends, so it needs a processing-time trigger "
+                                    f"(--trigger SECONDS), not {trigger}")
+        self.out = Path(out)
+        self.state = self._open_state(start)
+        self.adaptive = AdaptiveQuery(chart, **self.options)
+        self.records = self._resume()
+        self.error: BaseException | None = None
+        self.stop_requested = threading.Event()
+        self.stopped_by = "end of input"
+
+    # -- the folder and its state ---------------------------------------------------
+    def _open_state(self, start: float | None) -> dict[str, Any]:
+        state_file = self.out / "state.json"
+        identity = {"version": STATE_VERSION, "query": self.name, "sql": self.query.sql,
+                    "window_s": self.window_s,
+                    "sources": {s: asdict(src) for s, src in self.sources.items()}}
+        if self.out.exists() and not self.out.is_dir():
+            raise StreamingRunError(f"--out {self.out}: is a file, not a directory")
+        if state_file.exists():
+            try:
+                state = json.loads(state_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as err:
+                raise StreamingRunError(f"--out {self.out}: state.json is unreadable ({err}); "
+                                        "use a new --out") from None
+            for key, value in identity.items():
+                if state.get(key) != value:
+                    raise StreamingRunError(
+                        f"--out {self.out}: holds a run with another {key} ({state.get(key)!r}, "
+                        f"now {value!r}); resume with the same query and sources, or use a "
+                        "new --out")
+            return state
+        if self.out.exists() and any(self.out.iterdir()):
+            raise StreamingRunError(f"--out {self.out}: exists and is not a cqopt run folder "
+                                    "(no state.json); cqopt leaves it alone: pick a new --out")
+        self.out.mkdir(parents=True, exist_ok=True)
+        state = {**identity, "start": start, "seen": {}, "late": {}, "empty_batches": []}
+        _write_json(state_file, state)
+        return state
+
+    def _save_state(self) -> None:
+        _write_json(self.out / "state.json", self.state)
+
+    def _resume(self) -> list[dict[str, Any]]:
+        """The logged rounds, in order; the adaptive query is brought to their end."""
+        for folder in ("pending", "results", "log"):
+            for scratch in (self.out / folder).glob(".tmp-*"):
+                _remove(scratch)  # a killed run's half-written scratch
+        records = read_round_log(self.out)
+        for i, record in enumerate(records):
+            if record["round"] != i:
+                raise StreamingRunError(f"--out {self.out}: the round log lacks round {i}; "
+                                        "the folder was edited: use a new --out")
+            self.adaptive.step(_observed(record, self.adaptive.statistics))
+        if records:
+            self.progress(f"{self.name}: resuming after round {len(records) - 1}")
+        return records
+
+    @property
+    def next_round(self) -> int:
+        return len(self.records)
+
+    # -- the streaming query ----------------------------------------------------------
+    def run(self) -> RunResult:
+        """Run until the input ends (``once``/``available-now``), ``max_rounds``, or Ctrl-C.
+
+        Returns
+        -------
+        RunResult
+            Every round logged in ``out`` (earlier runs' too), and the report's
+            summary (``report.md`` and ``report.json`` are written).
+
+        Raises
+        ------
+        StreamingRunError
+            A source that does not fit the catalog, or a Spark failure (one line).
+        """
+        if self.max_rounds is not None and self.next_round >= self.max_rounds:
+            self.stopped_by = f"max rounds ({self.max_rounds}) reached before"
+            return self.report()
+        with spark_errors(f"Spark cannot start the streaming query of {self.name}",
+                          StreamingRunError):
+            frames = [self._read_stream(src) for src in self.sources.values()]
+            stream = frames[0]
+            for other in frames[1:]:
+                stream = stream.unionByName(other, allowMissingColumns=True)
+            writer = (stream.writeStream.foreachBatch(self._batch)
+                      .option("checkpointLocation", str(self.out / "checkpoint"))
+                      .queryName(f"cqopt-{self.name}-{os.getpid()}"))
+            if self.trigger == "once":
+                writer = writer.trigger(once=True)
+            elif self.trigger == "available-now":
+                writer = writer.trigger(availableNow=True)
+            else:
+                writer = writer.trigger(processingTime=f"{self.trigger} seconds")
+            handle = writer.start()
+        try:
+            while handle.isActive:
+                if self.stop_requested.is_set():
+                    handle.stop()
+                    break
+                handle.awaitTermination(0.5)
+        except KeyboardInterrupt:
+            self.stopped_by = "interrupted (Ctrl-C)"
+            self.progress(f"{self.name}: interrupted; stopping, every finished round is kept")
+            handle.stop()
+        except Exception as err:  # StreamingQueryException: the batch's own error first
+            if self.error is not None:
+                raise self.error from None
+            raise StreamingRunError(f"the streaming query of {self.name} failed: "
+                                    f"{spark_message(err)}") from None
+        if self.error is not None:
+            raise self.error
+        return self.report()
+
+    def _read_stream(self, source: Source) -> DataFrame:
+        from pyspark.sql import functions as F
+
+        stream = self.catalog.stream(source.stream)
+        if source.kind == "rate":
+            raw = (self.spark.readStream.format("rate")
+                   .option("rowsPerSecond", source.rows_per_second).load())
+            seconds = F.unix_micros(F.col("timestamp")) / 1e6
+            columns = [F.lit(stream.name).alias("_stream"), seconds.alias("ts")]
+            for i, col in enumerate(c for c in stream.columns if c.name.lower() != "ts"):
+                value = seconds if col.type == "timestamp" else _rate_column(col.type, i)
+                columns.append(value.alias(f"{stream.name}__{col.name}"))
+            return raw.select(*columns)
+        schema, time_column = self._file_schema(source)
+        reader = (self.spark.readStream.schema(schema)
+                  .option("maxFilesPerTrigger", self.max_files))
+        if source.kind == "csv":
+            raw = reader.option("header", True).option("enforceSchema", False).csv(source.path)
+        else:
+            raw = reader.parquet(source.path)
+        have = {f.name.lower(): f for f in schema.fields}
+        ts = F.col(f"`{time_column.name}`")
+        ts = (F.unix_micros(ts.cast("timestamp")) / 1e6 if "timestamp" in
+              time_column.dataType.simpleString() else ts.cast("double"))
+        columns = [F.lit(stream.name).alias("_stream"), ts.alias("ts")]
+        for col in stream.columns:
+            if col.name.lower() == "ts":
+                continue
+            target = SPARK_TYPES[col.type]
+            field_ = have.get(col.name.lower())
+            if field_ is None and col.type == "timestamp":
+                field_ = time_column
+            value = (F.lit(None).cast(target) if field_ is None else
+                     F.unix_micros(F.col(f"`{field_.name}`").cast("timestamp")) / 1e6
+                     if "timestamp" in field_.dataType.simpleString()
+                     else F.col(f"`{field_.name}`").cast(target))
+            columns.append(value.alias(f"{stream.name}__{col.name}"))
+        return raw.select(*columns)
+
+    def _file_schema(self, source: Source) -> tuple[StructType, Any]:
+        """The directory's schema, checked against the catalog; and its time column."""
+        from pyspark.sql.types import DoubleType, StructField, StructType
+
+        stream = self.catalog.stream(source.stream)
+        where = f"--source {source.stream}={source.path}"
+        if source.kind == "parquet":
+            schema = self.spark.read.parquet(source.path).schema
+        else:
+            first = min(p for p in Path(source.path).iterdir()
+                        if p.name.lower().endswith((".csv", ".csv.gz")))
+            header = _csv_header(first)
+            fields = []
+            for name in header:
+                col = stream.column(name)
+                fields.append(StructField(name, DoubleType() if col is None or
+                                          col.type == "timestamp" else
+                                          _spark_type(SPARK_TYPES[col.type])))
+            schema = StructType(fields)
+        names = [f.name for f in schema.fields]
+        time_names = [c.name for c in stream.columns if c.type == "timestamp"][:1]
+        time_names += list(_TIME_NAMES)
+        by_lower = {f.name.lower(): f for f in schema.fields}
+        time_column = next((by_lower[n.lower()] for n in time_names if n.lower() in by_lower),
+                           None)
+        if time_column is None:
+            raise StreamingRunError(f"{where}: no time column (one of {', '.join(time_names)}) "
+                                    f"among its columns {', '.join(names)}")
+        unknown = [n for n in names if stream.column(n) is None and n != time_column.name]
+        if unknown:
+            raise StreamingRunError(
+                f"{where}: column {unknown[0]} is not a column of stream {stream.name} in the "
+                f"catalog (it has {', '.join(c.name for c in stream.columns)}); fix the "
+                "catalog or the files")
+        needed = [c for c in self.query.required_columns(stream.name)
+                  if c.lower() not in by_lower
+                  and not (c.lower() == "ts" or (stream.column(c) is not None
+                                                 and stream.column(c).type == "timestamp"))]
+        if needed:
+            raise StreamingRunError(f"{where}: has no column {', '.join(needed)}, which query "
+                                    f"{self.name} reads; its columns are {', '.join(names)}")
+        return schema, time_column
+
+    # -- one micro-batch ----------------------------------------------------------------
+    def _batch(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            if self.stop_requested.is_set():
+                return
+            with spark_errors(f"Spark failed on micro-batch {batch_id} of {self.name}",
+                              StreamingRunError):
+                self._stage(batch, batch_id)
+                self._run_complete_rounds()
+        except BaseException as err:
+            self.error = self.error or err
+            self.stop_requested.set()
+            raise
+
+    def _stage(self, batch: DataFrame, batch_id: int) -> None:
+        """Keep the batch's tuples of unfinished rounds under pending/, keyed by batch id."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        from cqopt.spark.round_stats import assign_round
+
+        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            span = {r["_stream"]: r for r in batch.groupBy("_stream").agg(
+                F.min("ts").alias("lo"), F.max("ts").alias("hi"),
+                F.count(F.lit(1)).alias("n")).collect()}
+            if not span:
+                self.progress(f"{self.name}: micro-batch {batch_id} holds no tuple")
+                if batch_id not in self.state["empty_batches"]:
+                    self.state["empty_batches"].append(batch_id)
+                    self._save_state()
+                return
+            if self.state["start"] is None:
+                self.state["start"] = float(min(r["lo"] for r in span.values()))
+            start = self.state["start"]
+            tagged = batch.withColumn("_round", assign_round(F.col("ts"), start, self.window_s))
+            late = tagged.where(F.col("_round") < self.next_round).count()
+            scratch = self.out / "pending" / f".tmp-batch-{batch_id:06d}"
+            final = self.out / "pending" / f"batch-{batch_id:06d}"
+            _remove(scratch)
+            (tagged.where(F.col("_round") >= self.next_round)
+             .write.partitionBy("_round", "_stream").parquet(str(scratch)))
+            _replace(scratch, final)
+            for stream, row in span.items():
+                seen = self.state["seen"].get(stream)
+                self.state["seen"][stream] = max(float(row["hi"]), seen if seen is not None
+                                                 else -math.inf)
+            self.state["late"][str(batch_id)] = int(late)
+            if late:
+                self.progress(f"{self.name}: micro-batch {batch_id}: {late} tuples of rounds "
+                              "that already ran arrived late; not run")
+            self._save_state()
+        finally:
+            batch.unpersist()
+
+    def _run_complete_rounds(self) -> None:
+        seen = self.state["seen"]
+        if any(s not in seen for s in self.streams):
+            return  # a stream has shown no tuple yet: no round can be known complete
+        watermark = min(seen[s] for s in self.streams)
+        complete = round_of(watermark, self.state["start"], self.window_s)
+        while self.next_round < complete:
+            if self.max_rounds is not None and self.next_round >= self.max_rounds:
+                self.stopped_by = f"max rounds ({self.max_rounds})"
+                self.stop_requested.set()
+                return
+            self._run_round(self.next_round)
+        if self.max_rounds is not None and self.next_round >= self.max_rounds:
+            self.stopped_by = f"max rounds ({self.max_rounds})"
+            self.stop_requested.set()
+
+    def _round_frames(self, r: int) -> dict[str, DataFrame]:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        frames = {}
+        for stream_name in self.streams:
+            stream = self.catalog.stream(stream_name)
+            parts = sorted(str(p) for p in (self.out / "pending").glob(
+                f"batch-*/_round={r}/_stream={stream_name}"))
+            columns = [c for c in stream.columns if c.name.lower() != "ts"]
+            if parts:
+                raw = self.spark.read.parquet(*parts)
+                frame = raw.select(F.col("ts"), *[F.col(f"`{stream_name}__{c.name}`")
+                                                  .alias(c.name) for c in columns])
+            else:
+                frame = self.spark.createDataFrame([], self._stream_schema(stream_name))
+            frames[stream_name] = frame.persist(StorageLevel.MEMORY_AND_DISK)
+        return frames
+
+    def _stream_schema(self, stream_name: str) -> StructType:
+        from pyspark.sql.types import DoubleType, StructField, StructType
+
+        stream = self.catalog.stream(stream_name)
+        return StructType([StructField("ts", DoubleType())] + [
+            StructField(c.name, _spark_type(SPARK_TYPES[c.type]))
+            for c in stream.columns if c.name.lower() != "ts"])
+
+    def _run_round(self, r: int) -> None:
+        from cqopt.spark.plan_frame import to_spark
+        from cqopt.spark.round_stats import round_statistics
+
+        round_start = self.state["start"] + r * self.window_s
+        frames = self._round_frames(r)
+        try:
+            rows_in = {s: int(f.count()) for s, f in frames.items()}
+            observed_table = round_statistics(self.query, frames, self.window_s,
+                                              start=round_start, rounds=1)
+            observed = {name: float(observed_table[name].iloc[0])
+                        for name in self.query.statistics}
+            outcome = self.adaptive.step(observed)
+            plan = outcome.plan
+            scratch = self.out / "results" / f".tmp-round-{r:06d}.parquet"
+            final = self.out / "results" / f"round-{r:06d}.parquet"
+            _remove(scratch)
+            began = time.perf_counter()
+            to_spark(plan, frames, query=self.query).write.parquet(str(scratch))
+            seconds = time.perf_counter() - began
+            _replace(scratch, final)
+            rows_out = int(self.spark.read.parquet(str(final)).count())
+            shadow = self._shadow(frames, r) if self.shadow else {}
+        finally:
+            for frame in frames.values():
+                frame.unpersist()
+        record = {
+            "round": r, "start": round_start, "end": round_start + self.window_s,
+            "rows_in": rows_in, "empty": not any(rows_in.values()),
+            "observed": {k: _json_float(v) for k, v in observed.items()},
+            "estimate": {k: _json_float(v) for k, v in outcome.estimate.items()},
+            "cell": list(outcome.cell), "plan": outcome.plan_id,
+            "chart_plan": outcome.chart_plan_id, "move": outcome.move,
+            "switch": outcome.switch, "rows_out": rows_out, "plan_seconds": seconds,
+            "shadow_seconds": shadow, "finished_at": time.time(),
+        }
+        _write_json(self.out / "log" / f"round-{r:06d}.json", record)
+        self.records.append(record)
+        for part in (self.out / "pending").glob(f"batch-*/_round={r}"):
+            _remove(part)
+            if not any(p.name.startswith("_round=") for p in part.parent.iterdir()):
+                _remove(part.parent)  # every round of the batch has run
+        note = " (no tuples)" if record["empty"] else ""
+        fastest = f", fastest {min(shadow, key=shadow.get)}" if shadow else ""
+        self.progress(f"{self.name}: round {r}{note}: {outcome.plan_id}"
+                      f"{' (switch)' if outcome.switch else ''}, {rows_out} rows out in "
+                      f"{seconds:.3f} s{fastest}")
+
+    def _shadow(self, frames: dict[str, DataFrame], r: int) -> dict[str, float]:
+        """Every candidate's wall time on the round, results discarded (Spark's noop sink).
+
+        The order rotates by round, so no plan always runs first (cold) or last.
+        """
+        from cqopt.spark.plan_frame import to_spark
+
+        plans = list(self.chart.plans)
+        shift = r % len(plans)
+        times = {}
+        for plan in plans[shift:] + plans[:shift]:
+            began = time.perf_counter()
+            to_spark(plan, frames, query=self.query).write.format("noop").mode(
+                "overwrite").save()
+            times[plan.id] = time.perf_counter() - began
+        return {p.id: times[p.id] for p in plans}
+
+    # -- the report ---------------------------------------------------------------------
+    def report(self) -> RunResult:
+        """Write ``rounds.csv``, ``report.json`` and ``report.md`` for every logged round."""
+        rounds = rounds_table(self.records)
+        summary = summarize(self.name, self.chart, self.catalog, self.records,
+                            tolerance=self.tolerance, **self.options)
+        seen = self.state["seen"]
+        pending = []
+        if self.state["start"] is not None and seen:
+            top = round_of(max(seen.values()), self.state["start"], self.window_s)
+            pending = list(range(self.next_round, top + 1))
+        summary.update({"stopped_by": self.stopped_by, "pending_rounds": pending,
+                        "late_tuples": int(sum(self.state["late"].values())),
+                        "empty_micro_batches": len(self.state["empty_batches"]),
+                        "window_s": self.window_s, "start": self.state["start"]})
+        _write_text(self.out / "rounds.csv", rounds.to_csv(index=False))
+        _write_json(self.out / "report.json", summary)
+        _write_text(self.out / "report.md", report_markdown(summary))
+        return RunResult(self.out, rounds, summary, self.stopped_by, pending)
+
+
+# -- the round log and its summary -------------------------------------------------------
+def read_round_log(out: str | Path) -> list[dict[str, Any]]:
+    """The round records of a run folder, in round order (one per round)."""
+    records = []
+    for path in sorted((Path(out) / "log").glob("round-*.json")):
+        records.append(json.loads(path.read_text(encoding="utf-8")))
+    return sorted(records, key=lambda r: r["round"])
+
+
+def rounds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per round: flat columns (``observed:rate.S``, ``shadow:PLAN``, ...)."""
+    rows = []
+    for rec in records:
+        row = {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
+        row["cell"] = ",".join(map(str, rec["cell"]))
+        for group in ("rows_in", "observed", "estimate", "shadow_seconds"):
+            prefix = {"shadow_seconds": "shadow", "rows_in": "rows_in"}.get(group, group)
+            row.update({f"{prefix}:{k}": v for k, v in rec[group].items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict[str, Any]],
+              *, tolerance: Tolerance = Tolerance(), estimator: str = "decay", d: int = 5,
+              decay: float = 0.5) -> dict[str, Any]:
+    """Plans run, switches, times; measured fidelity and regret; the model's fidelity.
+
+    The model's fidelity replays the same rounds' observed statistics through
+    :func:`cqopt.replay.replay.replay` (the chart's model costs every plan at
+    each round's actual statistics), with the run's estimator, so it judges
+    the same choices the run made.
+    """
+    from cqopt.replay.replay import replay
+
+    out: dict[str, Any] = {"query": name, "rounds": len(records),
+                           "empty_rounds": sum(r["empty"] for r in records),
+                           "tolerance": str(tolerance),
+                           "plans_run": {}, "switches": sum(r["switch"] for r in records),
+                           "moves": sum(r["move"] for r in records),
+                           "plan_seconds_total": float(sum(r["plan_seconds"] for r in records)),
+                           "rows_out_total": int(sum(r["rows_out"] for r in records))}
+    for rec in records:
+        out["plans_run"][rec["plan"]] = out["plans_run"].get(rec["plan"], 0) + 1
+    if not records:
+        return out
+    observed = pd.DataFrame([{"round": r["round"], "start": r["start"],
+                              **{k: (math.nan if v is None else v)
+                                 for k, v in r["observed"].items()}} for r in records])
+    model = replay(name, chart, catalog, observed, estimator=estimator, d=d, decay=decay)
+    out["model"] = {"fidelity": model.summary["fidelity"], "regret": model.summary["regret"],
+                    "undefined_rounds": model.summary["undefined_rounds"],
+                    "optimal": model.rounds["optimal"].tolist()}
+    shadowed = [r for r in records if r["shadow_seconds"]]
+    if not shadowed:
+        return out
+    plans = list(shadowed[0]["shadow_seconds"])
+    times = np.array([[r["shadow_seconds"][p] for p in plans] for r in shadowed])
+    chosen = np.array([plans.index(r["plan"]) for r in shadowed])
+    rows = np.arange(len(shadowed))
+    fastest = times.min(axis=1)
+    hits = [measured_hit(list(t), c, tolerance) for t, c in zip(times, chosen)]
+    per_plan = times.sum(axis=0)
+    model_hit = dict(zip(model.rounds["round"], model.rounds["hit"]))
+    model_hits = np.array([model_hit.get(r["round"], np.nan) for r in shadowed], dtype=float)
+    out["measured"] = {
+        "rounds": len(shadowed),
+        "fidelity": float(np.mean(hits)),
+        "regret": float(np.mean(times[rows, chosen] / fastest - 1)),
+        "seconds_lost": float(np.sum(times[rows, chosen] - fastest)),
+        "model_fidelity_same_rounds": (float(np.nanmean(model_hits))
+                                       if np.isfinite(model_hits).any() else math.nan),
+        "fastest": [plans[i] for i in times.argmin(axis=1)],
+        "total_seconds": {
+            "adaptive": float(times[rows, chosen].sum()),
+            "oracle": float(fastest.sum()),
+            "best_static": float(per_plan.min()), "best_static_plan": plans[per_plan.argmin()],
+            "worst_static": float(per_plan.max()),
+            "worst_static_plan": plans[per_plan.argmax()],
+            "per_plan": dict(zip(plans, map(float, per_plan)))},
+    }
+    return out
+
+
+def report_markdown(summary: dict[str, Any]) -> str:
+    """The run report as Markdown."""
+    s = summary
+    lines = [f"# cqopt run report: {s['query']}", "",
+             f"- rounds run: {s['rounds']} ({s['empty_rounds']} without tuples); stopped by "
+             f"{s.get('stopped_by', '?')}; rounds pending (incomplete): "
+             f"{len(s.get('pending_rounds', []))}; late tuples: {s.get('late_tuples', 0)}",
+             f"- plans run: " + ", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()),
+             f"- moves: {s['moves']}, switches: {s['switches']}",
+             f"- chosen plans' wall time (result written to Parquet): "
+             f"{s['plan_seconds_total']:.3f} s; rows out: {s['rows_out_total']}"]
+    if "model" in s:
+        lines.append(f"- model fidelity (the chart's model at the observed statistics): "
+                     f"{s['model']['fidelity']:.3f}, regret {s['model']['regret']:.3f}")
+    m = s.get("measured")
+    if m:
+        t = m["total_seconds"]
+        lines += [f"- measured fidelity (chosen plan measured fastest within {s['tolerance']}): "
+                  f"{m['fidelity']:.3f} over {m['rounds']} shadowed rounds; model fidelity on "
+                  f"the same rounds {m['model_fidelity_same_rounds']:.3f}",
+                  f"- measured regret (mean time over the fastest): {m['regret']:.3f}; "
+                  f"{m['seconds_lost']:.3f} s lost",
+                  "", "| total time (noop sink) | seconds |", "|---|---|",
+                  f"| adaptive chart | {t['adaptive']:.3f} |",
+                  f"| fastest per round (oracle) | {t['oracle']:.3f} |",
+                  f"| best static plan ({t['best_static_plan']}) | {t['best_static']:.3f} |",
+                  f"| worst static plan ({t['worst_static_plan']}) | {t['worst_static']:.3f} |"]
+    return "\n".join(lines) + "\n"
+
+
+# -- helpers -----------------------------------------------------------------------------
+def _match_sources(sources: Mapping[str, Source], streams: tuple[str, ...],
+                   name: str) -> dict[str, Source]:
+    by_lower = {s.lower(): s for s in streams}
+    matched: dict[str, Source] = {}
+    for key, source in sources.items():
+        stream = by_lower.get(key.lower())
+        if stream is None:
+            raise StreamingRunError(f"--source {key}=...: query {name} reads no stream {key}; "
+                                    f"its streams are {', '.join(streams)}")
+        matched[stream] = Source(stream, source.kind, source.path, source.rows_per_second)
+    missing = [s for s in streams if s not in matched]
+    if missing:
+        raise StreamingRunError(f"no --source for stream{'s' if len(missing) > 1 else ''} "
+                                f"{', '.join(missing)} of query {name}; pass --source "
+                                f"{missing[0]}=DIR")
+    return matched
+
+
+def _observed(record: dict[str, Any], names: tuple[str, ...]) -> dict[str, float]:
+    return {k: (math.nan if v is None else float(v)) for k, v in record["observed"].items()
+            if k in names}
+
+
+def _rate_column(kind: str, i: int):
+    from pyspark.sql import functions as F
+
+    value = F.col("value")
+    if kind in ("int", "long"):
+        return F.pmod(F.xxhash64(value, F.lit(i)), F.lit(RATE_DOMAIN)) + 1
+    if kind == "double":
+        return value.cast("double")
+    if kind == "bool":
+        return value % 2 == 0
+    return value.cast("string")
+
+
+def _spark_type(name: str):
+    from pyspark.sql import types as T
+
+    return {"long": T.LongType(), "double": T.DoubleType(), "boolean": T.BooleanType(),
+            "string": T.StringType()}[name]
+
+
+def _csv_header(path: Path) -> list[str]:
+    import gzip
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        line = fh.readline().strip()
+    if not line:
+        raise StreamingRunError(f"{path}: no header line (a CSV source needs one)")
+    return [c.strip() for c in line.split(",")]
+
+
+def _json_float(value: float) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(f".tmp-{path.name}")
+    scratch.write_text(text, encoding="utf-8")
+    os.replace(scratch, path)
+
+
+def _write_json(path: Path, value: Any) -> None:
+    _write_text(path, json.dumps(value, indent=1, allow_nan=True))
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def _replace(scratch: Path, final: Path) -> None:
+    """Move a finished scratch directory to its final name (replacing an older copy)."""
+    if final.exists():
+        _remove(final)
+    os.replace(scratch, final)
