@@ -24,7 +24,11 @@ A catalog is a TOML file::
 
 Column types and their default widths in bytes: ``int`` 4, ``long`` 8,
 ``double`` 8, ``bool`` 1, ``timestamp`` 8, ``string(n)`` n. A column may
-override its width with ``{ type = ..., width = ... }``.
+override its width with ``{ type = ..., width = ... }`` and may declare its
+number of distinct values, ``{ type = "int", distinct = 1000 }``: the default
+selectivity of an equi-join on it is then 1 / max(distinct of the two
+columns), the textbook estimate (see
+:func:`cqopt.optimizer.statistics.default_source`).
 
 The aggregate processing rate is not measured by the OM paper. We default it
 to 100,000 tuples/s: an aggregate reads every tuple once like a selection and
@@ -65,6 +69,7 @@ class Column:
     name: str
     type: str  # int, long, double, bool, timestamp or string
     width: int  # bytes
+    distinct: int | None = None  # number of distinct values, if declared
 
     @property
     def is_numeric(self) -> bool:
@@ -166,7 +171,8 @@ class Catalog:
                 n: {"rate": list(s.rate),
                     **({"granularity": s.granularity} if s.granularity else {}),
                     "columns": {c.name: {"type": c.type if c.type != "string"
-                                         else f"string({c.width})", "width": c.width}
+                                         else f"string({c.width})", "width": c.width,
+                                         **({"distinct": c.distinct} if c.distinct else {})}
                                 for c in s.columns}}
                 for n, s in self.streams.items()
             },
@@ -184,7 +190,8 @@ class Catalog:
             "time_unit": self.time_unit,
             "operators": asdict(self.operators),
             "pipes": asdict(self.pipes),
-            "streams": {n: asdict(s) for n, s in sorted(self.streams.items())},
+            "streams": {n: _undeclared_dropped(asdict(s))
+                        for n, s in sorted(self.streams.items())},
         }
         blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -340,11 +347,13 @@ class _Loader:
     def column(self, key: str, name: str, spec: Any, widths: dict[str, int]) -> Column:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise self.fail(key, "a column name must be an identifier", "letters, digits, _")
-        width = None
+        width = distinct = None
         if isinstance(spec, dict):
-            self.no_unknown(spec, {"type", "width"}, key)
+            self.no_unknown(spec, {"type", "width", "distinct"}, key)
             if "width" in spec:
                 width = int(self.positive(spec["width"], f"{key}.width", integer=True))
+            if "distinct" in spec:
+                distinct = int(self.positive(spec["distinct"], f"{key}.distinct", integer=True))
             spec = spec.get("type")
         if not isinstance(spec, str):
             raise self.fail(key, f"the column type must be a string, got {_kind(spec)}", _TYPE_FORM)
@@ -353,11 +362,19 @@ class _Loader:
             length = int(match.group(1))
             if length <= 0:
                 raise self.fail(key, "string(n) needs n > 0", "string(n) with n >= 1")
-            return Column(name, "string", width or length)
+            return Column(name, "string", width or length, distinct)
         if type_name not in TYPE_WIDTHS:
             hint = did_you_mean(type_name, TYPE_WIDTHS)
             raise self.fail(key, f"unknown column type {spec!r}{hint}", _TYPE_FORM)
-        return Column(name, type_name, width or widths[type_name])
+        return Column(name, type_name, width or widths[type_name], distinct)
+
+
+def _undeclared_dropped(stream: dict[str, Any]) -> dict[str, Any]:
+    """A stream's asdict without undeclared distinct counts: catalogs that declare none
+    keep the fingerprint they had before columns could declare them."""
+    stream["columns"] = [{k: v for k, v in c.items() if not (k == "distinct" and v is None)}
+                         for c in stream["columns"]]
+    return stream
 
 
 def _kind(value: Any) -> str:

@@ -6,9 +6,11 @@ One N-dimensional chart per query. Each axis is a statistic with a range
 statistic of the query is fixed at a recorded value. Defaults follow the OM
 paper: a single-stream query gets the sel-λ chart (``sel.S``, ``rate.S``; just
 ``rate.S`` when S has no selection), a join query the λ-λ chart (one
-``rate.S`` axis per stream, selectivities fixed). Rate ranges come from the
-catalog, selectivity ranges default to (0, 1], fixed values to
-:func:`cqopt.optimizer.statistics.default_value`.
+``rate.S`` axis per stream, selectivities fixed), plus every statistic
+whose range the workload gives (so a workload that gives ``jsel.A.B`` a range
+charts it). Rate ranges come from the catalog, selectivity ranges default to
+(0, 1], fixed values to :func:`cqopt.optimizer.statistics.default_source`,
+which also says where each came from (``ChartSpec.sources``).
 
 >>> ax = Axis("sel.S", 0.0, 1.0, 4)
 >>> ax.edges().tolist(), ax.centroids().tolist()
@@ -34,8 +36,9 @@ from cqopt.optimizer.errors import QueryError, WorkloadError
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
 from cqopt.optimizer.plan import Plan
 from cqopt.optimizer.statistics import (
+    SOURCE_WORKLOAD,
     check_value,
-    default_value,
+    default_source,
     rate_name,
     sel_name,
     split_name,
@@ -83,6 +86,9 @@ class ChartSpec:
     model: str = "om"
     weights: tuple[float, ...] = DEFAULT_WEIGHTS
     memory_unit: str = "bytes"
+    # Where each fixed statistic's value came from (workload, catalog distinct values,
+    # default, ...), as the build reports it and the manifest records it.
+    sources: dict[str, str] = field(default_factory=dict)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -106,7 +112,7 @@ class ChartSpec:
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "sql": self.sql, "axes": [a.to_dict() for a in self.axes],
                 "fixed": dict(self.fixed), "model": self.model, "weights": list(self.weights),
-                "memory_unit": self.memory_unit}
+                "memory_unit": self.memory_unit, "sources": dict(self.sources)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ChartSpec:
@@ -119,7 +125,8 @@ class ChartSpec:
                                  f"[{a.lo:g}, {a.hi:g}] with k = {a.k}")
         fixed = {str(k): check_value(k, v) for k, v in dict(d["fixed"]).items()}
         return cls(str(d["name"]), str(d["sql"]), axes, fixed, str(d["model"]),
-                   tuple(float(w) for w in d["weights"]), str(d["memory_unit"]))
+                   tuple(float(w) for w in d["weights"]), str(d["memory_unit"]),
+                   {str(k): str(v) for k, v in dict(d.get("sources", {})).items()})
 
 
 def candidate_plans(spec: ChartSpec, catalog: Catalog) -> list[Plan]:
@@ -155,8 +162,11 @@ def make_spec(name: str, sql: str, query: ContinuousQuery, catalog: Catalog,
         return WorkloadError(f"{where}query {name}: {problem}")
 
     known = query.statistics
-    axes_names = settings.get("axes") or default_axes(query)
     ranges = settings.get("ranges", {})
+    # A statistic whose range the workload gives moves: by default it is an axis too.
+    axes_names = settings.get("axes") or [*default_axes(query),
+                                          *(s for s in known if s in ranges
+                                            and s not in default_axes(query))]
     fixed_given = settings.get("fixed", {})
     for stat in [*axes_names, *ranges, *fixed_given]:
         if stat not in known:
@@ -186,14 +196,21 @@ def make_spec(name: str, sql: str, query: ContinuousQuery, catalog: Catalog,
         if kind != "rate" and hi > 1:
             raise fail(f"range of selectivity {stat} must lie in [0, 1], got [{lo:g}, {hi:g}]")
         axes.append(Axis(stat, float(lo), float(hi), k))
+    fixed, sources = {}, {}
     try:
-        fixed = {s: check_value(s, fixed_given.get(s, default_value(s, catalog, query)))
-                 for s in known if s not in axes_names}
+        for s in known:
+            if s in axes_names:
+                continue
+            if s in fixed_given:
+                fixed[s], sources[s] = check_value(s, fixed_given[s]), SOURCE_WORKLOAD
+            else:
+                value, sources[s] = default_source(s, catalog, query)
+                fixed[s] = check_value(s, value)
     except QueryError as err:
         raise fail(f"fixed: {err}") from None
     return ChartSpec(name, sql.strip(), tuple(axes), fixed, settings.get("model", "om"),
                      tuple(float(w) for w in settings.get("weights", DEFAULT_WEIGHTS)),
-                     settings.get("memory_unit", "bytes"))
+                     settings.get("memory_unit", "bytes"), sources)
 
 
 def workload_specs(workload: Workload, catalog: Catalog,

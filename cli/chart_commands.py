@@ -71,6 +71,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     for chart in charts:
         print(f"{chart.spec.name:<16} {len(chart.plan_ids):5d} {chart.spec.n_cells:9d} "
               f"{chart.plans_used:10d} {chart.seconds:8.2f}")
+    for chart in charts:  # no silent defaults: every fixed statistic and where it came from
+        for stat, value in chart.spec.fixed.items():
+            print(f"{chart.spec.name}: fixed {stat} = {value:g} "
+                  f"({chart.spec.sources.get(stat, 'default')})")
     print(f"wrote {out} ({len(charts)} charts, {args.engine} engine, {total:.1f} s)")
     return 0
 

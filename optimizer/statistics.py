@@ -47,26 +47,61 @@ def split_name(name: str) -> tuple[str, tuple[str, ...]]:
 
 DEFAULT_SELECTIVITY = 0.5
 
+# Where a statistic's fixed value came from, as the build reports it.
+SOURCE_WORKLOAD = "workload"
+SOURCE_DISTINCT = "catalog distinct values"
+SOURCE_RANGE = "catalog rate range"
+SOURCE_DEFAULT = "default"
+SOURCE_CONTRADICTION = "contradictory selection"
 
-def default_value(name: str, catalog, query=None) -> float:
-    """The value a statistic takes when nobody gives one.
 
-    A rate is the middle of the stream's catalog range; a selectivity (``sel``
-    or ``jsel``) is 0.5, except that of a selection ``query`` knows to be a
-    contradiction, which is 0.
+def default_source(name: str, catalog, query=None) -> tuple[float, str]:
+    """The value a statistic takes when nobody gives one, and where it comes from.
+
+    A rate is the middle of the stream's catalog range. A join selectivity
+    ``jsel.A.B`` of an equi-join whose columns declare their number of
+    distinct values in the catalog is the textbook 1 / max(distinct of the two
+    columns) (the smallest such estimate over the pair's join predicates);
+    without them, and for a selection, it is :data:`DEFAULT_SELECTIVITY`. A
+    selection ``query`` knows to be a contradiction passes nothing: 0.
+
+    >>> from cqopt.catalog import Catalog
+    >>> from cqopt.optimizer.logical import parse_query
+    >>> cat = Catalog.from_dict({"streams": {
+    ...     "A": {"rate": [1, 9], "columns": {"k": {"type": "int", "distinct": 1000}}},
+    ...     "B": {"rate": [1, 9], "columns": {"k": {"type": "int", "distinct": 50}}}}})
+    >>> q = parse_query("SELECT * FROM A, B WHERE A.k = B.k WINDOW [1]", cat)
+    >>> default_source("jsel.A.B", cat, q), default_source("rate.A", cat, q)
+    ((0.001, 'catalog distinct values'), (5.0, 'catalog rate range'))
     """
     kind, streams = split_name(name)
     if kind == "sel" and query is not None:
         selection = query.selections.get(streams[0])
         if selection is not None and selection.always_empty:
-            return 0.0
+            return 0.0, SOURCE_CONTRADICTION
     if kind == "rate":
         stream = catalog.stream(streams[0])
         if stream is None:
             raise QueryError(f"statistic {name!r} names a stream the catalog does not have")
         lo, hi = stream.rate
-        return (lo + hi) / 2
-    return DEFAULT_SELECTIVITY
+        return (lo + hi) / 2, SOURCE_RANGE
+    if kind == "jsel" and query is not None:
+        estimates = []
+        for join in query.joins:
+            if join.statistic != name:
+                continue
+            counts = [getattr(catalog.stream(s).column(c), "distinct", None)
+                      for s, c in join.columns]
+            if all(counts):
+                estimates.append(1.0 / max(counts))
+        if estimates:
+            return min(estimates), SOURCE_DISTINCT
+    return DEFAULT_SELECTIVITY, SOURCE_DEFAULT
+
+
+def default_value(name: str, catalog, query=None) -> float:
+    """The value a statistic takes when nobody gives one (see :func:`default_source`)."""
+    return default_source(name, catalog, query)[0]
 
 
 def check_value(name: str, value: float) -> float:
