@@ -19,6 +19,7 @@ from cqopt.costmodel.base import (
     MissingStatisticError,
     OperatorCost,
     PlanCost,
+    is_point,
 )
 from cqopt.costmodel.om import OM
 from cqopt.costmodel.pipes import PIPES
@@ -78,6 +79,12 @@ def plan_utilities(model, utility: Utility, plans: Sequence,
     MissingStatisticError
         A plan's cost needs a statistic ``stats`` lacks.
     """
+    if plans and is_point(stats) and hasattr(model, "point_cost"):
+        # One point: every plan's costs from the generated scalar path, then one
+        # vectorised utility over the plans (the same floats as the grid path).
+        costs = np.array([model.point_cost(plan, stats)[:3] for plan in plans],
+                         dtype=np.float64)
+        return np.asarray(utility(PlanCost(costs[:, 0], costs[:, 1], costs[:, 2])))
     scores = [utility(model.cost(plan, stats)) for plan in plans]
     return np.stack(np.broadcast_arrays(*scores))
 

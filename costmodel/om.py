@@ -60,10 +60,15 @@ from numpy.typing import ArrayLike
 
 from cqopt.catalog import Catalog
 from cqopt.costmodel.base import (
+    ARRAYS,
     Array,
     CostModelError,
     OperatorCost,
     PlanCost,
+    PointCosting,
+    is_point,
+    plan_cost,
+    plan_operators,
     selectivity,
     statistic,
     sum_arrays,
@@ -73,7 +78,7 @@ from cqopt.costmodel.base import (
 from cqopt.optimizer.statistics import rate_name
 
 
-class OM:
+class OM(PointCosting):
     """OM's rate/memory model over a catalog's processing rates."""
 
     name = "om"
@@ -87,50 +92,57 @@ class OM:
         self.capacity = capacity
 
     def cost(self, plan, stats: Mapping[str, ArrayLike]) -> PlanCost:
-        """Output rate, memory and CPU of ``plan`` over the broadcast grid of ``stats``."""
+        """Output rate, memory and CPU of ``plan`` over the broadcast grid of ``stats``.
+
+        At one point (every statistic a number) the same formulas run on
+        Python floats: the results are numpy float64 scalars, equal bit for
+        bit to the grid's value at that point.
+        """
+        if is_point(stats):
+            return self._point_plan_cost(plan, stats)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self._cost(plan, stats, ARRAYS)
+
+    def _cost(self, plan, stats: Mapping[str, ArrayLike], xp) -> PlanCost:
+        times_, window_seconds_ = times.raw, window_seconds.raw
         rates: dict[str, Array] = {}
         windows: dict[str, Array] = {}
         operators: dict[str, OperatorCost] = {}
         bytes_ = self.memory_unit == "bytes"
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            for key in plan.operators():
-                node = plan.node(key)
-                if node["kind"] == "source":
-                    lam = statistic(stats, rate_name(node["stream"]))
-                    rates[key], windows[key] = lam, window_seconds(node["window"], lam)
-                    zero = np.zeros_like(lam)
-                    operators[key] = OperatorCost(lam, zero, zero)
-                    continue
-                inputs = node["inputs"]
-                tpr = self.catalog.operators.rate(node["rate_class"])
-                in_widths = node["in_widths"] if bytes_ else (1,) * len(inputs)
-                out_width = node["out_width"] if bytes_ else 1
-                sel = selectivity(stats, node["selectivity"])
-                window = sum_arrays(windows[i] for i in inputs) / len(inputs)
-                # times(): 0 · ∞ is 0, e.g. a selection passing nothing under an
-                # [UNBOUNDED] window queues nothing (base.py); no cost is NaN.
-                if node["kind"] == "join":
-                    lam_l, lam_r = (rates[i] for i in inputs)
-                    busy = (lam_l + lam_r) / tpr  # seconds to process one second of input
-                    throttle = np.maximum(busy, 1.0) if self.capacity else busy
-                    pairs = times(sel, lam_l, lam_r, window)
-                    out = np.where(pairs > 0, pairs / throttle, 0.0)  # no arrivals: 0, not 0/0
-                    buffered = times(lam_l * in_widths[0] + lam_r * in_widths[1], busy, window)
+        for key, node in plan_operators(plan):
+            if node["kind"] == "source":
+                lam = statistic(stats, rate_name(node["stream"]), xp=xp)
+                rates[key], windows[key] = lam, window_seconds_(node["window"], lam, xp=xp)
+                zero = xp.full(lam, 0.0)
+                operators[key] = OperatorCost(lam, zero, zero)
+                continue
+            inputs = node["inputs"]
+            tpr = self.catalog.operators.rate(node["rate_class"])
+            in_widths = node["in_widths"] if bytes_ else (1,) * len(inputs)
+            out_width = node["out_width"] if bytes_ else 1
+            sel = selectivity(stats, node["selectivity"], xp=xp)
+            window = sum_arrays((windows[i] for i in inputs), xp=xp) / len(inputs)
+            # times(): 0 · ∞ is 0, e.g. a selection passing nothing under an
+            # [UNBOUNDED] window queues nothing (base.py); no cost is NaN.
+            if node["kind"] == "join":
+                lam_l, lam_r = (rates[i] for i in inputs)
+                busy = xp.divide(lam_l + lam_r, tpr)  # seconds to process one second of input
+                throttle = xp.maximum(busy, 1.0) if self.capacity else busy
+                pairs = times_(sel, lam_l, lam_r, window, xp=xp)
+                # no arrivals: 0, not 0/0
+                out = xp.where(pairs > 0, xp.divide(pairs, throttle), 0.0)
+                buffered = times_(lam_l * in_widths[0] + lam_r * in_widths[1], busy, window,
+                                  xp=xp)
+            else:
+                lam = rates[inputs[0]]
+                busy = xp.divide(lam, tpr)
+                processed = xp.minimum(lam, tpr) if self.capacity else lam
+                if node["kind"] == "aggregate":
+                    out = xp.divide(tpr, times_(processed, window, xp=xp))  # 1 / (C_Ω · λ · W)
                 else:
-                    lam = rates[inputs[0]]
-                    busy = lam / tpr
-                    processed = np.minimum(lam, tpr) if self.capacity else lam
-                    if node["kind"] == "aggregate":
-                        out = tpr / times(processed, window)  # 1 / (C_Ω · λ · W)
-                    else:
-                        out = times(sel, processed)  # sel is 1 for a projection
-                    buffered = times(lam, busy, window, in_widths[0])
-                queued = times(out, window, out_width)
-                rates[key], windows[key] = out, window
-                operators[key] = OperatorCost(out, buffered + queued, busy)
-        return PlanCost(
-            rate=rates[plan.root],
-            memory=sum_arrays(c.memory for c in operators.values()),
-            cpu=sum_arrays(c.cpu for c in operators.values()),
-            operators=operators,
-        )
+                    out = times_(sel, processed, xp=xp)  # sel is 1 for a projection
+                buffered = times_(lam, busy, window, in_widths[0], xp=xp)
+            queued = times_(out, window, out_width, xp=xp)
+            rates[key], windows[key] = out, window
+            operators[key] = OperatorCost(out, buffered + queued, busy)
+        return plan_cost(rates[plan.root], operators, xp)

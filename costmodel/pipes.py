@@ -60,10 +60,16 @@ from numpy.typing import ArrayLike
 
 from cqopt.catalog import Catalog, PipesConstants
 from cqopt.costmodel.base import (
+    ARRAYS,
     Array,
     CostModelError,
     OperatorCost,
     PlanCost,
+    PointCosting,
+    elementwise,
+    is_point,
+    plan_cost,
+    plan_operators,
     selectivity,
     statistic,
     sum_arrays,
@@ -77,44 +83,49 @@ FINEST_GRANULARITY_SECONDS = 1e-6
 
 
 # -- output stream characteristics, formulas (1)-(8) ----------------------------
+# Each formula takes ``xp``, the elementwise namespace of base.py: numpy for
+# grids, Python floats at one point; a direct call ignores floating-point warnings.
 
-def _empty(d: Array, l: Array) -> Array:
+def _empty(d: Array, l: Array, *, xp=ARRAYS) -> Array:
     """l with the empty stream's l = 0 wherever d is infinite."""
-    return np.where(np.isinf(d), 0.0, l)
+    return xp.where(xp.isinf(d), 0.0, l)
 
 
-def projection(d: Array, l: Array) -> tuple[Array, Array]:
+@elementwise
+def projection(d: Array, l: Array, *, xp=ARRAYS) -> tuple[Array, Array]:
     """(1): a projection leaves (d, l, g) unchanged."""
     return d, l
 
 
-def selection(d: Array, l: Array, sel: Array) -> tuple[Array, Array]:
+@elementwise
+def selection(d: Array, l: Array, sel: Array, *, xp=ARRAYS) -> tuple[Array, Array]:
     """(2): ``d' = d / sel``; sel = 0 gives the empty stream."""
-    with np.errstate(divide="ignore"):
-        d_out = np.where(sel > 0, d / np.where(sel > 0, sel, 1.0), np.inf)
-    return d_out, _empty(d_out, l)
+    d_out = xp.where(sel > 0, d / xp.where(sel > 0, sel, 1.0), np.inf)
+    return d_out, _empty(d_out, l, xp=xp)
 
 
-def union(ds: list[Array], ls: list[Array]) -> tuple[Array, Array]:
+@elementwise
+def union(ds: list[Array], ls: list[Array], *, xp=ARRAYS) -> tuple[Array, Array]:
     """(3): rates add; l' is the rate-weighted mean of the l_i."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = sum_arrays(1.0 / d for d in ds)
-        d_out = 1.0 / rate
-        l_out = sum_arrays(l / d for d, l in zip(ds, ls)) / rate
-    return d_out, np.where(rate > 0, l_out, 0.0)
+    rate = sum_arrays((xp.divide(1.0, d) for d in ds), xp=xp)
+    d_out = xp.divide(1.0, rate)
+    l_out = xp.divide(sum_arrays((xp.divide(l, d) for d, l in zip(ds, ls)), xp=xp), rate)
+    return d_out, xp.where(rate > 0, l_out, 0.0)
 
 
-def cartesian_product(d1: Array, l1: Array, d2: Array, l2: Array) -> tuple[Array, Array]:
+@elementwise
+def cartesian_product(d1: Array, l1: Array, d2: Array, l2: Array, *,
+                      xp=ARRAYS) -> tuple[Array, Array]:
     """(4): ``d' = d1·d2 / (l1 + l2)``, ``l' = l1·l2 / (l1 + l2)``."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d_out = d1 * d2 / (l1 + l2)
-        # l1·l2 / (l1 + l2) tends to l2 as l1 grows: an [UNBOUNDED] side is not ∞/∞ = NaN
-        l_out = np.where(np.isinf(l1), l2, np.where(np.isinf(l2), l1, l1 * l2 / (l1 + l2)))
-    d_out = np.where(np.isinf(d1) | np.isinf(d2), np.inf, d_out)
-    return d_out, _empty(d_out, l_out)
+    d_out = xp.divide(d1 * d2, l1 + l2)
+    # l1·l2 / (l1 + l2) tends to l2 as l1 grows: an [UNBOUNDED] side is not ∞/∞ = NaN
+    l_out = xp.where(xp.isinf(l1), l2,
+                     xp.where(xp.isinf(l2), l1, xp.divide(l1 * l2, l1 + l2)))
+    d_out = xp.where(xp.isinf(d1) | xp.isinf(d2), np.inf, d_out)
+    return d_out, _empty(d_out, l_out, xp=xp)
 
 
-def _hit_fraction(d: Array, exponent: Array, instant: float = 1.0) -> Array:
+def _hit_fraction(d: Array, exponent: Array, instant: float = 1.0, *, xp=ARRAYS) -> Array:
     """``1 − (1 − 1/d)^exponent`` with d and the exponent counted in time instants.
 
     Cardenas's term (reading 4): ``instant`` is the length of one instant in
@@ -123,125 +134,134 @@ def _hit_fraction(d: Array, exponent: Array, instant: float = 1.0) -> Array:
     (d shorter than one instant: every instant is hit). Evaluated as
     ``−expm1(n·log1p(−x))``, accurate for the large exponents of a fine instant.
     """
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        x = np.clip(instant / np.asarray(d, dtype=np.float64), 0.0, 1.0)
-        return -np.expm1(np.asarray(exponent, dtype=np.float64) / instant * np.log1p(-x))
+    x = xp.clip(xp.divide(instant, xp.value(d)), 0.0, 1.0)
+    return -xp.expm1(xp.value(exponent) / instant * xp.log1p(-x))
 
 
-def scalar_aggregation(d: Array, l: Array, g: Array,
-                       instant: float = 1.0) -> tuple[Array, Array]:
+@elementwise
+def scalar_aggregation(d: Array, l: Array, g: Array, instant: float = 1.0, *,
+                       xp=ARRAYS) -> tuple[Array, Array]:
     """(5): if d < l, ``d' = l' = g / (1 − (1 − 1/d)^{2g})``, else unchanged.
 
     ``instant``: see :func:`_hit_fraction` (1: the paper's integer time domain).
     """
-    with np.errstate(divide="ignore"):
-        split = g / _hit_fraction(d, 2 * g, instant)
+    split = xp.divide(g, _hit_fraction(d, 2 * g, instant, xp=xp))
     dense = d < l
-    return np.where(dense, split, d), np.where(dense, split, l)
+    return xp.where(dense, split, d), xp.where(dense, split, l)
 
 
-def groupby_aggregation(d: Array, l: Array, g: Array, n: ArrayLike,
-                        instant: float = 1.0) -> tuple[Array, Array]:
+@elementwise
+def groupby_aggregation(d: Array, l: Array, g: Array, n: ArrayLike, instant: float = 1.0, *,
+                        xp=ARRAYS) -> tuple[Array, Array]:
     """(6): n groups of ``n·d`` each, aggregated (5) and united (3)."""
-    n = np.asarray(n, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        per_group = g / _hit_fraction(n * d, 2 * g, instant)
+    n = xp.value(n)
+    per_group = xp.divide(g, _hit_fraction(n * d, 2 * g, instant, xp=xp))
     dense = n * d < l
-    return np.where(dense, per_group / n, d), np.where(dense, per_group, l)
+    return xp.where(dense, xp.divide(per_group, n), d), xp.where(dense, per_group, l)
 
 
-def window(d: Array, l: Array, g: Array, w: Array) -> tuple[Array, Array]:
+@elementwise
+def window(d: Array, l: Array, g: Array, w: Array, *, xp=ARRAYS) -> tuple[Array, Array]:
     """(7): ``d' = g·d / l``, ``l' = (⌊w/g⌋ + 1)·g`` (reading 3)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d_out = np.where(np.isinf(d), np.inf, g * d / l)
-        l_out = np.where(np.isinf(w), np.inf, (np.floor(w / g) + 1.0) * g)
-    return d_out, _empty(d_out, l_out)
+    d_out = xp.where(xp.isinf(d), np.inf, xp.divide(g * d, l))
+    l_out = xp.where(xp.isinf(w), np.inf, (xp.floor(xp.divide(w, g)) + 1.0) * g)
+    return d_out, _empty(d_out, l_out, xp=xp)
 
 
-def granularity(d: Array, l: Array, g_new: ArrayLike) -> tuple[Array, Array]:
+@elementwise
+def granularity(d: Array, l: Array, g_new: ArrayLike, *, xp=ARRAYS) -> tuple[Array, Array]:
     """(8): coarsen to ĝ: shorten by ĝ, thin out, or empty, by l against ĝ and 2ĝ."""
-    g_new = np.asarray(g_new, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        thinned = d * g_new / (l - g_new)
-    d_out = np.where(l >= 2 * g_new, d, np.where(l > g_new, thinned, np.inf))
-    l_out = np.where(l >= 2 * g_new, l - g_new, np.where(l > g_new, g_new, 0.0))
+    g_new = xp.value(g_new)
+    thinned = xp.divide(d * g_new, l - g_new)
+    d_out = xp.where(l >= 2 * g_new, d, xp.where(l > g_new, thinned, np.inf))
+    l_out = xp.where(l >= 2 * g_new, l - g_new, xp.where(l > g_new, g_new, 0.0))
     return d_out, l_out
 
 
 # -- memory (bytes) and CPU (seconds per time unit), section 3.4 ----------------
 
-def _per(d: Array) -> Array:
+def _per(d: Array, *, xp=ARRAYS) -> Array:
     """Elements per time unit, 1/d (0 for the empty stream)."""
-    with np.errstate(divide="ignore"):
-        return 1.0 / d
+    return xp.divide(1.0, d)
 
 
-def join_memory(d1: Array, l1: Array, s1: float, d2: Array, l2: Array, s2: float) -> Array:
+@elementwise
+def join_memory(d1: Array, l1: Array, s1: float, d2: Array, l2: Array, s2: float, *,
+                xp=ARRAYS) -> Array:
     """(9): ``(⌈l1/d1⌉ + d2/(2·d1))·s1 + (⌈l2/d2⌉ + d1/(2·d2))·s2`` (reading 7)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        wait1 = np.where(np.isinf(d2), 0.0, d2 / (2 * d1))
-        wait2 = np.where(np.isinf(d1), 0.0, d1 / (2 * d2))
-        side1 = np.where(np.isinf(d1), 0.0, np.ceil(l1 / d1) + wait1)
-        side2 = np.where(np.isinf(d2), 0.0, np.ceil(l2 / d2) + wait2)
-    return times(side1, s1) + times(side2, s2)  # a side projected to 0 bytes holds 0
+    wait1 = xp.where(xp.isinf(d2), 0.0, xp.divide(d2, 2 * d1))
+    wait2 = xp.where(xp.isinf(d1), 0.0, xp.divide(d1, 2 * d2))
+    side1 = xp.where(xp.isinf(d1), 0.0, xp.ceil(xp.divide(l1, d1)) + wait1)
+    side2 = xp.where(xp.isinf(d2), 0.0, xp.ceil(xp.divide(l2, d2)) + wait2)
+    # a side projected to 0 bytes holds 0
+    return times.raw(side1, s1, xp=xp) + times.raw(side2, s2, xp=xp)
 
 
+@elementwise
 def join_cpu(d1: Array, l1: Array, d2: Array, l2: Array, jsel: Array, c: PipesConstants,
-             hashed: bool = True) -> Array:
+             hashed: bool = True, *, xp=ARRAYS) -> Array:
     """(10)–(14): insertion, probing, result generation and reorganization.
 
     ``hashed=False`` is the nested-loops join: one bucket, no hash calls.
     """
     buckets = c.hash_buckets if hashed else 1
     c_hash = c.hash if hashed else 0.0
-    arrivals = _per(d1) + _per(d2)
+    per1, per2 = _per(d1, xp=xp), _per(d2, xp=xp)
+    arrivals = per1 + per2
     # times(): an empty input, or jsel = 0 beside an unbounded window, costs 0, not NaN
-    both = times(_per(d1), _per(d2))
+    both = times.raw(per1, per2, xp=xp)
     insert = arrivals * (c_hash + c.bucket + c.heap)  # (11)
-    probe = times(both, l2 / buckets + l1 / buckets) * c.predicate + arrivals * c_hash  # (12)
-    result = times(jsel, l1 + l2, both) * c.projection_function  # (13)
+    probe = (times.raw(both, l2 / buckets + l1 / buckets, xp=xp) * c.predicate
+             + arrivals * c_hash)  # (12)
+    result = times.raw(jsel, l1 + l2, both, xp=xp) * c.projection_function  # (13)
     reorg = arrivals * (2 * c.expire + c.bucket + c.heap)  # (14)
     return insert + probe + result + reorg
 
 
-def aggregation_memory(d: Array, l: Array, g: Array, s: float,
-                       instant: float = 1.0) -> Array:
+@elementwise
+def aggregation_memory(d: Array, l: Array, g: Array, s: float, instant: float = 1.0, *,
+                       xp=ARRAYS) -> Array:
     """(15): ``⌈(l/g)·(1 − (1 − 1/d)^g)⌉ · s``; ``instant``: see :func:`_hit_fraction`."""
-    state = np.ceil(times(l / g, _hit_fraction(d, g, instant)))  # an empty stream holds 0
-    return times(state, s)
+    # an empty stream holds 0
+    state = xp.ceil(times.raw(xp.divide(l, g), _hit_fraction(d, g, instant, xp=xp), xp=xp))
+    return times.raw(state, s, xp=xp)
 
 
+@elementwise
 def aggregation_cpu(d: Array, l: Array, g: Array, d_out: Array, c: PipesConstants,
-                    instant: float = 1.0) -> Array:
+                    instant: float = 1.0, *, xp=ARRAYS) -> Array:
     """(16)–(19): updates, new aggregates and reorganization, per time unit."""
     dense = d < l
-    with np.errstate(divide="ignore", invalid="ignore"):
-        update = np.where(dense, times(l / (d * g), _hit_fraction(d, g, instant))
-                          * (c.overlap + c.update_aggregate), 0.0)  # (17)
-        new = np.where(dense, _per(d) * c.list_op + _per(d) / 2 * c.init_aggregate,
-                       _per(d) * (c.list_op + c.init_aggregate))  # (18)
-        reorg = _per(d_out) * (c.overlap + c.list_op) + _per(d) * c.overlap  # (19)
+    per, per_out = _per(d, xp=xp), _per(d_out, xp=xp)
+    update = xp.where(dense, times.raw(xp.divide(l, d * g), _hit_fraction(d, g, instant, xp=xp),
+                                       xp=xp) * (c.overlap + c.update_aggregate), 0.0)  # (17)
+    new = xp.where(dense, per * c.list_op + per / 2 * c.init_aggregate,
+                   per * (c.list_op + c.init_aggregate))  # (18)
+    reorg = per_out * (c.overlap + c.list_op) + per * c.overlap  # (19)
     return update + new + reorg
 
 
-def window_cpu(d: Array, c: PipesConstants, tuple_based: bool = False) -> Array:
+@elementwise
+def window_cpu(d: Array, c: PipesConstants, tuple_based: bool = False, *, xp=ARRAYS) -> Array:
     """Section 3.6.1: ``C_S/d`` per time window, ``(2C_Q + C_S)/d`` per tuple window."""
-    return _per(d) * ((2 * c.queue if tuple_based else 0.0) + c.set_timestamp)
+    return _per(d, xp=xp) * ((2 * c.queue if tuple_based else 0.0) + c.set_timestamp)
 
 
-def granularity_cpu(d: Array, c: PipesConstants) -> Array:
+@elementwise
+def granularity_cpu(d: Array, c: PipesConstants, *, xp=ARRAYS) -> Array:
     """Section 3.6.2: ``2·C_R / d``, C_R the cost of rounding a timestamp."""
-    return _per(d) * 2 * c.round_timestamp
+    return _per(d, xp=xp) * 2 * c.round_timestamp
 
 
-def stateless_cpu(d: Array, per_element: float) -> Array:
+@elementwise
+def stateless_cpu(d: Array, per_element: float, *, xp=ARRAYS) -> Array:
     """Selection ``C_P/d``, projection ``C_F/d``, union ``C_T/d'`` (section 3.5.1)."""
-    return _per(d) * per_element
+    return _per(d, xp=xp) * per_element
 
 
 # -- the model ------------------------------------------------------------------
 
-class PIPES:
+class PIPES(PointCosting):
     """PIPES' (d, l, g) model over a catalog's constants."""
 
     name = "pipes"
@@ -257,69 +277,73 @@ class PIPES:
         self.memory_unit = memory_unit
 
     def cost(self, plan, stats: Mapping[str, ArrayLike]) -> PlanCost:
-        """Output rate, memory and CPU of ``plan`` over the broadcast grid of ``stats``."""
+        """Output rate, memory and CPU of ``plan`` over the broadcast grid of ``stats``.
+
+        At one point (every statistic a number) the same formulas run on
+        Python floats: the results are numpy float64 scalars, equal bit for
+        bit to the grid's value at that point.
+        """
+        if is_point(stats):
+            return self._point_plan_cost(plan, stats)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self._cost(plan, stats, ARRAYS)
+
+    def _cost(self, plan, stats: Mapping[str, ArrayLike], xp) -> PlanCost:
         c = self.catalog.pipes
         unit = self.catalog.seconds_per_time_unit
         instant = FINEST_GRANULARITY_SECONDS / unit  # one time instant, in time units
         chars: dict[str, tuple[Array, Array, Array]] = {}  # node -> (d, l, g)
         operators: dict[str, OperatorCost] = {}
-        for key in plan.operators():
-            node = plan.node(key)
+        for key, node in plan_operators(plan):
             kind = node["kind"]
-            memory = np.float64(0.0)
+            memory = xp.value(0.0)
             if kind == "source":
                 stream = self.catalog.stream(node["stream"])
-                lam = statistic(stats, rate_name(node["stream"]))
-                g = np.float64((stream.granularity if stream and stream.granularity
-                                else FINEST_GRANULARITY_SECONDS / unit))
-                with np.errstate(divide="ignore"):
-                    d = 1.0 / (lam * unit)
+                lam = statistic(stats, rate_name(node["stream"]), xp=xp)
+                g = xp.value(stream.granularity if stream and stream.granularity
+                             else FINEST_GRANULARITY_SECONDS / unit)
+                d = xp.divide(1.0, lam * unit)
                 win = node["window"]
                 rows = win.rows if win is not None and win.kind == "rows" else None
-                w = window_seconds(win, lam) / unit  # the shared reading: c/λ for [ROWS c]
-                d_out, l_out = window(d, np.broadcast_to(g, np.shape(d)), g, w)
-                cpu = window_cpu(d, c, tuple_based=rows is not None)
+                # the shared reading: c/λ for [ROWS c]
+                w = window_seconds.raw(win, lam, xp=xp) / unit
+                d_out, l_out = window.raw(d, xp.broadcast(g, d), g, w, xp=xp)
+                cpu = window_cpu.raw(d, c, tuple_based=rows is not None, xp=xp)
                 if rows is not None:
-                    memory = np.float64(rows * node["out_width"])
+                    memory = xp.value(rows * node["out_width"])
             elif kind in ("selection", "projection"):
                 d, l, g = chars[node["inputs"][0]]
                 if kind == "selection":
-                    d_out, l_out = selection(d, l, selectivity(stats, node["selectivity"]))
-                    cpu = stateless_cpu(d, c.predicate)
+                    sel = selectivity(stats, node["selectivity"], xp=xp)
+                    d_out, l_out = selection.raw(d, l, sel, xp=xp)
+                    cpu = stateless_cpu.raw(d, c.predicate, xp=xp)
                 else:
-                    d_out, l_out = projection(d, l)
-                    cpu = stateless_cpu(d, c.projection_function)
+                    d_out, l_out = projection.raw(d, l, xp=xp)
+                    cpu = stateless_cpu.raw(d, c.projection_function, xp=xp)
             elif kind == "join":
                 (d1, l1, g), (d2, l2, _) = (chars[i] for i in node["inputs"])
-                jsel = selectivity(stats, node["selectivity"])
-                d_prod, l_prod = cartesian_product(d1, l1, d2, l2)
-                d_out, l_out = selection(d_prod, l_prod, jsel)
+                jsel = selectivity(stats, node["selectivity"], xp=xp)
+                d_prod, l_prod = cartesian_product.raw(d1, l1, d2, l2, xp=xp)
+                d_out, l_out = selection.raw(d_prod, l_prod, jsel, xp=xp)
                 s1, s2 = node["in_widths"]
-                memory = join_memory(d1, l1, s1, d2, l2, s2)
+                memory = join_memory.raw(d1, l1, s1, d2, l2, s2, xp=xp)
                 hashed = any(isinstance(p, JoinPredicate) for p in node["predicate"] or ())
-                cpu = join_cpu(d1, l1, d2, l2, jsel, c, hashed=hashed)
+                cpu = join_cpu.raw(d1, l1, d2, l2, jsel, c, hashed=hashed, xp=xp)
             elif kind == "aggregate":
                 d, l, g = chars[node["inputs"][0]]
                 s = node["out_width"]
                 if node.get("group_by"):
                     n = self.groups
-                    d_out, l_out = groupby_aggregation(d, l, g, n, instant)
-                    memory = n * aggregation_memory(n * d, l, g, s, instant)
-                    cpu = n * aggregation_cpu(n * d, l, g, d_out * n, c, instant)
+                    d_out, l_out = groupby_aggregation.raw(d, l, g, n, instant, xp=xp)
+                    memory = n * aggregation_memory.raw(n * d, l, g, s, instant, xp=xp)
+                    cpu = n * aggregation_cpu.raw(n * d, l, g, d_out * n, c, instant, xp=xp)
                 else:
-                    d_out, l_out = scalar_aggregation(d, l, g, instant)
-                    memory = aggregation_memory(d, l, g, s, instant)
-                    cpu = aggregation_cpu(d, l, g, d_out, c, instant)
+                    d_out, l_out = scalar_aggregation.raw(d, l, g, instant, xp=xp)
+                    memory = aggregation_memory.raw(d, l, g, s, instant, xp=xp)
+                    cpu = aggregation_cpu.raw(d, l, g, d_out, c, instant, xp=xp)
             else:  # pragma: no cover - the plan contract has no other kind
                 raise ValueError(f"unknown operator kind {kind!r}")
             chars[key] = (d_out, l_out, g)
-            with np.errstate(divide="ignore"):
-                rate = 1.0 / (d_out * unit)
-            operators[key] = OperatorCost(rate, np.asarray(memory, dtype=np.float64),
-                                          np.asarray(cpu) / unit)
-        return PlanCost(
-            rate=operators[plan.root].rate,
-            memory=sum_arrays(op.memory for op in operators.values()),
-            cpu=sum_arrays(op.cpu for op in operators.values()),
-            operators=operators,
-        )
+            rate = xp.divide(1.0, d_out * unit)
+            operators[key] = OperatorCost(rate, xp.value(memory), xp.value(cpu) / unit)
+        return plan_cost(operators[plan.root].rate, operators, xp)
