@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cqopt.errors import did_you_mean
+from cqopt.errors import did_you_mean, read_text_file
 from cqopt.optimizer.errors import WorkloadError
 
 MODELS = ("om", "pipes")
@@ -69,7 +69,7 @@ def load_workload(path: str | Path) -> Workload:
     """Read and validate a workload TOML file."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text_file(path))
     except FileNotFoundError:
         raise WorkloadError(f"{path}: no such file (expected a workload TOML file)") from None
     except (OSError, UnicodeDecodeError) as err:

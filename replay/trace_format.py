@@ -102,6 +102,26 @@ def trace_format(path: str | Path, fmt: str | None = None) -> str:
                      "fmt='dec' (DEC-PKT text), 'csv' or 'parquet'")
 
 
+def trace_stem(name: str) -> str | None:
+    """A trace file's name without its format (and compression) suffix; None for a name
+    that is no trace file's.
+
+    >>> trace_stem("TCP.parquet"), trace_stem("TCP.csv.gz"), trace_stem("TCP.backup.csv")
+    ('TCP', 'TCP', 'TCP.backup')
+    >>> trace_stem("notes.md") is None
+    True
+    """
+    low = name.lower()
+    for suffix in _COMPRESSION:
+        if low.endswith(suffix):
+            low, name = low[: -len(suffix)], name[: -len(suffix)]
+            break
+    for suffix in (".csv", ".parquet", ".pq", *_DEC_SUFFIXES):
+        if low.endswith(suffix) and len(low) > len(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
 def _first_line(err: BaseException, limit: int = 300) -> str:
     text = str(err).strip().splitlines()
     line = text[0] if text else type(err).__name__

@@ -18,7 +18,7 @@ def traces(dec_toml, tmp_path_factory):
 
 
 def test_generate_writes_one_trace_per_stream(dec_toml, traces, capsys):
-    assert sorted(p.name for p in traces.iterdir()) == ["SF.parquet", "TCP.parquet",
+    assert sorted(p.name for p in traces.iterdir()) == [".cqopt", "SF.parquet", "TCP.parquet",
                                                         "UDP.parquet"]
     assert main(["generate", "--catalog", dec_toml, "--out", str(traces)]) == 2
     assert "--force" in capsys.readouterr().err
@@ -62,7 +62,7 @@ def test_fidelity_errors(dec_toml, workload_toml, traces, tmp_path, capsys):
     assert main(base) == 2
     assert "no trace given" in capsys.readouterr().err
     assert main([*base, "--trace", "NOPE=x.csv"]) == 2
-    assert "no query" in capsys.readouterr().err
+    assert "no stream 'NOPE'" in capsys.readouterr().err
     assert main([*base, "--traces", str(traces), "--k-sweep", "2,x"]) == 2
     assert "whole numbers" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
