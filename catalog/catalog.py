@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from cqopt.catalog.errors import CatalogError
-from cqopt.errors import did_you_mean
+from cqopt.errors import did_you_mean, read_text_file
 
 TYPE_WIDTHS: dict[str, int] = {
     "int": 4, "long": 8, "double": 8, "bool": 1, "timestamp": 8,
@@ -229,7 +229,7 @@ def load_catalog(path: str | Path) -> Catalog:
     """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text_file(path))
     except FileNotFoundError:
         raise CatalogError(str(path), "", "no such file", "a path to a catalog TOML file") from None
     except (OSError, UnicodeDecodeError) as err:

@@ -105,12 +105,27 @@ def default_value(name: str, catalog, query=None) -> float:
 
 
 def check_value(name: str, value: float) -> float:
-    """``value`` as a float if it is a valid value of statistic ``name``, else a QueryError."""
+    """``value`` as a float if it is a valid value of statistic ``name``, else a QueryError.
+
+    Anything that is no finite number in the statistic's range is refused:
+    text that is no number, a value too large for a float (``10**400``),
+    NaN, an infinite or negative rate, a selectivity outside [0, 1].
+
+    >>> check_value("sel.S", "0.25")
+    0.25
+    >>> check_value("rate.S", 10**400)
+    Traceback (most recent call last):
+    ...
+    cqopt.optimizer.errors.QueryError: statistic rate.S must be a number a float can hold, got an int of 401 digits
+    """
     kind, _ = split_name(name)
     try:
         x = float(value)
+    except OverflowError:
+        raise QueryError(f"statistic {name} must be a number a float can hold, got "
+                         f"{_short(value)}") from None
     except (TypeError, ValueError):
-        raise QueryError(f"statistic {name} must be a number, got {value!r}") from None
+        raise QueryError(f"statistic {name} must be a number, got {_short(value)}") from None
     if x != x:
         raise QueryError(f"statistic {name} is NaN")
     if kind == "rate" and not (0 <= x < float("inf")):
@@ -126,8 +141,14 @@ def check_values(name: str, values) -> None:
     """:func:`check_value` for a whole array: a QueryError naming the first bad row."""
     import numpy as np
 
-    x = np.asarray(values, dtype=np.float64)
     kind, _ = split_name(name)
+    try:
+        x = np.asarray(values, dtype=np.float64)
+    except OverflowError:
+        raise QueryError(f"statistic {name}: a value is too large for a float") from None
+    except (TypeError, ValueError):
+        raise QueryError(f"statistic {name} must be numbers, got "
+                         f"{_short(values)}") from None
     bad = np.isnan(x) | ((x < 0) | np.isinf(x) if kind == "rate" else (x < 0) | (x > 1))
     if bad.any():
         row = int(np.argmax(bad.ravel()))
@@ -135,3 +156,12 @@ def check_values(name: str, values) -> None:
             check_value(name, x.ravel()[row])
         except QueryError as err:
             raise QueryError(f"row {row}: {err}") from None
+
+
+def _short(value: object) -> str:
+    """A value for an error message: huge ints by their size, long texts cut."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        # str() of an int past 4,300 digits raises; its size is what matters here.
+        return f"an int of {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
