@@ -47,7 +47,9 @@ def build_chart(context: ChartContext, progress: bool = True) -> Chart:
     return chart_from_cells(context, plan_index, cost, time.perf_counter() - start)
 
 
-def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True) -> list[Chart]:
+def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True, *,
+                refine: int | None = None, depth: int | None = None,
+                reduce: float | None = None) -> list[Chart]:
     """Build every chart in this process (see :func:`build_chart`).
 
     Parameters
@@ -57,6 +59,14 @@ def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True)
     catalog : Catalog
     progress : bool
         Show each chart's progress on stderr.
+    refine : int, optional
+        Build refined charts of at most this many regions instead of grids
+        (:func:`cqopt.charts.refine.refine_chart`, to ``depth``).
+    depth : int, optional
+        The refinement's depth (default: the deepest the lookup index allows).
+    reduce : float, optional
+        Reduce every chart with this cost-increase threshold λ
+        (:func:`cqopt.charts.reduce.reduce_chart`).
 
     Returns
     -------
@@ -66,9 +76,23 @@ def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True)
     Raises
     ------
     CqoptError
-        A query that does not plan, an unknown model, or bad weights.
+        A query that does not plan, an unknown model, or bad weights; a
+        refinement budget below the corner regions; λ outside [0, 1).
     """
-    return [build_chart(ChartContext(spec, catalog), progress) for spec in specs]
+    from cqopt.charts.reduce import check_threshold, reduce_chart
+    from cqopt.charts.refine import check_refinement, refine_chart
+
+    if reduce is not None:
+        check_threshold(reduce)
+    contexts = [ChartContext(spec, catalog) for spec in specs]
+    if refine is not None:  # every bad budget or depth before any work
+        for spec in specs:
+            check_refinement(spec, refine, depth)
+    charts = [build_chart(c, progress) if refine is None else refine_chart(c, refine, depth)
+              for c in contexts]
+    if reduce is not None:
+        charts = [reduce_chart(c, chart, reduce) for c, chart in zip(contexts, charts)]
+    return charts
 
 
 def _bar(name: str, done: int, total: int, width: int = 30) -> None:

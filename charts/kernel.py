@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -82,6 +83,34 @@ def evaluate_cells(context: ChartContext, flat_cells: np.ndarray) -> tuple[np.nd
     return best, cost
 
 
+def point_utilities(context: ChartContext, stats: dict[str, np.ndarray]) -> np.ndarray:
+    """Every candidate plan's utility at each point: (plans, points), NaN as +inf.
+
+    ``stats`` gives each axis statistic an array of one value per point; the
+    chart's fixed statistics fill in the rest. Costed :data:`BLOCK_CELLS`
+    points at a time.
+    """
+    n = len(next(iter(stats.values())))
+    out = np.empty((len(context.plans), n), dtype=np.float64)
+    for lo in range(0, n, BLOCK_CELLS):
+        block = {k: np.asarray(v[lo:lo + BLOCK_CELLS], dtype=np.float64)
+                 for k, v in stats.items()}
+        size = len(next(iter(block.values())))
+        scores = plan_utilities(context.model, context.utility, context.plans,
+                                {**context.spec.fixed, **block})
+        out[:, lo:lo + size] = np.broadcast_to(scores, (len(context.plans), size))
+    return np.where(np.isnan(out), np.inf, out)  # NaN never wins
+
+
+def evaluate_points(context: ChartContext, stats: dict[str, np.ndarray]) -> tuple[np.ndarray,
+                                                                                 np.ndarray]:
+    """:func:`evaluate_cells` at arbitrary points: the cheapest plan index and its
+    utility at each point."""
+    scores = point_utilities(context, stats)
+    best = np.argmin(scores, axis=0)
+    return best.astype(np.uint16), scores[best, np.arange(scores.shape[1])]
+
+
 @dataclass
 class Chart:
     """One built chart: the plan index and winning utility of every cell."""
@@ -92,6 +121,9 @@ class Chart:
     plan_index: np.ndarray  # spec.shape, uint16 into plan_ids
     cost: np.ndarray  # spec.shape, float64
     seconds: float = 0.0
+    # A refined chart (cqopt.charts.refine.Leaves): plan_index and cost are per leaf then.
+    leaves: Any = None
+    reduction: dict | None = None  # anorexic reduction: lambda, plans before (reduce.py)
 
     @property
     def plans_used(self) -> int:

@@ -42,7 +42,8 @@ from numpy.typing import ArrayLike
 
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.spec import Axis, ChartSpec, candidate_plans
-from cqopt.charts.store import ChartSetError, read_manifest, read_query_data
+from cqopt.charts.refine import MAX_DEPTH, MAX_INDEX_CELLS, Leaves, fine_spec
+from cqopt.charts.store import ChartSetError, read_leaves, read_manifest, read_query_data
 from cqopt.errors import CqoptError, did_you_mean
 from cqopt.optimizer.plan import Plan
 from cqopt.optimizer.statistic_check import check_given
@@ -93,11 +94,16 @@ class QueryChart:
     """One query's loaded chart: its spec, plans (sorted by id) and cell table."""
 
     def __init__(self, spec: ChartSpec, plans: list[Plan], plan_index: np.ndarray,
-                 cost: np.ndarray):
+                 cost: np.ndarray | None, leaves: Leaves | None = None,
+                 reduction: dict[str, Any] | None = None):
+        # A refined chart comes as the uniform index at its finest level (spec's axes
+        # have that k, plan_index that shape) and its leaves: choose is a grid's.
         self.spec = spec
         self.plans = tuple(plans)
         self.plan_index = plan_index
-        self.cost = cost
+        self._cost = cost
+        self.leaves = leaves
+        self.reduction = reduction
         self._flat = plan_index.ravel().tolist()  # a list indexes faster than numpy
         strides = [math.prod(spec.shape[i + 1:]) for i in range(len(spec.axes))]
         # Per axis, everything the hot path needs, precomputed once.
@@ -109,12 +115,42 @@ class QueryChart:
     def __repr__(self) -> str:
         axes = " x ".join(f"{a.statistic}[{a.lo:g}, {a.hi:g}]/{a.k}" for a in self.spec.axes)
         used = len(np.unique(self.plan_index))
-        return (f"<QueryChart {self.spec.name}: {axes}, {self.spec.n_cells} cells, "
+        cells = (f"{self.spec.n_cells} cells" if self.leaves is None else
+                 f"refined: {self.cells_stored} leaves, finest index {self.spec.n_cells} cells")
+        return (f"<QueryChart {self.spec.name}: {axes}, {cells}, "
                 f"{used} of {len(self.plans)} plans used>")
 
     @property
     def axes(self) -> tuple[Axis, ...]:
         return self.spec.axes
+
+    @property
+    def layout(self) -> str:
+        """``"grid"`` (k-regular) or ``"refined"`` (adaptive; see cqopt.charts.refine)."""
+        return "grid" if self.leaves is None else "refined"
+
+    @property
+    def cells_stored(self) -> int:
+        """Regions stored: the grid's cells, or the refined chart's leaves."""
+        return self.spec.n_cells if self.leaves is None else len(self.leaves.plan)
+
+    @property
+    def cost(self) -> np.ndarray:
+        """The winning utility at every grid cell's centroid (grid charts only)."""
+        return self.require_grid("per-cell costs")._cost
+
+    @cost.setter
+    def cost(self, value: np.ndarray) -> None:
+        self._cost = value
+
+    def require_grid(self, purpose: str) -> QueryChart:
+        """This chart if it is a k-regular grid; else a ChartSetError naming ``purpose``."""
+        if self.leaves is not None:
+            raise ChartSetError(f"query {self.spec.name}: its chart is refined "
+                                f"({len(self.leaves.plan)} leaf regions), not a k-regular "
+                                f"grid, which {purpose} need; use its leaves, or rebuild it "
+                                "without --refine")
+        return self
 
     @property
     def plan_ids(self) -> tuple[str, ...]:
@@ -225,7 +261,8 @@ class ChartSet(Mapping[str, QueryChart]):
         return query in self.charts
 
     def __repr__(self) -> str:
-        queries = ", ".join(f"{name} ({chart.spec.n_cells} cells)"
+        queries = ", ".join(f"{name} ({chart.cells_stored} "
+                            f"{'cells' if chart.leaves is None else 'leaves'})"
                             for name, chart in self.charts.items())
         return (f"<ChartSet {str(self.path)!r}: {len(self)} "
                 f"quer{'y' if len(self) == 1 else 'ies'}: {queries}>")
@@ -334,7 +371,16 @@ def load(path: str | Path) -> ChartSet:
         except (KeyError, TypeError, ValueError, CqoptError) as err:
             raise ChartSetError(f"{path}: damaged: the manifest entry of query {name} is "
                                 f"malformed ({err})") from None
-        plan_index, cost = read_query_data(path, name, entry, spec.shape)
+        leaves = None
+        layout = entry.get("layout", "grid")
+        if layout == "grid":
+            plan_index, cost = read_query_data(path, name, entry, spec.shape)
+        elif layout == "refined":
+            leaves, plan_index, cost = _read_refined(path, name, entry, spec)
+            spec = fine_spec(spec, leaves)
+        else:
+            raise ChartSetError(f"{path}: query {name} has a chart of layout {layout!r}, "
+                                "which this cqopt does not know: rebuild it with cqopt build")
         try:
             plans = candidate_plans(spec, catalog)
         except CqoptError as err:
@@ -344,8 +390,32 @@ def load(path: str | Path) -> ChartSet:
             raise ChartSetError(f"{path}: query {name}'s plans are now "
                                 f"{[p.id for p in plans]}, the chart set has {stored_ids}: it "
                                 "was built by another version of cqopt; rebuild it")
-        charts[name] = QueryChart(spec, plans, plan_index, cost)
+        charts[name] = QueryChart(spec, plans, plan_index, cost, leaves, entry.get("reduce"))
     return ChartSet(path, manifest, charts)
+
+
+def _read_refined(path: Path, name: str, entry: dict[str, Any],
+                  spec: ChartSpec) -> tuple[Leaves, np.ndarray, None]:
+    """A refined chart's leaves and its uniform index at the finest level."""
+    columns = read_leaves(path, name, entry)
+    try:
+        refine = entry["refine"]
+        leaves = Leaves(tuple(int(k) for k in refine["k0"]), int(refine["depth"]),
+                        columns["level"], columns["cell"], columns["plan"], columns["cost"])
+        if leaves.k0 != spec.shape or not 0 <= leaves.depth <= MAX_DEPTH \
+                or (len(leaves.level) and int(leaves.level.max()) > leaves.depth):
+            raise ValueError(f"k0 {leaves.k0} against axes {spec.shape}, depth {leaves.depth}")
+        if math.prod(leaves.fine_shape) > MAX_INDEX_CELLS:
+            raise ValueError(f"a finest index of {math.prod(leaves.fine_shape)} cells")
+        for level in np.unique(leaves.level):
+            size = math.prod(k << int(level) for k in leaves.k0)
+            if int(leaves.cell[leaves.level == level].max()) >= size:
+                raise ValueError(f"a leaf of level {level} beyond its {size} cells")
+        fine = leaves.expand()
+    except (KeyError, TypeError, ValueError, CqoptError) as err:
+        raise ChartSetError(f"{path}: damaged: query {name}'s refined chart is malformed "
+                            f"({err}); rebuild it") from None
+    return leaves, fine.astype(np.intp), None
 
 
 def _missing(chart: QueryChart, name: str, stats: Mapping[str, Any]) -> ChartSetError:

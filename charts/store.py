@@ -10,6 +10,15 @@ A chart set is a directory::
                      (uint16, into the query's plans sorted by id), cost
                      (float64, the winning utility)
 
+A refined chart (``cqopt build --refine``, :mod:`cqopt.charts.refine`) stores
+one row per leaf region instead: level (uint8), cell (int64, the flat index
+in its level's grid), plan, cost; its manifest entry says ``"layout":
+"refined"`` with the coarse k and the depth. A chart set holding one is
+written as format version 2, so a cqopt that reads only grids (version 1)
+refuses it with the advice to rebuild rather than misreading it; grid-only
+sets stay version 1. A reduced chart (``--reduce``) records its λ and the
+plans before the reduction under ``"reduce"``.
+
 It is written through :func:`cqopt.charts.staging.staged_directory`: into a
 hidden temporary sibling directory and switched into place atomically, so a
 failed or killed build never leaves half a chart set, and an existing one is
@@ -40,13 +49,15 @@ import pyarrow.parquet as pq
 
 from cqopt.catalog import Catalog
 from cqopt.charts.staging import OutputError, check_writable, recover, staged_directory
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, read_text_file
 
 FORMAT = "cqopt-chart-set"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # what a set of grid charts is written as
+REFINED_FORMAT_VERSION = 2  # a set with a refined chart: version-1 readers refuse it
+READ_VERSIONS = (FORMAT_VERSION, REFINED_FORMAT_VERSION)
 MANIFEST = "manifest.json"
 MANIFEST_CHECKSUM = "manifest_sha256"
-COLUMN_TYPES = {"cell": np.int64, "plan": np.uint16, "cost": np.float64}
+COLUMN_TYPES = {"cell": np.int64, "plan": np.uint16, "cost": np.float64, "level": np.uint8}
 
 
 class ChartSetError(CqoptError):
@@ -92,24 +103,40 @@ def _write_into(tmp: Path, charts: list, catalog: Catalog, engine: str,
     queries = {}
     for chart in charts:
         data = f"{chart.spec.name}.parquet"
-        table = pa.table({
-            "cell": pa.array(np.arange(chart.spec.n_cells, dtype=np.int64)),
-            "plan": pa.array(chart.plan_index.ravel().astype(np.uint16)),
-            "cost": pa.array(chart.cost.ravel().astype(np.float64)),
-        })
+        leaves = getattr(chart, "leaves", None)
+        layout: dict[str, Any] = {}
+        if leaves is None:
+            table = pa.table({
+                "cell": pa.array(np.arange(chart.spec.n_cells, dtype=np.int64)),
+                "plan": pa.array(chart.plan_index.ravel().astype(np.uint16)),
+                "cost": pa.array(chart.cost.ravel().astype(np.float64)),
+            })
+        else:
+            table = pa.table({
+                "level": pa.array(leaves.level.astype(np.uint8)),
+                "cell": pa.array(leaves.cell.astype(np.int64)),
+                "plan": pa.array(leaves.plan.astype(np.uint16)),
+                "cost": pa.array(leaves.cost.astype(np.float64)),
+            })
+            layout = {"layout": "refined",
+                      "refine": {"k0": list(leaves.k0), "depth": leaves.depth}}
+        if getattr(chart, "reduction", None):
+            layout["reduce"] = dict(chart.reduction)
         pq.write_table(table, tmp / data)
         queries[chart.spec.name] = {
             **chart.spec.to_dict(),
+            **layout,
             "plans": [{"id": i, "explain": e}
                       for i, e in zip(chart.plan_ids, chart.plan_explains)],
-            "cells": chart.spec.n_cells,
+            "cells": table.num_rows,
             "plans_used": chart.plans_used,
             "data": data,
             "sha256": sha256_file(tmp / data),
         }
+    refined = any(getattr(chart, "leaves", None) is not None for chart in charts)
     manifest = {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": REFINED_FORMAT_VERSION if refined else FORMAT_VERSION,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "catalog_fingerprint": catalog.fingerprint(),
         "catalog": catalog.to_dict(),
@@ -137,16 +164,17 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not manifest_path.exists():
         raise ChartSetError(f"{path}: not a chart set: it has no {MANIFEST}")
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        manifest = json.loads(read_text_file(manifest_path))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ChartSetError(f"{manifest_path}: damaged: not readable JSON ({err})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ChartSetError(f"{manifest_path}: not a cqopt chart set manifest "
                             f"(format {manifest.get('format') if isinstance(manifest, dict) else None!r})")
     version = manifest.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise ChartSetError(f"{path}: written in chart-set format version {version}; this "
-                            f"cqopt reads version {FORMAT_VERSION}: rebuild it with cqopt build")
+                            f"cqopt reads versions {', '.join(map(str, READ_VERSIONS))}: "
+                            "rebuild it with cqopt build")
     stored = manifest.get(MANIFEST_CHECKSUM)
     if stored is None:
         raise ChartSetError(f"{path}: written before chart-set manifests carried a checksum "
@@ -162,7 +190,35 @@ def read_manifest(path: Path) -> dict[str, Any]:
 
 def read_query_data(path: Path, name: str, entry: dict[str, Any],
                     shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """The plan index and cost arrays of one query, checked against the manifest."""
+    """The plan index and cost arrays of one query's grid, checked against the manifest."""
+    if entry.get("layout", "grid") != "grid":
+        raise ChartSetError(f"{path}: query {name}'s chart is {entry.get('layout')}, not a "
+                            "k-regular grid; read it with cqopt.charts.load, or rebuild it "
+                            "without --refine")
+    data, column = _read_columns(path, name, entry, ["cell", "plan", "cost"])
+    cells = column("cell")
+    if len(cells) != int(np.prod(shape)) or not np.array_equal(cells, np.arange(len(cells))):
+        raise ChartSetError(f"{data}: damaged: expected cells 0..{int(np.prod(shape)) - 1} "
+                            "in order")
+    plan = column("plan").astype(np.intp)
+    if plan.size and plan.max() >= len(entry["plans"]):
+        raise ChartSetError(f"{data}: damaged: a cell names plan {plan.max()}, but the query "
+                            f"has {len(entry['plans'])} plans")
+    return plan.reshape(shape), column("cost").reshape(shape)
+
+
+def read_leaves(path: Path, name: str, entry: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The leaves of one query's refined chart: level, cell, plan, cost arrays."""
+    data, column = _read_columns(path, name, entry, ["level", "cell", "plan", "cost"])
+    out = {c: column(c) for c in ("level", "cell", "plan", "cost")}
+    if len(out["plan"]) and int(out["plan"].max()) >= len(entry["plans"]):
+        raise ChartSetError(f"{data}: damaged: a leaf names plan {out['plan'].max()}, but "
+                            f"the query has {len(entry['plans'])} plans")
+    return out
+
+
+def _read_columns(path: Path, name: str, entry: dict[str, Any], names: list[str]):
+    """A query's data file, checked (name, presence, sha256), and a reader of its columns."""
     data = Path(path) / entry["data"]
     if Path(entry["data"]).name != entry["data"]:
         raise ChartSetError(f"{path}: damaged: query {name}'s data file {entry['data']!r} "
@@ -170,13 +226,15 @@ def read_query_data(path: Path, name: str, entry: dict[str, Any],
     if not data.exists():
         raise ChartSetError(f"{path}: damaged: query {name}'s data file {entry['data']} "
                             "is missing")
+    if not data.is_file():  # a FIFO would block the read, /dev/zero never end it
+        raise ChartSetError(f"{data}: damaged: not a regular file; rebuild the chart set")
     actual = sha256_file(data)
     if actual != entry["sha256"]:
         raise ChartSetError(f"{data}: damaged: its sha256 is {actual[:12]}..., the manifest "
                             f"says {entry['sha256'][:12]}...; rebuild the chart set")
     try:
         # ParquetFile reads one file without pyarrow.dataset and pandas: loads stay fast.
-        table = pq.ParquetFile(data).read(columns=["cell", "plan", "cost"])
+        table = pq.ParquetFile(data).read(columns=names)
     except (pa.ArrowException, OSError) as err:
         raise ChartSetError(f"{data}: damaged: not a readable chart Parquet file ({err})") \
             from None
@@ -191,12 +249,4 @@ def read_query_data(path: Path, name: str, entry: dict[str, Any],
         return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array),
                              offset=array.offset * np.dtype(dtype).itemsize)
 
-    cells = column("cell")
-    if len(cells) != int(np.prod(shape)) or not np.array_equal(cells, np.arange(len(cells))):
-        raise ChartSetError(f"{data}: damaged: expected cells 0..{int(np.prod(shape)) - 1} "
-                            "in order")
-    plan = column("plan").astype(np.intp)
-    if plan.size and plan.max() >= len(entry["plans"]):
-        raise ChartSetError(f"{data}: damaged: a cell names plan {plan.max()}, but the query "
-                            f"has {len(entry['plans'])} plans")
-    return plan.reshape(shape), column("cost").reshape(shape)
+    return data, column

@@ -53,30 +53,53 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.k is not None and args.k < 1:
         raise CqoptError(f"--k {args.k}: needs a whole number >= 1")
     specs = [spec for spec, _ in workload_specs(workload, catalog, overrides)]
+    shape = {"refine": args.refine, "depth": args.depth, "reduce": args.reduce}
+    _check_shape(specs, **shape)  # every bad --refine, --depth, --reduce before any work
     start = time.perf_counter()
     if args.engine == "local":
-        charts = build_local(specs, catalog, progress=not args.quiet)
+        charts = build_local(specs, catalog, progress=not args.quiet, **shape)
         extra = {"engine": "local"}
     else:
         from cqopt.spark.chart_build import build_spark
         from cqopt.spark.session import running_session
 
         with running_session(args.master, progress=not args.quiet) as spark:
-            charts = build_spark(specs, catalog, spark=spark, progress=not args.quiet)
+            charts = build_spark(specs, catalog, spark=spark, progress=not args.quiet, **shape)
             extra = {"engine": "spark", "master": spark.sparkContext.master}
     write_chart_set(out, charts, catalog, force=args.force, engine=extra.pop("engine"),
                     extra=extra)
     total = time.perf_counter() - start
     print(f"{'query':<16} {'plans':>5} {'cells':>9} {'plans used':>10} {'seconds':>8}")
-    for chart in charts:
-        print(f"{chart.spec.name:<16} {len(chart.plan_ids):5d} {chart.spec.n_cells:9d} "
+    for chart in charts:  # cells: the regions stored (a refined chart's leaves)
+        cells = chart.plan_index.size
+        print(f"{chart.spec.name:<16} {len(chart.plan_ids):5d} {cells:9d} "
               f"{chart.plans_used:10d} {chart.seconds:8.2f}")
+        if chart.reduction:
+            r = chart.reduction
+            print(f"{chart.spec.name}: reduced at lambda {r['lambda']:g}: {r['plans_before']} "
+                  f"plans -> {r['plans_after']}, cost at most {r['max_cost_increase']:.1%} "
+                  "above the optimum")
     for chart in charts:  # no silent defaults: every fixed statistic and where it came from
         for stat, value in chart.spec.fixed.items():
             print(f"{chart.spec.name}: fixed {stat} = {value:g} "
                   f"({chart.spec.sources.get(stat, 'default')})")
     print(f"wrote {out} ({len(charts)} charts, {args.engine} engine, {total:.1f} s)")
     return 0
+
+
+def _check_shape(specs: list, refine: int | None, depth: int | None,
+                 reduce: float | None) -> None:
+    from cqopt.charts.reduce import check_threshold
+    from cqopt.charts.refine import check_refinement
+
+    if reduce is not None:
+        check_threshold(reduce)
+    if depth is not None and refine is None:
+        raise CqoptError(f"--depth {depth}: only a refined chart has a depth; add --refine "
+                         "BUDGET")
+    if refine is not None:
+        for spec in specs:
+            check_refinement(spec, refine, depth)
 
 
 def cmd_choose(args: argparse.Namespace) -> int:
@@ -145,6 +168,16 @@ def add_parsers(sub) -> None:
                                                              "workload's, else om)")
     p.add_argument("--weights", metavar="WR,WM[,WC]",
                    help="utility weights (default: the workload's, else 0.4,0.6)")
+    p.add_argument("--refine", type=int, metavar="BUDGET",
+                   help="adaptive refinement instead of a k-regular grid: start at 2 regions "
+                        "per axis and split only where the best plan changes, up to BUDGET "
+                        "regions per chart")
+    p.add_argument("--depth", type=int, metavar="D",
+                   help="with --refine: at most D splits of a coarse region (default: the "
+                        "deepest whose lookup index has at most 2^20 cells)")
+    p.add_argument("--reduce", type=float, metavar="LAMBDA",
+                   help="anorexic reduction: a region may take a plan used elsewhere that "
+                        "costs at most (1 + LAMBDA) x its optimum, LAMBDA in [0, 1), e.g. 0.1")
     p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     p.add_argument("--engine", choices=["spark", "local"], default="spark",
                    help="spark (default) or local: the same kernel in this process")

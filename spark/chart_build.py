@@ -87,7 +87,8 @@ ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 # -- the driver ----------------------------------------------------------------
 def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | None = None,
                 master: str = "local[*]", progress: bool = True,
-                scratch: Path | None = None) -> list[Chart]:
+                scratch: Path | None = None, *, refine: int | None = None,
+                depth: int | None = None, reduce: float | None = None) -> list[Chart]:
     """Build every chart in one Spark job; the same charts as
     :func:`cqopt.charts.build.build_local`.
 
@@ -105,6 +106,12 @@ def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | 
     scratch : Path, optional
         Where the job's Parquet goes (a fresh subdirectory, removed
         afterwards); on a cluster, a directory every executor shares.
+    refine, depth : int, optional
+        Build refined charts (:mod:`cqopt.charts.refine`): each round of
+        splits of each chart is one Spark job over the round's new points.
+    reduce : float, optional
+        Anorexic reduction at this λ (:mod:`cqopt.charts.reduce`), on the
+        driver: it costs each region's centroid once.
 
     Returns
     -------
@@ -115,12 +122,37 @@ def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | 
     SparkBuildError
         Spark cannot start, the job fails, or its result is not every cell once.
     """
+    from cqopt.charts.reduce import check_threshold, reduce_chart
+    from cqopt.charts.refine import check_refinement, refine_chart
+
     specs = list(specs)
     if not specs:
         return []
     contexts = [ChartContext(spec, catalog) for spec in specs]
     for context in contexts:  # fail fast, on the driver, on a bad query, model or weights
         _ = (context.plans, context.model, context.utility)  # each a cached property
+        if refine is not None:
+            check_refinement(context.spec, refine, depth)
+    if reduce is not None:
+        check_threshold(reduce)
+    if refine is not None or reduce is not None:
+        own = spark is None
+        if own:
+            spark = spark_session(master, progress=progress)
+        try:
+            if refine is not None:
+                charts = [refine_chart(c, refine, depth,
+                                       evaluate=functools.partial(_points_job, spark, catalog,
+                                                                  scratch, progress))
+                          for c in contexts]
+            else:
+                charts = build_spark(specs, catalog, spark, progress=progress, scratch=scratch)
+        finally:
+            if own:
+                spark.stop()
+        if reduce is not None:
+            charts = [reduce_chart(c, chart, reduce) for c, chart in zip(contexts, charts)]
+        return charts
     own = spark is None
     if own:
         spark = spark_session(master, progress=progress)
@@ -254,6 +286,78 @@ def _runtime_conf(spark: SparkSession, values: dict[str, str]) -> Iterator[None]
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+def _points_job(spark: SparkSession, catalog: Catalog, scratch: Path | None, progress: bool,
+                context: ChartContext, stats: dict[str, np.ndarray]) -> np.ndarray:
+    """One round of a refinement as one job: every plan's utility at each new point.
+
+    The points' statistics travel in the shipped payload (a round has at most
+    a few hundred thousand); ``spark.range`` over their positions is the job's
+    rows, and each Arrow batch is costed by the local kernel
+    (:func:`cqopt.charts.kernel.point_utilities`). Rows come back as Parquet,
+    like the grid job's.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = len(next(iter(stats.values())))
+    payload = {"job": uuid.uuid4().hex, "spec": context.spec.to_dict(),
+               "catalog": catalog.to_dict(), "plan_ids": [p.id for p in context.plans],
+               "stats": {k: np.asarray(v, dtype=np.float64).tolist() for k, v in stats.items()}}
+    n_partitions = _partitions(n, spark.sparkContext.defaultParallelism)
+    if progress:
+        print(f"  spark: refine {context.spec.name}: {n} points in {n_partitions} "
+              f"partition{'s' * (n_partitions != 1)}", file=sys.stderr, flush=True)
+    ddl = "point long, " + ", ".join(f"u{i} double" for i in range(len(context.plans)))
+    with spark_errors("the Spark job refining the charts failed"), _scratch_dir(scratch) as out:
+        spark.sparkContext.setJobDescription(f"cqopt: refine {context.spec.name}, {n} points")
+        try:
+            (spark.range(0, n, 1, n_partitions)
+             .mapInArrow(functools.partial(_cost_points, payload), ddl)
+             .write.mode("overwrite").parquet(out.as_uri()))
+        finally:
+            spark.sparkContext.setJobDescription(None)
+        try:
+            table = pq.read_table(out)
+        except (OSError, pa.ArrowInvalid) as err:
+            raise SparkBuildError(f"cannot read the Spark job's result in {out}: {err}"
+                                  f"{_SHARED_HINT}") from None
+    point = table.column("point").to_numpy()
+    if len(point) != n or not np.array_equal(np.sort(point), np.arange(n)):
+        raise SparkBuildError(f"the Spark refinement job returned {len(point)} rows for {n} "
+                              f"points{_SHARED_HINT}")
+    utilities = np.empty((len(context.plans), n))
+    for i in range(len(context.plans)):
+        utilities[i, point] = table.column(f"u{i}").to_numpy()
+    return utilities
+
+
+def _cost_points(payload: dict[str, Any],
+                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow's function of a refinement round: every plan's utility per point."""
+    import pyarrow as pa
+
+    from cqopt.charts.kernel import point_utilities
+
+    if _JOB["id"] != payload["job"]:
+        _CONTEXTS.clear()
+        _JOB.update(id=payload["job"], catalog=Catalog.from_dict(payload["catalog"]))
+    context = _CONTEXTS.get(-1)
+    if context is None:
+        context = ChartContext(ChartSpec.from_dict(payload["spec"]), _JOB["catalog"])
+        if [p.id for p in context.plans] != payload["plan_ids"]:
+            raise SparkBuildError(f"chart {context.spec.name!r}: this executor's plans differ "
+                                  "from the driver's; executors must run the driver's cqopt "
+                                  "version")
+        _CONTEXTS[-1] = context
+    stats = {k: np.asarray(v) for k, v in payload["stats"].items()}
+    for batch in batches:
+        ids = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        u = point_utilities(context, {k: v[ids] for k, v in stats.items()})
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(ids), *(pa.array(u[i]) for i in range(len(u)))],
+            names=["point", *(f"u{i}" for i in range(len(u)))])
 
 
 # -- the executors ---------------------------------------------------------------

@@ -63,7 +63,8 @@ def test_partition_boundaries_include_lo():
 
 @pytest.mark.parametrize("settings, fragment", [
     ({"axes": ["rate.XYZ"]}, "not one this query depends on"),
-    ({"ranges": {"jsel.TCP.UDP": [0, 0.5]}}, "not an axis"),
+    # Without "axes" a range makes its statistic an axis; with them, it must be one.
+    ({"axes": ["rate.TCP", "rate.UDP"], "ranges": {"jsel.TCP.UDP": [0, 0.5]}}, "not an axis"),
     ({"fixed": {"rate.TCP": 3}}, "both an axis and fixed"),
     ({"axes": ["rate.TCP", "rate.TCP"]}, "named twice"),
     ({"axes": ["jsel.TCP.UDP"], "ranges": {"jsel.TCP.UDP": [0, 2]}}, "[0, 1]"),
