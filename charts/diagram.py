@@ -5,7 +5,9 @@ statistic's name and unit; a legend names every plan that appears. A chart of
 three or more axes is drawn as 2-D slices at chosen values of the other axes
 (by default a few evenly spaced regions of axis 2, the middle region of the
 rest). A one-axis chart is a strip. An optional overlay draws a path of
-statistics (e.g. the estimates of a replay) over the diagram.
+statistics (e.g. the estimates of a replay) over the diagram. A refined
+chart (:mod:`cqopt.charts.refine`) is drawn with the outline of every region
+it stores; a reduced chart's title gives its λ.
 
 Only this module and the reports import matplotlib; the run-time API does not.
 """
@@ -57,6 +59,32 @@ def slice_points(chart, at: Mapping[str, float] | None = None) -> list[dict[str,
             for combo in itertools.product(*choices)]
 
 
+def _draw_leaves(ax, chart, point: Mapping[str, int]) -> None:
+    """Outline a refined chart's regions that meet this 2-D slice (Picasso draws them)."""
+    from matplotlib.collections import PolyCollection
+
+    spec, leaves = chart.spec, chart.leaves
+    lo, side = leaves.bounds()
+    meets = np.ones(len(side), dtype=bool)
+    for i, axis in enumerate(spec.axes[2:], start=2):
+        cell = point[axis.statistic]
+        meets &= (lo[:, i] <= cell) & (cell < lo[:, i] + side)
+    x, width_x = spec.axes[0], (spec.axes[0].hi - spec.axes[0].lo) / spec.axes[0].k
+    x0 = x.lo + lo[meets, 0] * width_x
+    x1 = x0 + side[meets] * width_x
+    if len(spec.axes) > 1:
+        y = spec.axes[1]
+        width_y = (y.hi - y.lo) / y.k
+        y0 = y.lo + lo[meets, 1] * width_y
+        y1 = y0 + side[meets] * width_y
+    else:
+        y0, y1 = np.zeros(len(x0)), np.ones(len(x0))
+    boxes = np.stack([np.stack([x0, y0], -1), np.stack([x1, y0], -1),
+                      np.stack([x1, y1], -1), np.stack([x0, y1], -1)], axis=1)
+    ax.add_collection(PolyCollection(boxes, facecolors="none", edgecolors="black",
+                                     linewidths=0.3, alpha=0.6))
+
+
 def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = None,
                  overlay: Sequence[tuple[float, float]] | None = None,
                  title: str | None = None) -> Path:
@@ -82,6 +110,8 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
         rgb = np.array(colours)[grid.T]  # rows are y
         y_edges = y_axis.edges() if y_axis else np.array([0.0, 1.0])
         ax.pcolormesh(x_axis.edges(), y_edges, rgb[..., :3], shading="flat")
+        if getattr(chart, "leaves", None) is not None:
+            _draw_leaves(ax, chart, point)
         ax.set_xlabel(axis_label(x_axis.statistic))
         if y_axis:
             ax.set_ylabel(axis_label(y_axis.statistic))
@@ -104,8 +134,14 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
     fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)),
                title="plan", fontsize=9)
     weights = ", ".join(f"{w:g}" for w in spec.weights)
+    leaves = getattr(chart, "leaves", None)
+    shape = f"k = {x_axis.k}" if leaves is None else \
+        f"refined: {len(leaves.plan)} regions, depth {leaves.depth}"
+    reduction = getattr(chart, "reduction", None)
+    if reduction:
+        shape += f", reduced at λ = {reduction['lambda']:g}"
     fig.suptitle(title or f"{spec.name}: {spec.model.upper()} model, weights ({weights}), "
-                          f"k = {x_axis.k}", fontsize=11)
+                          f"{shape}", fontsize=11)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
