@@ -7,9 +7,10 @@ wraps its Spark calls in :func:`spark_errors`, so that
 - Java is checked first (:func:`check_java`), with a clear message, not a
   JVM stack trace; the master URL too (:func:`check_master`);
 - the workers run the driver's Python (``PYSPARK_PYTHON``);
-- Spark's log is at WARN from the start (a log4j2 file of ours), without the
-  start-up notices nobody acts on, and its console progress bar is off
-  unless asked for;
+- nothing from Spark or the JVM reaches the console: Spark's log is off from
+  the start (a log4j2 file of ours; ``CQOPT_SPARK_LOG=warn`` brings it back),
+  its console progress bars are off, and the JVM's "WARNING: Using incubator
+  modules" line is filtered from its stderr;
 - cqopt's packages are shipped to executors on other machines
   (:func:`ship_packages`);
 - a Spark or Py4J failure reaches the user as one line
@@ -32,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -46,9 +48,34 @@ MIN_JAVA = 17
 PACKAGES_ZIP = "cqopt-packages.zip"
 
 
-# Spark's own default profile at WARN, minus the start-up notices nobody acts on.
+# Spark's log is off by default: nothing from Spark or the JVM reaches a user's console
+# (a failed task would print its whole Java stack trace before cqopt's one line).
+# CQOPT_SPARK_LOG=warn (or error, info, debug) brings it back, for a developer.
+LOG_LEVELS = ("off", "fatal", "error", "warn", "info", "debug", "trace")
+# Lines the JVM prints to stderr past any log configuration, so filtered out: the module
+# system's notice for the launcher's --add-modules=jdk.incubator.vector (hard-coded in
+# its JavaModuleOptions; no JVM option silences it), and the notice Spark prints with
+# System.err when it sets a PySpark driver's shell log level.
+_JVM_NOISE = (b"WARNING: Using incubator modules", b"Setting default log level to",
+              b"To adjust logging level use sc.setLogLevel")
+
+
+def spark_log_level() -> str:
+    """The level of Spark's log: ``CQOPT_SPARK_LOG``, by default ``off``.
+
+    >>> spark_log_level() in LOG_LEVELS
+    True
+    """
+    level = os.environ.get("CQOPT_SPARK_LOG", "off").strip().lower()
+    if level not in LOG_LEVELS:
+        raise SparkBuildError(f"CQOPT_SPARK_LOG={level!r}: expected one of "
+                              + ", ".join(LOG_LEVELS))
+    return level
+
+
+# Spark's own default profile at the chosen level, minus the start-up notices nobody acts on.
 _LOG4J2 = """\
-rootLogger.level = warn
+rootLogger.level = {level}
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -178,7 +205,7 @@ def running_session(master: str = "local[*]", progress: bool = True,
     master : str
         The master URL for a new session (ignored when one is running).
     progress : bool
-        Whether a new session shows Spark's console progress.
+        Unused: Spark's console progress bars are always off (cqopt prints its own).
     conf : dict, optional
         Settings of a new session (see :func:`spark_session`).
 
@@ -226,7 +253,8 @@ def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: b
     local = _is_local(master)
     settings = {
         "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": str(progress).lower(),
+        # Spark's progress bars draw over cqopt's own progress lines: always off.
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(2 * _local_cores(master)),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         **conf,
@@ -241,13 +269,15 @@ def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: b
     # A local driver talks to no one: bind it to loopback, which also spares the
     # "hostname resolves to a loopback address" warnings.
     env = {"SPARK_LOCAL_IP": "127.0.0.1"} if local and "SPARK_LOCAL_IP" not in os.environ else {}
+    level = spark_log_level()
     hint = ("; check the master URL" + ("" if local else " and that its cluster is up")
-            + "; Spark's log above may say more")
+            + ("; Spark's log above may say more" if level != "off" else
+               "; CQOPT_SPARK_LOG=warn shows Spark's log"))
     with spark_errors(f"Spark could not start with master {master!r}", hint=hint):
-        with _environ(env):
+        with _environ(env), _jvm_stderr_filtered():
             spark = builder.getOrCreate()
         try:
-            spark.sparkContext.setLogLevel("WARN")
+            spark.sparkContext.setLogLevel(level.upper())
             if not local:
                 ship_packages(spark)
         except BaseException:
@@ -331,8 +361,55 @@ def _log4j_file() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="cqopt-log4j-"))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = folder / "log4j2.properties"
-    path.write_text(_LOG4J2, encoding="utf-8")
+    path.write_text(_LOG4J2.replace("{level}", spark_log_level()), encoding="utf-8")
     return path
+
+
+@contextlib.contextmanager
+def _jvm_stderr_filtered() -> Iterator[None]:
+    """Start the JVM (in the block) with its stderr through a filter of :data:`_JVM_NOISE`.
+
+    The JVM inherits a pipe as its stderr for its whole life; a daemon thread
+    copies the pipe to the real stderr without the noise lines. This
+    process's own stderr is restored when the block ends.
+    """
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # the JVM runs already (spark-submit)
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        read_end, write_end = os.pipe()
+        real = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    threading.Thread(target=_copy_without_noise, args=(read_end, real), daemon=True,
+                     name="cqopt-jvm-stderr").start()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+        os.dup2(real, 2)  # the JVM keeps the pipe; the thread ends when the JVM does
+
+
+def _copy_without_noise(read_end: int, real: int) -> None:
+    with open(read_end, "rb", buffering=0) as pipe:
+        pending = b""
+        while chunk := pipe.read(65536):
+            lines = (pending + chunk).split(b"\n")
+            pending = lines.pop()
+            kept = [line for line in lines if not line.startswith(_JVM_NOISE)]
+            if kept:
+                with contextlib.suppress(OSError):
+                    os.write(real, b"\n".join(kept) + b"\n")
+        if pending and not pending.startswith(_JVM_NOISE):
+            with contextlib.suppress(OSError):
+                os.write(real, pending)
+    with contextlib.suppress(OSError):
+        os.close(real)
 
 
 @contextlib.contextmanager
