@@ -1,7 +1,8 @@
 """Benchmark: run-time plan lookup from a loaded chart set.
 
 Prints, for a 2-D chart (the OM paper's Q1), a 3-D chart (its Q2) and a 4-D
-chart (a 4-stream chain join):
+chart (a 4-stream chain join), each as a k-regular grid and as a refined chart
+(``--refine`` regions, looked up through its finest-level index; rows ``*-R``):
 
 - ``choose()`` latency: the median per call over batches of calls, and the
   p99 of single calls timed one by one (timer overhead subtracted);
@@ -10,7 +11,7 @@ chart (a 4-stream chain join):
   every candidate plan at the statistics, then taking the argmin (for the
   4-stream join), in the same process.
 
-    python scripts/bench_lookup.py [--k 10] [--calls 200000]
+    python scripts/bench_lookup.py [--k 10] [--calls 200000] [--refine 1000]
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +79,8 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10, help="regions per axis")
     parser.add_argument("--calls", type=int, default=200_000, help="choose() calls per chart")
     parser.add_argument("--many", type=int, default=1_000_000, help="rows for choose_many")
+    parser.add_argument("--refine", type=int, default=1000,
+                        help="regions of each refined chart (cqopt build --refine)")
     args = parser.parse_args()
     catalog = catalog_with_web()
     workload = workload_from_dict({"defaults": {"k": args.k}, "query": [
@@ -89,13 +93,16 @@ def main() -> None:
     ]})
     specs = [s for s, _ in workload_specs(workload, catalog)]
     out = Path(tempfile.mkdtemp()) / "charts"
-    write_chart_set(out, build_local(specs, catalog, progress=False), catalog)
+    refined = build_local(specs, catalog, progress=False, refine=args.refine)
+    for chart in refined:  # one chart set: the grids and their refined twins
+        chart.spec = replace(chart.spec, name=f"{chart.spec.name}-R")
+    write_chart_set(out, build_local(specs, catalog, progress=False) + refined, catalog)
     cs = charts.load(out)
     rng = np.random.default_rng(0)
     print(f"{'chart':6} {'axes':>4} {'cells':>7} {'choose median µs':>17} {'p99 µs':>7} "
           f"{'choose_many /s':>15}")
     medians = {}
-    for name in ("Q1", "Q2", "J4"):
+    for name in ("Q1", "Q2", "J4", "Q1-R", "Q2-R", "J4-R"):
         chart = cs[name]
         points = random_stats(chart, args.calls, rng)
         time_choose(cs, name, points[:20000])  # warm-up
@@ -107,7 +114,7 @@ def main() -> None:
             start = time.perf_counter()
             cs.choose_many(name, many)
             runs.append(time.perf_counter() - start)
-        print(f"{name:6} {len(chart.spec.axes):4d} {chart.spec.n_cells:7d} {median:17.2f} "
+        print(f"{name:6} {len(chart.spec.axes):4d} {chart.cells_stored:7d} {median:17.2f} "
               f"{p99:7.2f} {args.many / statistics.median(runs):15.3e}")
 
     # Re-optimizing from scratch per call: enumerate and cost every plan, take the argmin.
@@ -125,6 +132,10 @@ def main() -> None:
     reopt = statistics.median(times) * 1e6
     print(f"\nre-optimizing J4 per call ({len(enumerate_plans(query))} plans): median "
           f"{reopt:.0f} µs; chart lookup {medians['J4']:.2f} µs; ratio {reopt / medians['J4']:.0f}x")
+    print("refined against grid choose() median: " + ", ".join(
+        f"{n} {medians[n + '-R']:.2f} µs vs {medians[n]:.2f} µs" for n in ("Q1", "Q2", "J4"))
+        + f"; worst refined {max(medians[n + '-R'] for n in ('Q1', 'Q2', 'J4')):.2f} µs "
+        "(budget 1.5 µs)")
 
 
 if __name__ == "__main__":
