@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import sys
+import zlib
 from pathlib import Path
 
 from cqopt.catalog import load_catalog
@@ -13,6 +14,9 @@ from cqopt.charts.staging import staged_directory
 from cqopt.errors import CqoptError
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
+# A generated trace is held in memory as one frame per stream (about 40 bytes a tuple).
+MAX_GENERATED_TUPLES = 5e7
+MAX_ROUNDS = 1e7  # rounds of one replay: more means a timestamp is wrong
 
 
 def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
@@ -40,9 +44,24 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise CqoptError(f"--streams: the catalog has no stream {name!r}; it has "
                              + ", ".join(catalog.streams))
         streams.append(stream)
-    if args.duration <= 0:
+    if not (0 < args.duration < math.inf):
         raise CqoptError(f"--duration {args.duration}: needs a positive number of seconds")
-    gaps = load_interarrivals(args.interarrivals) if args.interarrivals else None
+    if not (0 <= args.rate_cv < math.inf):
+        raise CqoptError(f"--rate-cv {args.rate_cv}: needs a number >= 0")
+    try:
+        gaps = load_interarrivals(args.interarrivals) if args.interarrivals else None
+    except (EOFError, OSError, ValueError, zlib.error) as err:  # a truncated .gz, ...
+        raise CqoptError(f"--interarrivals {args.interarrivals}: not a readable CSV file "
+                         f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+                         ) from None
+    for stream in streams:  # before any allocation: 1e12 s would ask for a TiB
+        rate = (sum(stream.rate) / 2 if gaps is None
+                else 1.0 / max(float(np.mean(gaps)), np.finfo(float).tiny))
+        expected = args.duration * rate
+        if not expected <= MAX_GENERATED_TUPLES:
+            raise CqoptError(f"--duration {args.duration:g}: {stream.name} would get about "
+                             f"{expected:.3g} tuples ({rate:.3g}/s); at most "
+                             f"{MAX_GENERATED_TUPLES:.0e} per stream: shorten --duration")
     steady: dict[str, dict[str, int]] = {}
     for item in args.steady or []:
         target, _, size = item.partition("=")
@@ -141,6 +160,19 @@ def _trace_paths(args: argparse.Namespace, catalog) -> dict[str, str]:
     return paths
 
 
+def _check_span(query: str, infos: dict, window: float, rounds: int | None) -> None:
+    """Refuse traces whose time span makes more rounds than anyone replays (a timestamp
+    of 1e300 would make 1e300 rounds), before Spark is asked for them."""
+    start = min(info.start for info in infos.values())
+    end = max(info.end for info in infos.values())
+    count = (end - start) / window
+    if rounds is None and not count <= MAX_ROUNDS:
+        last = max(infos, key=lambda s: infos[s].end)
+        raise CqoptError(f"{query}: the traces span {end - start:.3g} s ({infos[last].path} "
+                         f"ends at {end:.6g} s), {count:.3g} rounds of {window:g} s; at most "
+                         f"{MAX_ROUNDS:.0e}: check the timestamps, or pass --rounds N")
+
+
 def _stream_name(catalog, name: str, option: str) -> str:
     stream = catalog.stream(name)
     if stream is None:
@@ -222,6 +254,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                 frames[name], infos[name] = read_trace(spark, paths[name], catalog.stream(name),
                                                        ts_column=times.get(name))
             (tmp / "rounds").mkdir()
+            for spec, query in chosen:
+                _check_span(spec.name, {s: infos[s] for s in query.stream_names},
+                            _window_seconds(query), args.rounds)
             for spec, query in chosen:
                 print(f"{spec.name}: per-round statistics on Spark", file=sys.stderr)
                 mine = {s: frames[s] for s in query.stream_names}
