@@ -32,6 +32,10 @@ class AmbiguousColumnError(QueryError):
     """An unqualified column belongs to more than one stream of the query."""
 
 
+class MissingWindowError(QueryError):
+    """A stream has no window of its own and the query has no ``WINDOW [...]``."""
+
+
 class UnsupportedQueryError(QueryError):
     """A construct cqopt does not optimize (subqueries, outer joins, ...)."""
 

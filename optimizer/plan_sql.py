@@ -165,7 +165,8 @@ def plan_outputs(plan: Plan, query: ContinuousQuery | None = None
     >>> from cqopt.optimizer.enumerate import enumerate_plans
     >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
     ...     "columns": {"a": "int", "b": "int"}}}})
-    >>> q = parse_query("SELECT S.a AS x, COUNT(*) FROM S GROUP BY S.a", cat)
+    >>> q = parse_query("SELECT S.a AS x, COUNT(*) FROM S GROUP BY S.a WINDOW [1]",
+    ...                 cat)
     >>> plan_outputs(enumerate_plans(q)[0], q)
     [(('S', 'a'), 'x'), ((None, 'COUNT(*)'), 'COUNT(*)')]
     """

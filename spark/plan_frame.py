@@ -35,7 +35,7 @@ is the plan's DataFrame; a stream without a frame is refused before Spark runs:
 >>> from cqopt.optimizer.logical import parse_query
 >>> from cqopt.optimizer.enumerate import enumerate_plans
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10], "columns": {"a": "int"}}}})
->>> plan = enumerate_plans(parse_query("SELECT S.a FROM S WHERE S.a > 1", cat))[0]
+>>> plan = enumerate_plans(parse_query("SELECT S.a FROM S WHERE S.a > 1 WINDOW [1]", cat))[0]
 >>> try:
 ...     to_spark(plan, {})
 ... except PlanFrameError as err:

@@ -113,7 +113,7 @@ def _agg_empty(f):
 
 
 CASES = [
-    Case("single-sigma-pi", "SELECT A.a, A.b FROM A WHERE A.k > 3 AND A.k <= 7",
+    Case("single-sigma-pi", "SELECT A.a, A.b FROM A WHERE A.k > 3 AND A.k <= 7 WINDOW [1]",
          lambda f: (f["A.k"] > 3) & (f["A.k"] <= 7), ["A.a", "A.b"], rows=400),
     Case("Q1", "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]",
          lambda f: f["TCP.dest_host"] == 2, ["TCP.src_host", "TCP.dest_host"],
@@ -124,68 +124,74 @@ CASES = [
          & (f["UDP.dest_host"] == f["SF.dest_host"]),
          dec_all(["TCP", "UDP", "SF"]), rows=45, catalog="dec"),
     Case("chain-4", "SELECT A.k, D.c FROM A, B, C, D WHERE A.b = B.a AND B.b = C.a "
-         "AND C.b = D.a AND B.k < 5",
+         "AND C.b = D.a AND B.k < 5 WINDOW [1]",
          lambda f: (f["A.b"] == f["B.a"]) & (f["B.b"] == f["C.a"]) & (f["C.b"] == f["D.a"])
          & (f["B.k"] < 5),
          ["A.k", "D.c"], rows=18, selections={"B": lambda w: w["k"] < 5}),
     Case("star-4", "SELECT A.k, B.a, C.b, D.c FROM A, B, C, D WHERE A.a = B.k AND A.b = C.k "
-         "AND A.c = D.k AND D.a IN (0, 1, 3)",
+         "AND A.c = D.k AND D.a IN (0, 1, 3) WINDOW [1]",
          lambda f: (f["A.a"] == f["B.k"]) & (f["A.b"] == f["C.k"]) & (f["A.c"] == f["D.k"])
          & f["D.a"].isin([0, 1, 3]),
          ["A.k", "B.a", "C.b", "D.c"], rows=18,
          selections={"D": lambda w: w["a"].isin([0, 1, 3])}),
     Case("in-between-or", "SELECT A.k, A.a, A.tag FROM A WHERE (A.a BETWEEN 2 AND 5 OR A.a > 8) "
-         "AND A.b IN (0, 1, 3) AND A.c <> 2 AND A.tag IN ('x', 'zz')",
+         "AND A.b IN (0, 1, 3) AND A.c <> 2 AND A.tag IN ('x', 'zz') WINDOW [1]",
          lambda f: (((f["A.a"] >= 2) & (f["A.a"] <= 5)) | (f["A.a"] > 8))
          & f["A.b"].isin([0, 1, 3]) & (f["A.c"] != 2) & f["A.tag"].isin(["x", "zz"]),
          ["A.k", "A.a", "A.tag"], rows=400),
     Case("or-ranges-double", "SELECT A.x, A.k FROM A "
-         "WHERE A.x < -2.5 OR A.x >= 1 AND A.x < 3.5 OR A.x = 0",
+         "WHERE A.x < -2.5 OR A.x >= 1 AND A.x < 3.5 OR A.x = 0 WINDOW [1]",
          lambda f: (f["A.x"] < -2.5) | ((f["A.x"] >= 1) & (f["A.x"] < 3.5)) | (f["A.x"] == 0),
          ["A.x", "A.k"], rows=400),
-    Case("not-range", "SELECT A.k FROM A WHERE NOT (A.a BETWEEN 1 AND 3) AND NOT A.b IN (0, 2)",
+    Case("not-range", "SELECT A.k FROM A WHERE NOT (A.a BETWEEN 1 AND 3) AND NOT A.b IN (0, 2) "
+         "WINDOW [1]",
          lambda f: ~((f["A.a"] >= 1) & (f["A.a"] <= 3)) & ~f["A.b"].isin([0, 2]),
          ["A.k"], rows=400),
-    Case("theta-and-equi", "SELECT A.k, B.k FROM A, B WHERE A.a < B.a AND A.b = B.b AND B.x > 0",
+    Case("theta-and-equi", "SELECT A.k, B.k FROM A, B WHERE A.a < B.a AND A.b = B.b AND B.x > 0 "
+         "WINDOW [1]",
          lambda f: (f["A.a"] < f["B.a"]) & (f["A.b"] == f["B.b"]) & (f["B.x"] > 0),
          ["A.k", "B.k"], rows=150, selections={"B": lambda w: w["x"] > 0}),
-    Case("theta-only", "SELECT A.k, B.c FROM A, B WHERE A.a > B.b",
+    Case("theta-only", "SELECT A.k, B.c FROM A, B WHERE A.a > B.b WINDOW [1]",
          lambda f: f["A.a"] > f["B.b"], ["A.k", "B.c"], rows=80),
     Case("theta-three-streams", "SELECT A.k, B.k, C.k FROM A, B, C "
-         "WHERE A.a = B.a AND (A.b = C.b OR B.c < C.c)",
+         "WHERE A.a = B.a AND (A.b = C.b OR B.c < C.c) WINDOW [1]",
          lambda f: (f["A.a"] == f["B.a"]) & ((f["A.b"] == f["C.b"]) | (f["B.c"] < f["C.c"])),
          ["A.k", "B.k", "C.k"], rows=40),
     Case("aggregate-group-having",
          "SELECT A.k, COUNT(*) AS n, SUM(B.b), AVG(B.x), MIN(A.a), MAX(B.a) FROM A, B "
-         "WHERE A.a = B.a AND A.b > 1 GROUP BY A.k HAVING COUNT(*) > 190 AND SUM(B.c) >= 520",
+         "WHERE A.a = B.a AND A.b > 1 GROUP BY A.k HAVING COUNT(*) > 190 AND SUM(B.c) >= 520 "
+         "WINDOW [1]",
          lambda f: (f["A.a"] == f["B.a"]) & (f["A.b"] > 1), _agg_group_having, rows=150),
     Case("aggregate-over-chain", "SELECT B.k, MIN(B.k), COUNT(A.k) FROM A, B, C "
-         "WHERE A.b = B.a AND B.b = C.a GROUP BY B.k",
+         "WHERE A.b = B.a AND B.b = C.a GROUP BY B.k WINDOW [1]",
          lambda f: (f["A.b"] == f["B.a"]) & (f["B.b"] == f["C.a"]), _agg_chain, rows=40),
-    Case("aggregate-empty-window", "SELECT COUNT(*), SUM(A.a), MAX(A.x) FROM A WHERE A.k > 100",
+    Case("aggregate-empty-window", "SELECT COUNT(*), SUM(A.a), MAX(A.x) FROM A WHERE A.k > 100 "
+         "WINDOW [1]",
          lambda f: f["A.k"] > 100, _agg_empty, rows=100),
-    Case("count-star", "SELECT COUNT(*) FROM A WHERE A.k >= 5",
+    Case("count-star", "SELECT COUNT(*) FROM A WHERE A.k >= 5 WINDOW [1]",
          lambda f: f["A.k"] >= 5, lambda f: [(len(f),)], rows=300),
     Case("residual-multi-column", "SELECT A.k, A.c FROM A "
-         "WHERE A.a < A.b AND (A.c = 1 OR A.k > 5) AND A.a >= 1",
+         "WHERE A.a < A.b AND (A.c = 1 OR A.k > 5) AND A.a >= 1 WINDOW [1]",
          lambda f: (f["A.a"] < f["A.b"]) & ((f["A.c"] == 1) | (f["A.k"] > 5)) & (f["A.a"] >= 1),
          ["A.k", "A.c"], rows=400),
-    Case("closure-implied-selection", "SELECT A.k, B.k FROM A, B WHERE A.a = B.a AND A.b = B.a",
+    Case("closure-implied-selection", "SELECT A.k, B.k FROM A, B WHERE A.a = B.a AND A.b = B.a "
+         "WINDOW [1]",
          lambda f: (f["A.a"] == f["B.a"]) & (f["A.b"] == f["B.a"]), ["A.k", "B.k"], rows=150,
          selections={"A": lambda w: w["a"] == w["b"]}),
-    Case("cartesian", "SELECT A.k, B.k FROM A, B WHERE A.a > 5",
+    Case("cartesian", "SELECT A.k, B.k FROM A, B WHERE A.a > 5 WINDOW [1]",
          lambda f: f["A.a"] > 5, ["A.k", "B.k"], rows=60,
          selections={"A": lambda w: w["a"] > 5}),
-    Case("repeated-output-column", "SELECT A.a, A.a AS again, A.k FROM A WHERE A.k = 1",
+    Case("repeated-output-column", "SELECT A.a, A.a AS again, A.k FROM A WHERE A.k = 1 WINDOW [1]",
          lambda f: f["A.k"] == 1, ["A.a", "A.a", "A.k"], rows=300),
-    Case("no-predicate", "SELECT A.tag, A.x FROM A", None, ["A.tag", "A.x"], rows=100),
+    Case("no-predicate", "SELECT A.tag, A.x FROM A WINDOW [1]", None, ["A.tag", "A.x"], rows=100),
     # the grouped selection is FALSE: select_mask evaluates its one condition
-    Case("contradiction", "SELECT A.k, A.a FROM A WHERE A.a > 5 AND A.a < 3 AND A.k = 1",
+    Case("contradiction", "SELECT A.k, A.a FROM A WHERE A.a > 5 AND A.a < 3 AND A.k = 1 "
+         "WINDOW [1]",
          lambda f: f["A.a"] != f["A.a"], ["A.k", "A.a"], rows=100,
          selections={"A": lambda w: w["a"] != w["a"]}),
     # HAVING with BETWEEN and IN over aggregates, and a repeated GROUP BY column
     Case("having-between-in", "SELECT A.k, COUNT(*), MAX(A.tag) FROM A GROUP BY A.k, A.k "
-         "HAVING COUNT(*) BETWEEN 30 AND 36 AND NOT COUNT(*) IN (31) OR A.k IN (9)",
+         "HAVING COUNT(*) BETWEEN 30 AND 36 AND NOT COUNT(*) IN (31) OR A.k IN (9) WINDOW [1]",
          None, _agg_having_between_in, rows=300),
 ]
 
@@ -268,18 +274,18 @@ def test_multiset_canonical_form():
 
 def test_select_mask_is_the_selection_condition():
     frame = abcd_windows(20)["A"].add_prefix("A.")
-    q = parse_query("SELECT A.k FROM A WHERE A.a > 5 AND A.a < 3", ABCD)  # FALSE
+    q = parse_query("SELECT A.k FROM A WHERE A.a > 5 AND A.a < 3 WINDOW [1]", ABCD)  # FALSE
     mask = select_mask(q.selections["A"], frame)
     assert mask.dtype == bool and mask.index.equals(frame.index) and not mask.any()
     q = parse_query("SELECT A.k FROM A WHERE A.a BETWEEN 1 AND 3 AND NOT A.b IN (0, 2) "
-                    "AND A.tag <> 'x' AND A.a < A.c", ABCD)
+                    "AND A.tag <> 'x' AND A.a < A.c WINDOW [1]", ABCD)
     want = (frame["A.a"].between(1, 3) & ~frame["A.b"].isin([0, 2])
             & (frame["A.tag"] != "x") & (frame["A.a"] < frame["A.c"]))
     assert select_mask(q.selections["A"], frame).equals(want)
 
 
 def test_missing_window_is_reported():
-    query = parse_query("SELECT A.k FROM A, B WHERE A.k = B.k", ABCD)
+    query = parse_query("SELECT A.k FROM A, B WHERE A.k = B.k WINDOW [1]", ABCD)
     with pytest.raises(KeyError, match="no window given for stream B"):
         execute(enumerate_plans(query)[0], query, {"A": abcd_windows(5)["A"]})
 

@@ -15,6 +15,7 @@ from cqopt.errors import CqoptError
 from cqopt.optimizer.errors import (
     AmbiguousColumnError,
     CQLSyntaxError,
+    MissingWindowError,
     QueryError,
     QueryTypeError,
     UnknownColumnError,
@@ -147,10 +148,21 @@ def test_per_stream_window_overrides_query_window(stream_cat):
     assert q.stream("S1").window.seconds == 5.0 and q.stream("S2").window.seconds == 1.0
 
 
-def test_missing_window_defaults_to_unbounded(stream_cat):
-    q = parse_query("SELECT S.a FROM S", stream_cat)
-    assert q.stream("S").window.kind == "unbounded"
-    assert any("UNBOUNDED" in n for n in q.notes)
+def test_missing_window_is_an_error_that_says_how_to_add_one(stream_cat):
+    # CQL's default [UNBOUNDED] would make every plan's cost infinite
+    for sql in ("SELECT S.a FROM S", "SELECT * FROM S1 [ROWS 5], S2 WHERE S1.a = S2.a"):
+        stream = "S" if "S1" not in sql else "S2"
+        with pytest.raises(MissingWindowError) as info:
+            parse_query(sql, stream_cat)
+        message = str(info.value)
+        assert isinstance(info.value, QueryError) and "\n" not in message
+        assert message.startswith(f"stream {stream} has no window")
+        assert "WINDOW [1]" in message and f"{stream} [RANGE 10 SECONDS]" in message
+
+
+def test_explicit_unbounded_window_is_allowed(stream_cat):
+    q = parse_query("SELECT S.a FROM S [UNBOUNDED]", stream_cat)
+    assert q.stream("S").window.kind == "unbounded" and not q.notes
 
 
 def test_unqualified_columns_resolve(stream_cat):
@@ -332,22 +344,24 @@ def ab() -> Catalog:
 
 
 def test_inner_and_cross_joins_still_read(ab):
-    for sql in ("SELECT A.x FROM A JOIN B ON A.x = B.x", "SELECT A.x FROM A INNER JOIN B "
-                "ON A.x = B.x", "SELECT A.x FROM A CROSS JOIN B",
+    for sql in ("SELECT A.x FROM A JOIN B ON A.x = B.x WINDOW [1]",
+                "SELECT A.x FROM A INNER JOIN B ON A.x = B.x WINDOW [1]",
+                "SELECT A.x FROM A CROSS JOIN B WINDOW [1]",
                 "SELECT a.x FROM A [RANGE 1 SECONDS] AS a, B AS b WHERE a.x = b.x WINDOW [2]"):
         assert parse_query(sql, ab).stream_names == ("A", "B")
 
 
 # -- constants and window sizes ------------------------------------------------------
 def test_constants_are_exact_and_finite(ab):
-    q = parse_query("SELECT A.x FROM A WHERE A.x = 12345678901234567890", ab)
+    q = parse_query("SELECT A.x FROM A WHERE A.x = 12345678901234567890 WINDOW [1]", ab)
     assert q.selections["A"].columns["x"].points == (12345678901234567890,)
-    q = parse_query("SELECT A.x FROM A WHERE A.f > 1.5e3 AND A.f <= 2000. AND A.y = 007", ab)
+    q = parse_query("SELECT A.x FROM A WHERE A.f > 1.5e3 AND A.f <= 2000. AND A.y = 007 "
+                    "WINDOW [1]", ab)
     assert repr(q.selections["A"].columns["f"]) == "(1500.0, 2000.0]"
     assert q.selections["A"].columns["y"].points == (7,)
-    for sql, fragment in [("SELECT A.x FROM A WHERE A.x = 1e", "not a number"),
-                          ("SELECT A.x FROM A WHERE A.x = 1e400", "finite"),
-                          ("SELECT A.x FROM A WHERE A.x = -1e400", "finite"),
+    for sql, fragment in [("SELECT A.x FROM A WHERE A.x = 1e WINDOW [1]", "not a number"),
+                          ("SELECT A.x FROM A WHERE A.x = 1e400 WINDOW [1]", "finite"),
+                          ("SELECT A.x FROM A WHERE A.x = -1e400 WINDOW [1]", "finite"),
                           ("SELECT A.x FROM A [RANGE 1e308 HOURS]", "finite")]:
         with pytest.raises(UnsupportedQueryError) as info:
             parse_query(sql, ab)
@@ -355,7 +369,8 @@ def test_constants_are_exact_and_finite(ab):
 
 
 def test_long_or_chain_is_a_query_error(ab):
-    sql = "SELECT A.x FROM A WHERE " + " OR ".join(f"A.x = {i}" for i in range(1000))
+    sql = "SELECT A.x FROM A WHERE " + " OR ".join(f"A.x = {i}" for i in range(1000)) \
+        + " WINDOW [1]"
     with pytest.raises(QueryError, match="nested too deeply"):
         parse_query(sql, ab)
 
@@ -376,14 +391,14 @@ def test_long_or_chain_is_a_query_error(ab):
 ])
 def test_having_is_type_checked(ab, having, error, fragment):
     with pytest.raises(error) as info:
-        parse_query(f"SELECT A.x, COUNT(*) FROM A GROUP BY A.x HAVING {having}", ab)
+        parse_query(f"SELECT A.x, COUNT(*) FROM A GROUP BY A.x HAVING {having} WINDOW [1]", ab)
     assert fragment in str(info.value)
 
 
 def test_having_accepts_aggregates_as_operands(ab):
     q = parse_query("SELECT A.x, COUNT(*) FROM A GROUP BY A.x, A.x, a.X HAVING COUNT(*) "
                     "BETWEEN 2 AND 5 AND A.x IN (1, 2) AND MAX(A.s) > 'a' "
-                    "OR SUM(A.f) > AVG(A.y)", ab)
+                    "OR SUM(A.f) > AVG(A.y) WINDOW [1]", ab)
     assert q.group_by == (("A", "x"),)
     assert {str(a) for a in q.aggregates} == {"COUNT(*)", "MAX(A.s)", "SUM(A.f)", "AVG(A.y)"}
 
@@ -412,14 +427,14 @@ def test_from_clash_message_does_not_depend_on_the_hash_seed(repo_root):
 
 
 def test_output_names(ab):
-    q = parse_query("SELECT SUM(a.x), COUNT(*), MAX(A.s) AS m FROM A AS a", ab)
+    q = parse_query("SELECT SUM(a.x), COUNT(*), MAX(A.s) AS m FROM A AS a WINDOW [1]", ab)
     assert [c.name for c in q.projection] == ["SUM(A.x)", "COUNT(*)", "m"]
     # an alias is never replaced; only unaliased duplicates are qualified
-    q = parse_query("SELECT A.x AS y, A.y, B.y FROM A, B", ab)
+    q = parse_query("SELECT A.x AS y, A.y, B.y FROM A, B WINDOW [1]", ab)
     assert [c.name for c in q.projection] == ["y", "A.y", "B.y"]
-    q = parse_query("SELECT A.x AS x, B.x AS bx FROM A, B", ab)
+    q = parse_query("SELECT A.x AS x, B.x AS bx FROM A, B WINDOW [1]", ab)
     assert [c.name for c in q.projection] == ["x", "bx"]
-    for sql in ("SELECT A.x AS q, A.y AS q FROM A", "SELECT A.x AS q, COUNT(*) AS q FROM A "
-                "GROUP BY A.x"):
+    for sql in ("SELECT A.x AS q, A.y AS q FROM A WINDOW [1]",
+                "SELECT A.x AS q, COUNT(*) AS q FROM A GROUP BY A.x WINDOW [1]"):
         with pytest.raises(UnsupportedQueryError, match="output name q is used twice"):
             parse_query(sql, ab)

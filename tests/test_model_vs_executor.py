@@ -70,7 +70,7 @@ def test_validation_needs_one_common_range_window(examples, monkeypatch):
     for sql in ("SELECT TCP.src_host FROM TCP [ROWS 10]",
                 "SELECT * FROM TCP [RANGE 1 SECONDS], UDP [RANGE 2 SECONDS] "
                 "WHERE TCP.src_host = UDP.src_host",
-                "SELECT TCP.src_host FROM TCP"):
+                "SELECT TCP.src_host FROM TCP [UNBOUNDED]"):
         with pytest.raises(UnsupportedQueryError, match="one \\[RANGE w\\] window"):
             measure(catalog, {"bad": sql}, [Setting(100, 0.5)])
     # the plans are enumerated once per query, not once per setting

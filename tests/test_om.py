@@ -284,7 +284,7 @@ def test_no_plan_costs_nan(dec, shape):
 
 def test_aggregate_over_unbounded_window_has_finite_utility_ranking(dec):
     # `cqopt explain` printed "memory nan ... utility nan <- cheapest" for this query
-    q = parse_query("SELECT COUNT(*) FROM TCP WHERE TCP.dest_host = 2", dec)
+    q = parse_query("SELECT COUNT(*) FROM TCP [UNBOUNDED] WHERE TCP.dest_host = 2", dec)
     stats = {"rate.TCP": 500.0, "sel.TCP": 0.0}
     for plan in enumerate_plans(q):
         cost = OM(dec).cost(plan, stats)

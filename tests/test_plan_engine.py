@@ -220,7 +220,7 @@ def test_spark_keeps_the_plans_join_order(spark, examples):
     hinted, or Spark's ReorderJoin rule would move them)."""
     assert spark.conf.get("spark.sql.cbo.joinReorder.enabled") == "false"
     assert spark.conf.get("spark.sql.cbo.enabled") == "false"
-    cartesian = parse_query("SELECT A.k, B.k, C.k FROM A, B, C WHERE A.a = C.a", ABCD)
+    cartesian = parse_query("SELECT A.k, B.k, C.k FROM A, B, C WHERE A.a = C.a WINDOW [1]", ABCD)
     checked = 0
     for seed, (name, query) in enumerate(all_queries(examples) + [("cartesian", cartesian)]):
         if len(query.streams) < 2:
@@ -277,8 +277,8 @@ def test_sql_nests_each_streams_selection_and_projection_in_the_plans_order():
 
 
 def test_sql_without_the_query_names_columns_by_their_text():
-    query = parse_query("SELECT A.k AS key, COUNT(*) FROM A, B WHERE A.a = B.a GROUP BY A.k",
-                        ABCD)
+    query = parse_query("SELECT A.k AS key, COUNT(*) FROM A, B WHERE A.a = B.a GROUP BY A.k "
+                        "WINDOW [1]", ABCD)
     tree = sqlglot.parse_one(enumerate_plans(query)[0].to_sql("duckdb"), read="duckdb")
     assert [e.alias for e in tree.expressions] == ["A.k", "COUNT(*)"]
     tree = sqlglot.parse_one(enumerate_plans(query)[0].to_sql("duckdb", query=query))
@@ -296,7 +296,7 @@ class NoCross(Dialect):
 
 
 def test_sql_errors_name_the_construct_and_the_dialect():
-    plan = enumerate_plans(parse_query("SELECT A.k, B.k FROM A, B", ABCD))[0]
+    plan = enumerate_plans(parse_query("SELECT A.k, B.k FROM A, B WINDOW [1]", ABCD))[0]
     with pytest.raises(PlanSqlError, match=r"A×B cannot be written in the nocross dialect: "
                                            r"CROSS JOIN"):
         plan.to_sql("nocross")

@@ -144,14 +144,14 @@ def test_sigma_pi_variants_multiply_join_orders():
 def test_projection_only_when_strict_subset():
     cat = stream_catalog(1)
     # every column needed above: no projection at all
-    q = parse_query("SELECT * FROM S1 WHERE S1.a = 1", cat)
+    q = parse_query("SELECT * FROM S1 WHERE S1.a = 1 WINDOW [1]", cat)
     assert stream_orders(q, "S1") == ("σ",)
     # the selection reads the only column not needed above: π below σ would keep all
     q = parse_query("SELECT S1.k, S1.b, S1.c, S1.d, S1.e, S1.f, S1.g, S1.h FROM S1 "
-                    "WHERE S1.a = 1", cat)
+                    "WHERE S1.a = 1 WINDOW [1]", cat)
     assert stream_orders(q, "S1") == ("σπ",)
     assert [p.id for p in enumerate_plans(q)] == ["S1[σπ]"]
-    q = parse_query("SELECT S1.k FROM S1", cat)
+    q = parse_query("SELECT S1.k FROM S1 WINDOW [1]", cat)
     assert stream_orders(q, "S1") == ("π",)
     assert enumerate_plans(q)[0].operators() == ("src:S1", "proj:S1")
 
@@ -201,12 +201,12 @@ def _stream_order(plan: Plan, stream: str) -> str:
 # -- Cartesian products ------------------------------------------------------------
 def test_disconnected_query_is_cartesian():
     cat = stream_catalog(3)
-    plans = enumerate_plans(parse_query("SELECT S1.k, S2.k FROM S1, S2", cat))
+    plans = enumerate_plans(parse_query("SELECT S1.k, S2.k FROM S1, S2 WINDOW [1]", cat))
     assert [p.id for p in plans] == ["S1×S2"]
     assert plans[0].cartesian and plans[0].node("join:1")["selectivity"] == ()
     assert plans[0].node("join:1")["rate_class"] == "equi-join"
     plans = enumerate_plans(parse_query(
-        "SELECT * FROM S1, S2, S3 WHERE S1.a = S2.a", cat))
+        "SELECT * FROM S1, S2, S3 WHERE S1.a = S2.a WINDOW [1]", cat))
     assert sorted(p.id for p in plans) == ["S1×S3⋈S2", "S1⋈S2×S3", "S2×S3⋈S1"]
     assert all(p.cartesian for p in plans)
 
@@ -214,7 +214,7 @@ def test_disconnected_query_is_cartesian():
 def test_theta_over_three_streams_links_the_last_one():
     cat = stream_catalog(3)
     q = parse_query("SELECT * FROM S1, S2, S3 WHERE S1.a = S2.a "
-                    "AND (S1.b = S3.b OR S2.c < S3.c)", cat)
+                    "AND (S1.b = S3.b OR S2.c < S3.c) WINDOW [1]", cat)
     plans = enumerate_plans(q)
     assert [p.id for p in plans] == ["S1⋈S2⋈S3"]
     top = plans[0].node("join:2")
@@ -224,14 +224,15 @@ def test_theta_over_three_streams_links_the_last_one():
 def test_redundant_predicates_counted_once():
     cat = stream_catalog(3)
     q = parse_query("SELECT * FROM S1, S2, S3 WHERE S1.k = S2.k AND S2.k = S3.k "
-                    "AND S1.a = S3.a AND S1.b < S3.b", cat)
+                    "AND S1.a = S3.a AND S1.b < S3.b WINDOW [1]", cat)
     plans = {p.id: p for p in enumerate_plans(q)}
     top = plans["S1⋈S2⋈S3"].node("join:2")
     # S1.k = S3.k (implied) and S2.k = S3.k are one class; S1.a = S3.a another,
     # with the same statistic; the theta too: jsel.S1.S3 once, jsel.S2.S3 for the class
     assert len(top["predicate"]) == 4
     assert top["selectivity"] == ("jsel.S1.S3", "jsel.S2.S3")
-    q = parse_query("SELECT * FROM S1, S2, S3 WHERE S1.k = S2.k AND S2.k = S3.k", cat)
+    q = parse_query("SELECT * FROM S1, S2, S3 WHERE S1.k = S2.k AND S2.k = S3.k WINDOW [1]",
+                    cat)
     top = enumerate_plans(q)[0].node("join:2")
     assert [str(p) for p in top["predicate"]] == ["S1.k = S3.k", "S2.k = S3.k"]
     assert top["selectivity"] == ("jsel.S2.S3",)  # the written one, not the implied
@@ -300,12 +301,12 @@ STRUCTURE_QUERIES = [
     "SELECT TCP.src_host, COUNT(*) AS n, AVG(UDP.bytes) FROM TCP, UDP "
     "WHERE TCP.src_host = UDP.dest_host AND TCP.bytes > 10 GROUP BY TCP.src_host "
     "HAVING SUM(UDP.bytes) > 3 WINDOW [1]",
-    "SELECT COUNT(*) FROM TCP WHERE TCP.bytes BETWEEN 10 AND 20",
+    "SELECT COUNT(*) FROM TCP WHERE TCP.bytes BETWEEN 10 AND 20 WINDOW [1]",
     "SELECT MAX(TCP.bytes) FROM TCP [ROWS 10], UDP [RANGE 5 SECONDS] "
     "WHERE TCP.src_port < UDP.src_port AND UDP.bytes IN (1, 2)",
     "SELECT UDP.ts, SF.ts, SF.ts AS again FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
     "AND SF.src_port = TCP.dest_port AND TCP.src_port < TCP.dest_port WINDOW [2]",
-    "SELECT TCP.bytes FROM TCP, SF WHERE SF.bytes > 100",
+    "SELECT TCP.bytes FROM TCP, SF WHERE SF.bytes > 100 WINDOW [1]",
 ]
 
 
