@@ -156,8 +156,8 @@ def test_refined_chart_set_round_trip(dec_catalog, tmp_path):
         choice = loaded.choose({k: float(v[i]) for k, v in many.items()})
         assert choice.plan_id == loaded.plans[bulk.plan_index[i]].id
         # The leaf holding the point's fine cell decides, as stored.
-        inside = np.all((lo <= np.array(choice.cell)) & (np.array(choice.cell) < lo + side[:, None]),
-                        axis=1)
+        cell = np.array(choice.cell)
+        inside = np.all((lo <= cell) & (cell < lo + side[:, None]), axis=1)
         assert np.flatnonzero(inside).size == 1
         assert chart.leaves.plan[inside][0] == bulk.plan_index[i]
 
