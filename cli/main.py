@@ -19,7 +19,7 @@ from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, run_command
 from cqopt.cli.chart_commands import parse_stat, parse_weights
-from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model
+from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model, plan_utilities
 from cqopt.errors import CqoptError
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
@@ -53,11 +53,13 @@ def _statistics(query: ContinuousQuery, given: dict[str, float], catalog
 
 
 def _costs(plans, values: dict[str, float], model, utility) -> list[dict[str, float]]:
+    # At one point: the generated scalar path, and one utility call over all plans.
+    utilities = plan_utilities(model, utility, plans, values)
     out = []
-    for plan in plans:
+    for plan, plan_utility in zip(plans, utilities):
         cost = model.cost(plan, values)
         out.append({"rate": float(cost.rate), "memory": float(cost.memory),
-                    "cpu": float(cost.cpu), "utility": float(utility(cost))})
+                    "cpu": float(cost.cpu), "utility": float(plan_utility)})
     return out
 
 
@@ -78,7 +80,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         values = {name: value for name, (value, _) in stats.items()}
         # Past the exhaustive limit, the local search orders joins by this model at these stats.
         plans = enumerate_plans(q, catalog=catalog,
-                                cost=lambda p: float(utility(model.cost(p, values))))
+                                cost=lambda p: float(plan_utilities(model, utility, [p],
+                                                                    values)[0]))
         costs = _costs(plans, values, model, utility)
         best = min(range(len(plans)), key=lambda i: (costs[i]["utility"], plans[i].id))
         # With no output at all (a contradiction, an empty stream) no plan is cheaper.

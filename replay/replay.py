@@ -10,15 +10,19 @@ For each round of observed statistics (from :mod:`cqopt.spark.round_stats`):
 - **regret** ``cost(chosen) / cost(optimal) − 1`` at the actual statistics;
 - **move** and **switch** as counted by the adaptive query.
 
-Baselines in the same run: **RAND** (a seeded random plan per round),
-**RATE** (one plan, the optimum at the mean statistics of the first d rounds
-that have an optimum, never switched) and **ORACLE-CHART** (the chart looked up at the actual
-statistics). Misses split into *estimation* misses (the oracle chart hit, the
-estimate did not) and *discretization* misses (even the oracle chart missed).
+Baselines in the same run (:mod:`cqopt.replay.baselines`): **RAND** (a
+seeded random plan per round), **RATE** (one plan, the optimum at the mean
+statistics of the first d rounds that have an optimum, never switched),
+**BEST-STATIC** (the one plan with the lowest total cost over the rounds, in
+hindsight; its regret is the query's **headroom** on the trace) and
+**ORACLE-CHART** (the chart looked up at the actual statistics). Misses split
+into *estimation* misses (the oracle chart hit, the estimate did not) and
+*discretization* misses (even the oracle chart missed).
 
-A round in which every plan costs infinitely much (no tuples arrived, or a
-selectivity of 0 leaves no output) has no optimal plan: it is counted as
-undefined and left out of fidelity and regret. To cost the optimum,
+A round with no output is scored by memory (see :mod:`cqopt.costmodel.utility`);
+a round in which every plan still costs infinitely much (an unbounded window)
+has no optimal plan: it is counted as undefined and left out of fidelity and
+regret. To cost the optimum,
 statistics a round does not define (a selectivity in a round without tuples)
 carry the last defined value forward; before the first, the chart's axis
 middle or fixed value. Statistics the trace does not give (the chart's fixed
@@ -42,9 +46,11 @@ from cqopt.charts.kernel import ChartContext
 from cqopt.charts.lookup import QueryChart
 from cqopt.charts.spec import Axis, ChartSpec
 from cqopt.costmodel import Utility, make_model, plan_utilities
+from cqopt.replay import baselines
 from cqopt.runtime.adaptive import AdaptiveQuery, Hysteresis
+from cqopt.runtime.choice import PricedSwitch, chart_costing
 
-BASELINES = ("rand", "rate", "oracle_chart")
+BASELINES = ("rand", "rate", "best_static", "oracle_chart")
 
 
 @dataclass
@@ -67,22 +73,6 @@ def actual_statistics(chart: QueryChart, observed: pd.DataFrame) -> dict[str, np
     return out
 
 
-def _outcome(utilities: np.ndarray, chosen: np.ndarray, best: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Hit and regret of the chosen plan index per round (NaN where undefined)."""
-    t = np.arange(utilities.shape[1])
-    cost, optimum = utilities[chosen, t], utilities[best, t]
-    hit = cost <= optimum * (1 + 1e-12)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        regret = np.where(hit, 0.0, cost / optimum - 1.0)
-    undefined = ~np.isfinite(optimum)  # every plan costs infinitely much: no right answer
-    return np.where(undefined, np.nan, hit), np.where(undefined, np.nan, regret)
-
-
-def _changes(index: np.ndarray) -> int:
-    return int(np.count_nonzero(index[1:] != index[:-1]))
-
-
 def exact_utilities(chart: QueryChart, catalog: Catalog, observed: pd.DataFrame) -> np.ndarray:
     """Every candidate plan costed at each round's actual statistics: (plans, rounds)."""
     spec = chart.spec
@@ -95,12 +85,15 @@ def exact_utilities(chart: QueryChart, catalog: Catalog, observed: pd.DataFrame)
 
 def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFrame, *,
            estimator: str = "decay", d: int = 5, decay: float = 0.5, seed: int = 0,
-           hysteresis: Hysteresis | None = None,
-           utilities: np.ndarray | None = None) -> Replay:
+           hysteresis: Hysteresis | PricedSwitch | None = None,
+           utilities: np.ndarray | None = None, choice: str = "point",
+           residuals: int = 20, fallback: int | None = None) -> Replay:
     """Replay observed rounds through the chart and every baseline.
 
     ``utilities`` (from :func:`exact_utilities`) spares recosting every plan when
-    several charts of one query replay the same rounds.
+    several charts of one query replay the same rounds. ``choice``,
+    ``residuals``, ``fallback`` and ``hysteresis`` are
+    :class:`~cqopt.runtime.adaptive.AdaptiveQuery`'s options.
     """
     spec = chart.spec
     model = make_model(spec.model, catalog, spec.memory_unit)
@@ -110,13 +103,16 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     n = len(observed)
     if utilities is None:
         utilities = exact_utilities(chart, catalog, observed)
-    best = np.argmin(utilities, axis=0)
+    best, defined = baselines.optimal(utilities)
 
-    def cost(plan, stats):
-        return float(utility(model.cost(plan, stats)))
+    def cost(plan, stats):  # at one point: the generated scalar path
+        return float(plan_utilities(model, utility, [plan], stats)[0])
 
+    plan_costs, switch_cost = chart_costing(chart, catalog)
     adaptive = AdaptiveQuery(chart, estimator=estimator, d=d, decay=decay,
-                             hysteresis=hysteresis, cost=cost if hysteresis else None)
+                             hysteresis=hysteresis, cost=cost if hysteresis else None,
+                             choice=choice, residuals=residuals, fallback=fallback,
+                             plan_costs=plan_costs, switch_cost=switch_cost)
     position = {id(p): i for i, p in enumerate(plans)}
     chosen = np.empty(n, dtype=np.intp)
     moves = np.zeros(n, dtype=bool)
@@ -131,21 +127,22 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         moves[t], switches[t] = outcome.move, outcome.switch
         for k in estimates:
             estimates[k][t] = outcome.estimate[k]
-    hit, regret = _outcome(utilities, chosen, best)
+    hit, regret = baselines.outcome(utilities, chosen, best)
 
     oracle = chart.choose_many({a.statistic: actual[a.statistic] for a in spec.axes})
-    oracle_hit, oracle_regret = _outcome(utilities, oracle.plan_index, best)
-    rand = np.random.default_rng(seed).integers(0, len(plans), n)
-    rand_hit, rand_regret = _outcome(utilities, rand, best)
+    oracle_hit, oracle_regret = baselines.outcome(utilities, oracle.plan_index, best)
+    rand = baselines.rand(len(plans), n, seed)
+    rand_hit, rand_regret = baselines.outcome(utilities, rand, best)
     # RATE decides once, from the first d rounds that have an optimum at all.
-    defined = np.isfinite(utilities[best, np.arange(n)])
     early = np.flatnonzero(defined)[:d] if defined.any() else np.arange(min(d, n))
     first = {k: np.array([np.mean(v[early])]) if len(early) else np.array([np.nan])
              for k, v in actual.items()}
-    rate_plan = int(np.argmin(np.nan_to_num(plan_utilities(model, utility, plans, first)[:, 0],
-                                            nan=np.inf)))
+    rate_plan = baselines.rate(plan_utilities(model, utility, plans, first)[:, 0])
     rate = np.full(n, rate_plan)
-    rate_hit, rate_regret = _outcome(utilities, rate, best)
+    rate_hit, rate_regret = baselines.outcome(utilities, rate, best)
+    static_plan = baselines.best_static(utilities, defined)
+    static = np.full(n, static_plan)
+    static_hit, static_regret = baselines.outcome(utilities, static, best)
 
     ids = np.array([p.id for p in plans], dtype=object)
     rounds = pd.DataFrame({
@@ -156,30 +153,31 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         "plan": ids[chosen], "optimal": ids[best], "hit": hit, "regret": regret,
         "move": moves, "switch": switches,
         "oracle_plan": ids[oracle.plan_index], "oracle_hit": oracle_hit,
-        "rand_hit": rand_hit, "rate_hit": rate_hit,
+        "rand_hit": rand_hit, "rate_hit": rate_hit, "best_static_hit": static_hit,
     })
 
     def stats(h, r, index=None):
-        some = bool(defined.any())
-        out = {"fidelity": float(np.mean(h[defined])) if some else float("nan"),
-               "regret": float(np.mean(r[defined])) if some else float("nan")}
-        if index is not None:
-            out["switches"] = _changes(index)
-        return out
+        return baselines.summary(h, r, defined, index)
 
+    best_static = {**stats(static_hit, static_regret, static), "plan": str(ids[static_plan])}
     summary = {
         "rounds": n,
         "undefined_rounds": int(n - defined.sum()),
         **stats(hit, regret),
         "moves": int(moves.sum()),
         "switches": int(switches.sum()),
+        "headroom": best_static["regret"],
+        "no_headroom": bool(best_static["regret"] < baselines.NO_HEADROOM),
+        "plans_used": int(len(np.unique(chosen))),
+        "fallbacks": adaptive.fallback.fallbacks if adaptive.fallback else 0,
         "misses": {"estimation": int(np.sum((oracle_hit == 1) & (hit == 0))),
                    "discretization": int(np.sum((oracle_hit == 0) & (hit == 0)))},
         "baselines": {
             "rand": stats(rand_hit, rand_regret, rand),
             "rate": {**stats(rate_hit, rate_regret, rate), "plan": str(ids[rate_plan])},
+            "best_static": best_static,
             "oracle_chart": {**stats(oracle_hit, oracle_regret, oracle.plan_index),
-                             "moves": _changes(np.ravel_multi_index(
+                             "moves": baselines.changes(np.ravel_multi_index(
                                  oracle.cells.T, spec.shape))},
         },
     }
@@ -218,6 +216,7 @@ def fidelity_over_time(rounds: pd.DataFrame, bucket_s: float = 100.0) -> pd.Data
     """Fidelity of the chart and every baseline per ``bucket_s`` of trace time."""
     start = rounds["start"] - rounds["start"].min()
     bucket = (start // bucket_s * bucket_s).rename("from")
-    cols = {"chart": "hit", "oracle_chart": "oracle_hit", "rand": "rand_hit", "rate": "rate_hit"}
+    cols = {"chart": "hit", "oracle_chart": "oracle_hit", "rand": "rand_hit", "rate": "rate_hit",
+            "best_static": "best_static_hit"}
     return rounds[list(cols.values())].groupby(bucket).mean().rename(
         columns={v: k for k, v in cols.items()}).reset_index()
