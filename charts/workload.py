@@ -16,6 +16,8 @@ A workload is a TOML file::
     ranges = { "rate.TCP" = [100, 800] }
     fixed = { "sel.TCP" = 0.1 }
 
+Without ``axes``, a statistic that ``ranges`` names becomes an axis beside
+the default ones (a join's ``jsel.A.B`` that varies, for instance).
 Loading checks the shape and the types of every key; the statistics named in
 ``axes``, ``ranges`` and ``fixed`` are checked against each query when its
 chart is built.
