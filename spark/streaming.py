@@ -582,7 +582,10 @@ class AdaptiveRun:
                                               start=round_start, rounds=1)
             observed = {name: float(observed_table[name].iloc[0])
                         for name in self.query.statistics}
-            outcome = self.adaptive.step(observed)
+            # A round without tuples defines no selectivity: the estimators see what
+            # was observed (as in cqopt.replay.replay).
+            outcome = self.adaptive.step(_observed({"observed": observed},
+                                                   self.adaptive.statistics))
             plan = outcome.plan
             scratch = self.out / "results" / f".tmp-round-{r:06d}.parquet"
             final = self.out / "results" / f"round-{r:06d}.parquet"
@@ -789,8 +792,8 @@ def _match_sources(sources: Mapping[str, Source], streams: tuple[str, ...],
 
 
 def _observed(record: dict[str, Any], names: tuple[str, ...]) -> dict[str, float]:
-    return {k: (math.nan if v is None else float(v)) for k, v in record["observed"].items()
-            if k in names}
+    return {k: float(v) for k, v in record["observed"].items()
+            if k in names and v is not None and not math.isnan(v)}
 
 
 def _rate_column(kind: str, i: int):

@@ -1,0 +1,243 @@
+"""cqopt run: an adaptive query on Spark Structured Streaming, round by round.
+
+Q1 of the example workload (one stream, two plans, W = 1 s) over a few
+seconds of a generated TCP trace keeps every Spark test to a few rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cqopt.catalog import load_catalog
+from cqopt.charts.spec import workload_specs
+from cqopt.charts.workload import load_workload
+from cqopt.cli.main import main
+from cqopt.replay.rounds import round_of
+from cqopt.replay.trace_generate import generate_trace
+from cqopt.replay.trace_write import write_trace_per_round
+
+W = 1.0
+
+
+@pytest.fixture(scope="module")
+def setting(examples, tmp_path_factory):
+    """The catalog, Q1, its chart set on disk, and a 4.5 s TCP trace."""
+    import cqopt.charts as charts
+    from cqopt.charts.build import build_local
+    from cqopt.charts.store import write_chart_set
+
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    specs = workload_specs(load_workload(examples / "workload.toml"), catalog)
+    folder = tmp_path_factory.mktemp("streaming")
+    write_chart_set(folder / "charts", build_local([s for s, _ in specs], catalog,
+                                                   progress=False), catalog)
+    trace = generate_trace(catalog.stream("TCP"), 4.5, seed=3, mean_rate=300)
+    trace = trace.sort_values("ts", ignore_index=True)
+    q1 = dict((s.name, q) for s, q in specs)["Q1"]
+    return {"catalog": catalog, "query": q1, "folder": folder, "trace": trace,
+            "charts": charts.load(folder / "charts")}
+
+
+def _expected(trace: pd.DataFrame, start: float) -> dict[int, tuple[int, int]]:
+    """Per round: tuples in, and Q1's result rows (dest_host = 2), by the one round rule."""
+    rounds = np.array([round_of(t, start, W) for t in trace["ts"]])
+    return {int(r): (int((rounds == r).sum()), int(((rounds == r) & (trace.dest_host == 2)).sum()))
+            for r in np.unique(rounds)}
+
+
+def _run(setting, out: Path, sources, **options):
+    from pyspark.sql import SparkSession
+
+    from cqopt.spark.streaming import AdaptiveRun
+
+    spark = SparkSession.getActiveSession()
+    run = AdaptiveRun(spark, "Q1", setting["query"], setting["charts"]["Q1"],
+                      setting["catalog"], sources, out, window_s=W, progress=lambda _: None,
+                      **options)
+    return run.run()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path):
+    from cqopt.spark.streaming import Source
+
+    trace = setting["trace"]
+    # Files of 1.5 s against rounds of 1 s: rounds 1 and 4 straddle two micro-batches.
+    write_trace_per_round(trace, tmp_path / "TCP", 1.5, start=0.0)
+    result = _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")},
+                  shadow=True)
+    start = float(trace.ts.min())
+    expected = _expected(trace, start)
+    log = result.rounds
+    # Complete rounds all ran, in order, once; the trailing partial round waits.
+    assert log["round"].tolist() == [0, 1, 2, 3]
+    assert result.pending == [4]
+    assert log["rows_in:TCP"].tolist() == [expected[r][0] for r in range(4)]
+    assert log["rows_out"].tolist() == [expected[r][1] for r in range(4)]
+    for r in range(4):
+        written = pd.read_parquet(tmp_path / "run" / "results" / f"round-{r:06d}.parquet")
+        assert len(written) == expected[r][1]
+    # Observed statistics are the offline definitions: rate = tuples / W.
+    assert np.allclose(log["observed:rate.TCP"], [expected[r][0] / W for r in range(4)])
+    summary = result.summary
+    assert set(summary["plans_run"]) <= set(setting["charts"]["Q1"].plan_ids)
+    assert 0.0 <= summary["measured"]["fidelity"] <= 1.0
+    assert summary["measured"]["total_seconds"]["best_static"] <= \
+        summary["measured"]["total_seconds"]["worst_static"]
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["rounds"] == 4 and "measured fidelity" in \
+        (tmp_path / "run" / "report.md").read_text()
+
+
+@pytest.mark.spark
+def test_a_round_without_tuples_is_logged_and_the_run_goes_on(spark, setting, tmp_path):
+    from cqopt.spark.streaming import Source
+
+    trace = setting["trace"]
+    gap = trace[(trace.ts < 1.0) | (trace.ts >= 2.0)]  # round 1 holds no tuple
+    write_trace_per_round(gap, tmp_path / "TCP", W, start=0.0, rounds=4)
+    result = _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")},
+                  start=0.0, max_rounds=3)
+    log = result.rounds
+    assert log["round"].tolist() == [0, 1, 2]
+    assert log["empty"].tolist() == [False, True, False]
+    assert log["rows_out"][1] == 0 and log["observed:rate.TCP"][1] == 0
+    assert result.stopped_by == "max rounds (3)"
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cqopt", *args]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_killed_run_resumes_with_every_round_exactly_once(setting, examples, tmp_path):
+    trace = setting["trace"]
+    write_trace_per_round(trace, tmp_path / "TCP", W, start=float(trace.ts.min()))
+    out = tmp_path / "run"
+    command = _cli("run", "--catalog", str(examples / "dec-pkt.toml"),
+                   "--workload", str(examples / "workload.toml"),
+                   "--charts", str(setting["folder"] / "charts"), "--query", "Q1",
+                   "--source", f"TCP={tmp_path / 'TCP'}", "--out", str(out),
+                   "--master", "local[2]", "--quiet")
+    first = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 300
+    while not (out / "log" / "round-000000.json").exists():
+        assert first.poll() is None, first.stderr.read().decode()
+        assert time.monotonic() < deadline, "round 0 was never logged"
+        time.sleep(0.1)
+    os.killpg(first.pid, signal.SIGKILL)  # the Python driver and its JVM
+    first.wait()
+    done_before = len(list((out / "log").glob("round-*.json")))
+    assert done_before < 4, "the run finished before it could be killed"
+    second = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr
+    expected = _expected(trace, float(trace.ts.min()))
+    logged = [json.loads(p.read_text()) for p in sorted((out / "log").glob("round-*.json"))]
+    assert [r["round"] for r in logged] == [0, 1, 2, 3]
+    assert sorted(p.name for p in (out / "results").iterdir()) == \
+        [f"round-{r:06d}.parquet" for r in range(4)]
+    for r in range(4):
+        assert logged[r]["rows_in"]["TCP"] == expected[r][0]
+        rows = pd.read_parquet(out / "results" / f"round-{r:06d}.parquet")
+        assert len(rows) == expected[r][1] == logged[r]["rows_out"]
+    assert pd.read_csv(out / "rounds.csv")["round"].tolist() == [0, 1, 2, 3]
+
+
+# -- bad input: one line, exit 2, before or instead of a JVM trace ---------------------
+@pytest.fixture
+def run_args(setting, examples, tmp_path):
+    def args(*extra: str, catalog: str | None = None) -> list[str]:
+        return ["run", "--catalog", catalog or str(examples / "dec-pkt.toml"),
+                "--workload", str(examples / "workload.toml"),
+                "--charts", str(setting["folder"] / "charts"), "--query", "Q1",
+                "--out", str(tmp_path / "run"), "--quiet", *extra]
+    return args
+
+
+def _error(argv: list[str], capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("cqopt: error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_a_source_path_that_does_not_exist(run_args, tmp_path, capsys):
+    err = _error(run_args("--source", f"TCP={tmp_path / 'nowhere'}"), capsys)
+    assert "no such directory" in err
+
+
+def test_a_source_without_files_of_the_layout(run_args, tmp_path, capsys):
+    (tmp_path / "TCP").mkdir()
+    (tmp_path / "TCP" / "notes.txt").write_text("x")
+    err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
+    assert "no .parquet or .csv file" in err
+
+
+def test_a_stream_not_in_the_query(run_args, tmp_path, capsys):
+    err = _error(run_args("--source", f"UDP={tmp_path}"), capsys)
+    assert "reads no stream UDP" in err and "TCP" in err
+
+
+def test_charts_from_another_catalog_name_both_fingerprints(run_args, setting, examples,
+                                                            tmp_path, capsys):
+    text = (examples / "dec-pkt.toml").read_text().replace("equi_join = 3000",
+                                                           "equi_join = 3001")
+    other = tmp_path / "other.toml"
+    other.write_text(text)
+    err = _error(run_args("--source", f"TCP={tmp_path}", catalog=str(other)), capsys)
+    assert setting["charts"].fingerprint in err
+    assert load_catalog(other).fingerprint() in err
+
+
+def test_an_out_folder_cqopt_did_not_write_is_left_alone(run_args, setting, tmp_path,
+                                                         capsys):
+    from cqopt.spark.streaming import AdaptiveRun, Source, StreamingRunError
+
+    (tmp_path / "TCP").mkdir()
+    pd.DataFrame({"ts": [0.1], "dest_host": [2]}).to_parquet(tmp_path / "TCP" / "a.parquet")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("keep")
+    with pytest.raises(StreamingRunError, match="not a cqopt run folder"):
+        AdaptiveRun(None, "Q1", setting["query"], setting["charts"]["Q1"], setting["catalog"],
+                    {"TCP": Source.files("TCP", tmp_path / "TCP")}, tmp_path / "mine",
+                    window_s=W)
+    assert (tmp_path / "mine" / "thesis.tex").read_text() == "keep"
+
+
+@pytest.mark.spark
+def test_a_column_the_catalog_does_not_know(spark, run_args, tmp_path, capsys):
+    (tmp_path / "TCP").mkdir()
+    pd.DataFrame({"ts": [0.1], "dest_host": [2], "colour": ["red"]}).to_parquet(
+        tmp_path / "TCP" / "part-00000.parquet")
+    err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
+    assert "column colour is not a column of stream TCP" in err
+
+
+def test_generate_writes_one_file_per_round(examples, tmp_path, capsys):
+    assert main(["generate", "--catalog", str(examples / "dec-pkt.toml"), "--out",
+                 str(tmp_path / "t"), "--duration", "3", "--streams", "TCP,UDP",
+                 "--file-per-round", "1"]) == 0
+    for stream in ("TCP", "UDP"):
+        parts = sorted((tmp_path / "t" / stream).iterdir())
+        assert [p.name for p in parts] == [f"part-{r:05d}.parquet" for r in range(3)]
+        mtimes = [p.stat().st_mtime for p in parts]
+        assert mtimes == sorted(mtimes) and len(set(mtimes)) == 3
+    frames = {s: [pd.read_parquet(p) for p in sorted((tmp_path / "t" / s).iterdir())]
+              for s in ("TCP", "UDP")}
+    origin = min(f[0].ts.min() for f in frames.values())
+    for stream, parts in frames.items():
+        for r, part in enumerate(parts):
+            assert all(round_of(t, origin, 1.0) == r for t in part.ts)
