@@ -7,7 +7,15 @@ a chart build feeds the kernel (cells in batches). The median of several runs
 is reported, with the ratio to a plain Python loop that calls the same model
 cell by cell (timed on a sample of cells, in the same process).
 
-    python scripts/bench_costmodel.py [--cells 1000000] [--repeat 5]
+Then one plan at one point (the middle of the grid), medians over
+``--point-repeat`` runs, in µs per plan: the baseline is the vectorised path
+fed 0-d arrays (``model.cost`` and ``utility`` per plan, numpy's per-call
+overhead on every operation); the fast path is ``model.cost`` at a point of
+floats (the generated scalar code) and :func:`plan_utilities` at that point
+(every plan's costs, then one vectorised utility), each with its ratio to
+the baseline. Both give the same floats (tests/test_point_cost.py).
+
+    python scripts/bench_costmodel.py [--cells 1000000] [--repeat 5] [--point-repeat 2000]
 """
 
 from __future__ import annotations
@@ -44,15 +52,57 @@ def grids(cells: int) -> dict[str, dict[str, np.ndarray]]:
     }
 
 
+def per_plan_us(run, n_plans: int, repeat: int) -> float:
+    """Median µs per plan of ``run()``, which costs ``n_plans`` plans."""
+    run()
+    run()  # the second call per plan generates its code; time what follows
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) / n_plans * 1e6
+
+
+def at_a_point(catalog, utility: Utility, repeat: int) -> None:
+    print(f"\none plan at one point, µs per plan (median of {repeat} runs)")
+    header = (f"{'query':5} {'model':6} {'plans':>5} {'0-d baseline':>12} {'cost()':>8} "
+              f"{'ratio':>6} {'plan_utilities':>14} {'ratio':>6}")
+    print(header)
+    print("-" * len(header))
+    for name, sql in (("Q1", Q1), ("Q2", Q2)):
+        plans = enumerate_plans(parse_query(sql, catalog))
+        stats = grids(16)[name]
+        point = {k: float(np.ravel(v)[len(np.ravel(v)) // 2]) for k, v in stats.items()}
+        zero_d = {k: np.asarray(v) for k, v in point.items()}
+        for model in (OM(catalog), PIPES(catalog)):
+            baseline = per_plan_us(lambda: [utility(model.cost(p, zero_d)) for p in plans],
+                                   len(plans), repeat)
+            cost = per_plan_us(lambda: [model.cost(p, point) for p in plans], len(plans),
+                               repeat)
+            scores = per_plan_us(lambda: plan_utilities(model, utility, plans, point),
+                                 len(plans), repeat)
+            print(f"{name:5} {model.name:6} {len(plans):5d} {baseline:12.1f} {cost:8.2f} "
+                  f"{baseline / cost:5.0f}x {scores:14.2f} {baseline / scores:5.0f}x",
+                  flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", type=int, default=1_000_000, help="grid cells per query")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per case")
     parser.add_argument("--loop-sample", type=int, default=2000,
                         help="cells timed in the plain Python loop baseline")
+    parser.add_argument("--point-repeat", type=int, default=2000,
+                        help="timed runs of the one-point costing")
+    parser.add_argument("--point-only", action="store_true",
+                        help="only the one-point costing")
     args = parser.parse_args()
     catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
     utility = Utility()
+    if args.point_only:
+        at_a_point(catalog, utility, args.point_repeat)
+        return
     print(f"{'query':5} {'model':6} {'layout':6} {'plans':>5} {'cells':>9} {'median s':>9} "
           f"{'cell·plan/s':>13} {'loop cell·plan/s':>17} {'speed-up':>9}")
     for name, sql in (("Q1", Q1), ("Q2", Q2)):
@@ -84,6 +134,7 @@ def main() -> None:
                 print(f"{name:5} {model.name:6} {layout:6} {len(plans):5d} {n_cells:9d} "
                       f"{median:9.4f} {vectorized:13.3e} {loop:17.3e} "
                       f"{vectorized / loop:8.0f}x")
+    at_a_point(catalog, utility, args.point_repeat)
 
 
 if __name__ == "__main__":
