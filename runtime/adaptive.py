@@ -10,7 +10,11 @@ the middle of its chart axis (or its fixed value).
 
 An optional :class:`Hysteresis` (off by default) keeps the current plan
 until the chart's new plan is cheaper by ``margin`` (relative utility at the
-estimate) for ``rounds`` rounds in a row.
+estimate) for ``rounds`` rounds in a row; a
+:class:`~cqopt.runtime.choice.PricedSwitch` instead switches when the saving
+over the next rounds pays for handing over the new plan's join state.
+``choice="expected"`` and ``fallback=ROUNDS`` add uncertainty-aware choice and
+regret-aware fallback (see :mod:`cqopt.runtime.choice`).
 
 >>> from types import SimpleNamespace as Plan
 >>> from cqopt.charts.spec import Axis, ChartSpec
@@ -33,11 +37,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from cqopt.charts.lookup import ChartSet, QueryChart
 from cqopt.errors import CqoptError
 from cqopt.optimizer.errors import QueryError
 from cqopt.optimizer.statistic_check import check_given
 from cqopt.optimizer.statistics import check_value, split_name
+from cqopt.runtime.choice import ExpectedChoice, PricedSwitch, RegretFallback
 from cqopt.runtime.estimators import ThresholdHistogram, make_estimator
 
 
@@ -68,8 +75,11 @@ class AdaptiveQuery:
     def __init__(self, chart: QueryChart | ChartSet, query: str | None = None, *,
                  estimator: str = "decay", d: int = 5,
                  decay: float = 0.5, jsel_threshold: float = 0.2,
-                 hysteresis: Hysteresis | None = None, cost: Callable | None = None,
-                 on_invalid: str = "raise"):
+                 hysteresis: Hysteresis | PricedSwitch | None = None,
+                 cost: Callable | None = None,
+                 on_invalid: str = "raise", choice: str = "point", residuals: int = 20,
+                 fallback: int | None = None, plan_costs: Callable | None = None,
+                 switch_cost: Callable | None = None):
         """Start a query on its chart.
 
         Parameters
@@ -82,8 +92,25 @@ class AdaptiveQuery:
             How rates and selectivities are forecast (join selectivities use
             OM's threshold histogram); ``d`` and ``decay`` are the decay
             mean's window and factor.
-        hysteresis : Hysteresis, optional
-            Keep the current plan until another wins by a margin; needs ``cost``.
+        hysteresis : Hysteresis or PricedSwitch, optional
+            Keep the current plan until another wins by a margin (the
+            default :class:`Hysteresis`), or until the saving over the next
+            rounds pays for the switch's state handover (:class:`PricedSwitch`,
+            needs ``switch_cost``); both need ``cost``.
+        choice : {"point", "expected"}
+            Run the chart's plan at the point estimate (OM), or the plan of
+            lowest mean cost over the estimate moved by the last ``residuals``
+            rounds' estimation errors (:class:`cqopt.runtime.choice.ExpectedChoice`;
+            needs ``plan_costs``).
+        fallback : int, optional
+            A sliding window in rounds: while a fixed plan has cost less than
+            the chart's plans over it, run that plan
+            (:class:`cqopt.runtime.choice.RegretFallback`; needs ``plan_costs``).
+        plan_costs : callable, optional
+            ``stats -> array`` of every chart plan's utility, vectorized over
+            arrays of statistics; :func:`cqopt.runtime.choice.chart_costing` makes
+            it, and ``switch_cost`` ``(plan_a, plan_b, stats) -> utility``, from a
+            catalog.
         on_invalid : {"raise", "drop"}
             What :meth:`step` does with an observation that is no valid value
             (NaN, an infinite or negative rate, a selectivity outside [0, 1],
@@ -111,6 +138,7 @@ class AdaptiveQuery:
             else:
                 self.estimators[name] = make_estimator(estimator, d=d, decay=decay)
         self.initial = chart.spec.centre()
+        self._policies(choice, residuals, fallback, plan_costs, switch_cost)
         self.rounds = self.moves = self.switches = 0
         self.cell: tuple[int, ...] | None = None
         self.plan = None
@@ -128,14 +156,55 @@ class AdaptiveQuery:
             out[name] = self.initial[name] if value is None else value
         return out
 
+    def _policies(self, choice: str, residuals: int, fallback: int | None,
+                  plan_costs: Callable | None, switch_cost: Callable | None) -> None:
+        """Set up the choice, fallback and switch-pricing policies (cqopt.runtime.choice)."""
+        if choice not in ("point", "expected"):
+            raise CqoptError(f"choice={choice!r}: expected 'point' or 'expected'")
+        if fallback is not None and (isinstance(fallback, bool) or not fallback >= 1):
+            raise CqoptError(f"fallback={fallback!r}: needs a window of >= 1 rounds")
+        if (choice == "expected" or fallback) and plan_costs is None:
+            raise CqoptError("choice='expected' and fallback need plan_costs (stats -> every "
+                             "plan's cost); make it with cqopt.runtime.choice.chart_costing")
+        if isinstance(self.hysteresis, PricedSwitch) and switch_cost is None:
+            raise CqoptError("PricedSwitch needs switch_cost (plan_a, plan_b, stats) -> "
+                             "utility; make it with cqopt.runtime.choice.chart_costing")
+        self.choice_mode, self.plan_costs, self.switch_cost = choice, plan_costs, switch_cost
+        self._position = {id(p): i for i, p in enumerate(self.chart.plans)}
+        self.expected = None
+        if choice == "expected":
+            spec = self.chart.spec
+            cells = plan_costs(spec.centroid_stats(np.arange(spec.n_cells)))
+            self.expected = ExpectedChoice(self.chart, np.reshape(
+                cells, (len(self.chart.plans), spec.n_cells)), residuals)
+        self.fallback = None if not fallback else RegretFallback(len(self.chart.plans),
+                                                                 int(fallback))
+        self._observed = dict(self.initial)  # the last value seen of each statistic
+
     def choose(self) -> tuple[dict[str, float], Any]:
         estimate = self.estimate()
-        return estimate, self.chart.choose(estimate)
+        choice = self.chart.choose(estimate)
+        if self.expected is not None:
+            index = self.expected.choose(estimate)
+            if index is not None and self.chart.plans[index] is not choice.plan:
+                plan = self.chart.plans[index]
+                choice = choice._replace(plan=plan, plan_id=_id(plan))
+        return estimate, choice
 
     def observe(self, actual: Mapping[str, float]) -> None:
         for name, est in self.estimators.items():
             if name in actual:
                 est.observe(float(actual[name]))
+
+    def _learn(self, estimate: Mapping[str, float], chart_plan, actual: Mapping[str, float]
+               ) -> None:
+        """After a round: keep its estimation errors and score every plan at its statistics."""
+        if self.expected is not None:
+            self.expected.record(estimate, actual)
+        if self.fallback is not None:
+            self._observed.update({k: float(v) for k, v in actual.items()})
+            costs = np.ravel(self.plan_costs(self._observed))
+            self.fallback.record(self._position[id(chart_plan)], costs)
 
     def step(self, actual: Mapping[str, float]) -> RoundOutcome:
         """Algorithm 2: estimate, look up, run one round, observe its statistics.
@@ -152,6 +221,8 @@ class AdaptiveQuery:
         actual, dropped = self._checked(actual)
         estimate, choice = self.choose()
         plan = choice.plan
+        if self.fallback is not None and self.fallback.plan() is not None:
+            plan = self.chart.plans[self.fallback.plan()]
         if self.hysteresis and self.plan is not None and plan is not self.plan:
             plan = self._hold(plan, estimate)
         else:
@@ -165,6 +236,7 @@ class AdaptiveQuery:
         self.cell, self.plan = choice.cell, plan
         self.rounds += 1
         self.observe(actual)
+        self._learn(estimate, choice.plan, actual)
         return outcome
 
     def _checked(self, actual: Mapping[str, Any]) -> tuple[dict[str, float],
@@ -189,6 +261,10 @@ class AdaptiveQuery:
         return good, tuple(dropped)
 
     def _hold(self, new_plan, estimate: dict[str, float]):
+        if isinstance(self.hysteresis, PricedSwitch):
+            saving = self.cost(self.plan, estimate) - self.cost(new_plan, estimate)
+            price = self.switch_cost(self.plan, new_plan, estimate)
+            return new_plan if saving * self.hysteresis.horizon > price else self.plan
         current = self.cost(self.plan, estimate)
         better = self.cost(new_plan, estimate)
         gain = current / better - 1 if better > 0 else math.inf

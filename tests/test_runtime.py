@@ -176,7 +176,9 @@ def test_k_sweep_and_report(q1_chart, tmp_path):
         assert (tmp_path / "figures" / f"Q1-{fig}.png").stat().st_size > 5000
     table = summary_json({"Q1": r})["queries"]["Q1"]
     assert set(table) >= {"rounds", "fidelity", "regret", "moves", "switches", "baselines"}
-    assert set(table["baselines"]) == {"rand", "rate", "oracle_chart"}
+    assert set(table["baselines"]) == {"rand", "rate", "best_static", "oracle_chart"}
+    assert table["headroom"] == table["baselines"]["best_static"]["regret"]
+    assert "BEST-STATIC" in (tmp_path / "report.md").read_text()
 
 
 def test_rounds_without_output_are_scored(q1_chart):
