@@ -18,6 +18,7 @@ column is restricted to a point set and every residual is an equality, else
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +69,10 @@ class Selection:
             used.update(dict.fromkeys(c.name for c in r.find_all(exp.Column)))
         return tuple(used)
 
-    @property
+    @functools.cached_property
     def predicate_sql(self) -> str:
+        # Cached: explain, classification and every plan ask, and an IN list of 100,000
+        # values takes a second to print.
         return self.predicate.sql()
 
     def to_dict(self) -> dict[str, Any]:
