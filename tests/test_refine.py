@@ -303,3 +303,17 @@ def test_spark_refinement_matches_local(dec_catalog, spark):
     assert np.array_equal(local.leaves.cell, remote.leaves.cell)
     assert np.array_equal(local.leaves.plan, remote.leaves.plan)
     assert local.leaves.cost.tobytes() == remote.leaves.cost.tobytes()
+
+
+def test_a_chart_set_from_before_sources_and_layouts_still_loads(dec_catalog, tmp_path):
+    from cqopt.charts.store import MANIFEST_CHECKSUM, manifest_checksum
+
+    [chart] = build_local([q2_spec(dec_catalog)], dec_catalog, progress=False)
+    out = write_chart_set(tmp_path / "cs", [chart], dec_catalog)
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["queries"]["q"]["sources"]  # as written before this change
+    manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    loaded = charts.load(out)["q"]
+    assert loaded.layout == "grid" and loaded.spec.sources == {}
+    assert np.array_equal(loaded.plan_index, chart.plan_index)
