@@ -33,6 +33,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     for kind, fit in result.fits.items():
         print(f"{kind:<20} {getattr(catalog.operators, kind):13,.0f} {fit.rate:14,.0f} "
               f"{fit.fixed:8.3f} {fit.fixed_share:11.0%}")
+        print("    " + ", ".join(f"{rows:,} tuples {seconds:.3f} s"
+                                 for rows, seconds in zip(fit.rows, fit.seconds)))
     print(f"wrote {out}")
     return 0
 
