@@ -12,6 +12,7 @@ from pathlib import Path
 from cqopt.catalog import load_catalog
 from cqopt.charts.staging import staged_directory
 from cqopt.errors import CqoptError
+from cqopt.runtime.estimators import ESTIMATORS
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
 # A generated trace is held in memory as one frame per stream (about 40 bytes a tuple).
@@ -32,7 +33,8 @@ def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
 def cmd_generate(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from cqopt.replay.trace_generate import generate_trace, load_interarrivals
+    from cqopt.replay.trace_generate import generate_trace, interarrival_slice, \
+        load_interarrivals
     from cqopt.replay.trace_write import write_trace, write_trace_per_round
 
     catalog = load_catalog(args.catalog)
@@ -54,10 +56,23 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise CqoptError(f"--interarrivals {args.interarrivals}: not a readable CSV file "
                          f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
                          ) from None
+    scales: dict[str, float] = {}
+    for stream_name, factor in _pairs(args.rate_scale, "--rate-scale").items():
+        stream = catalog.stream(stream_name)
+        try:
+            value = float(factor)
+        except ValueError:
+            value = float("nan")
+        if stream is None or not (value > 0 and np.isfinite(value)):
+            raise CqoptError(f"--rate-scale {stream_name}={factor}: expected STREAM=FACTOR with "
+                             "a stream of the catalog and a positive factor, e.g. TCP=2.5")
+        scales[stream.name] = value
+    if not (args.offset >= 0 and np.isfinite(args.offset)):
+        raise CqoptError(f"--offset {args.offset}: needs a number of seconds >= 0")
     for stream in streams:  # before any allocation: 1e12 s would ask for a TiB
         rate = (sum(stream.rate) / 2 if gaps is None
                 else 1.0 / max(float(np.mean(gaps)), np.finfo(float).tiny))
-        expected = args.duration * rate
+        expected = args.duration * rate * scales.get(stream.name, 1.0)
         if not expected <= MAX_GENERATED_TUPLES:
             raise CqoptError(f"--duration {args.duration:g}: {stream.name} would get about "
                              f"{expected:.3g} tuples ({rate:.3g}/s); at most "
@@ -83,12 +98,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
     out = Path(args.out)
     with staged_directory(out, args.force, kind="trace set") as tmp:
         for i, stream in enumerate(streams):
-            # Each stream reuses another stretch of the real gaps, so rates differ.
-            own = None if gaps is None else np.roll(gaps, -i * len(gaps) // len(streams))
+            scale = scales.get(stream.name, 1.0)
             try:
+                # Each stream replays its own stretch of the real arrivals (stream i
+                # from --offset + i·--duration, cycled), at its own --rate-scale.
+                own = None if gaps is None else interarrival_slice(
+                    gaps, args.offset + i * args.duration, args.duration, scale)
                 frame = generate_trace(stream, args.duration, seed=args.seed + i,
                                        rate_cv=args.rate_cv, interarrivals=own,
-                                       steady=steady.get(stream.name))
+                                       steady=steady.get(stream.name),
+                                       mean_rate=None if gaps is not None or stream.name
+                                       not in scales else sum(stream.rate) / 2 * scale)
             except ValueError as err:
                 raise CqoptError(f"cannot generate {stream.name}: {err}") from None
             if args.file_per_round:
@@ -196,7 +216,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     from cqopt.charts.spec import workload_specs
     from cqopt.charts.workload import load_workload
     from cqopt.replay.replay import k_sweep, local_chart, replay
-    from cqopt.replay.report import summary_json, write_report
+    from cqopt.replay.report import headline, summary_json, write_report
     from cqopt.replay.rounds import write_round_statistics
     from cqopt.spark.round_stats import round_statistics
     from cqopt.spark.session import running_session
@@ -204,7 +224,11 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
     # Every option is checked before any Spark work starts.
     for option, value, low in (("--d", args.d, 1), ("--k", args.k, 1),
-                               ("--rounds", args.rounds, 1), ("--decay", args.decay, 0)):
+                               ("--rounds", args.rounds, 1), ("--decay", args.decay, 0),
+                               ("--residuals", args.residuals, 1),
+                               ("--fallback", args.fallback, 1), ("--margin", args.margin, 0),
+                               ("--hold-rounds", args.hold_rounds, 1),
+                               ("--horizon", args.horizon, 0)):
         if value is not None and not value >= low:
             raise CqoptError(f"{option} {value}: needs a number >= {low}")
     catalog = load_catalog(args.catalog)
@@ -266,7 +290,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                                        tmp / "rounds" / f"{spec.name}.parquet")
         replays, sweeps, used = {}, {}, {}
         options = {"estimator": args.estimator, "d": args.d, "decay": args.decay,
-                   "seed": args.seed}
+                   "seed": args.seed, **_policy_options(args)}
         for spec, query in chosen:
             if chart_set is not None and spec.name in chart_set.charts:
                 used[spec.name] = chart_set[spec.name]
@@ -281,7 +305,11 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         meta = {"catalog": args.catalog, "workload": args.workload,
                 **{f"trace {s}": _describe(info) for s, info in infos.items()},
                 "charts": args.charts or "built for this report",
-                "estimator": f"{args.estimator} (d = {args.d}, decay = {args.decay})"}
+                "estimator": f"{args.estimator} (d = {args.d}, decay = {args.decay})",
+                "choice": args.choice + (f" over {args.residuals} rounds' errors"
+                                         if args.choice == "expected" else ""),
+                "fallback": f"{args.fallback} rounds" if args.fallback else "none",
+                "hysteresis": args.hysteresis}
         write_report(tmp, replays, used, sweeps, meta)
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
@@ -295,10 +323,22 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         for base, b in s["baselines"].items():
             print(f"{'':<10} {base:<18} {s['rounds']:6d} {b['fidelity']:8.3f} "
                   f"{b['regret']:8.3f} {b.get('moves', ''):>6} {b.get('switches', ''):>8}")
+        print(f"{'':<10} {headline(s)}")
         if s["undefined_rounds"]:
             print(f"{'':<10} ({s['undefined_rounds']} rounds without an optimal plan left out)")
     print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
     return 0
+
+
+def _policy_options(args: argparse.Namespace) -> dict:
+    """The replay's choice, fallback and hysteresis options from the command line."""
+    from cqopt.runtime.adaptive import Hysteresis
+    from cqopt.runtime.choice import PricedSwitch
+
+    hysteresis = {"none": None, "margin": Hysteresis(args.margin, args.hold_rounds),
+                  "priced": PricedSwitch(args.horizon)}[args.hysteresis]
+    return {"choice": args.choice, "residuals": args.residuals, "fallback": args.fallback,
+            "hysteresis": hysteresis}
 
 
 def _describe(info) -> str:
@@ -333,6 +373,11 @@ def add_parsers(sub) -> None:
                    help="coefficient of variation of the arrival rate (default 0.25)")
     p.add_argument("--interarrivals", metavar="FILE",
                    help="reuse real inter-arrival times from a CSV (e.g. DEC-PKT-1 UDP)")
+    p.add_argument("--offset", type=float, default=0.0, metavar="SECONDS",
+                   help="where in --interarrivals the first stream starts; stream i replays "
+                        "the stretch from OFFSET + i * DURATION (default 0)")
+    p.add_argument("--rate-scale", action="append", metavar="STREAM=FACTOR",
+                   help="multiply a stream's arrival rate (repeatable; default 1)")
     p.add_argument("--steady", action="append", metavar="STREAM.COLUMN[=DOMAIN]",
                    help="an int column drawn uniformly from 1..DOMAIN (default 1000) with no "
                         "drift, e.g. join keys (repeatable)")
@@ -370,8 +415,23 @@ def add_parsers(sub) -> None:
                                          "not with --charts")
     p.add_argument("--d", type=int, default=5, help="rounds the estimator looks back (5)")
     p.add_argument("--decay", type=float, default=0.5, help="OM's decay a (default 0.5)")
-    p.add_argument("--estimator", choices=["decay", "last", "ewma"], default="decay",
+    p.add_argument("--estimator", choices=list(ESTIMATORS), default="decay",
                    help="rate and selectivity estimator (default: OM's decay mean)")
+    p.add_argument("--choice", choices=["point", "expected"], default="point",
+                   help="run the chart's plan at the point estimate (OM), or the plan of "
+                        "lowest expected cost over recent estimation errors")
+    p.add_argument("--residuals", type=int, default=20, metavar="N",
+                   help="rounds of estimation errors --choice expected keeps (20)")
+    p.add_argument("--fallback", type=int, metavar="ROUNDS",
+                   help="run the best fixed plan of the last ROUNDS while it beats the chart")
+    p.add_argument("--hysteresis", choices=["none", "margin", "priced"], default="none",
+                   help="hold the current plan: until another wins by --margin for "
+                        "--hold-rounds rounds, or until the saving over --horizon rounds pays "
+                        "for handing over the new plan's join state (default none)")
+    p.add_argument("--margin", type=float, default=0.05, help="hysteresis margin (0.05)")
+    p.add_argument("--hold-rounds", type=int, default=3, help="hysteresis rounds (3)")
+    p.add_argument("--horizon", type=float, default=5.0,
+                   help="rounds a priced switch must pay back in (5)")
     p.add_argument("--k-sweep", default=DEFAULT_K_SWEEP, metavar="LIST",
                    help=f"k values to sweep, or none (default {DEFAULT_K_SWEEP})")
     p.add_argument("--rounds", type=int, help="replay only the first N rounds")

@@ -200,6 +200,38 @@ def replayed_arrivals(interarrivals: np.ndarray, duration_s: float,
     return ts[ts < duration_s]
 
 
+def interarrival_slice(interarrivals: np.ndarray, start_s: float, duration_s: float,
+                       scale: float = 1.0) -> np.ndarray:
+    """The gaps of the real arrivals from ``start_s`` seconds into the series, at ``scale``×
+    the rate.
+
+    The series is cycled when ``start_s + duration_s`` runs past its end, so every
+    offset gives ``duration_s`` of arrivals. ``scale`` multiplies the rate (divides
+    every gap) and keeps the series' burstiness: streams that replay different
+    slices at different scales have their own arrival series and their own means.
+
+    >>> interarrival_slice(np.array([1.0, 2.0, 3.0]), 1.0, 4.0).tolist()  # from t = 1 s
+    [2.0, 3.0]
+    >>> interarrival_slice(np.array([1.0, 2.0, 3.0]), 0.0, 3.0, scale=2.0).tolist()
+    [0.5, 1.0, 1.5]
+    """
+    gaps = np.asarray(interarrivals, dtype=float)
+    gaps = gaps[~np.isnan(gaps)]
+    if gaps.size == 0 or (gaps < 0).any() or not np.isfinite(gaps).all() or gaps.sum() <= 0:
+        raise ValueError("interarrivals must be finite, non-negative and not all zero")
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"the rate scale must be a positive number, got {scale!r}")
+    if not (start_s >= 0 and math.isfinite(start_s)):
+        raise ValueError(f"the offset must be a non-negative number of seconds, got {start_s!r}")
+    total = gaps.sum()
+    first = int(np.searchsorted(np.cumsum(gaps), start_s % total, side="right"))
+    rolled = np.roll(gaps, -first)
+    cycles = int((duration_s * scale) // total) + 1
+    tiled = np.tile(rolled, cycles)
+    keep = int(np.searchsorted(np.cumsum(tiled), duration_s * scale, side="left")) + 1
+    return tiled[:keep] / scale
+
+
 class _Drift:
     """The generator's slowly moving value laws, evaluated at the arrival times."""
 

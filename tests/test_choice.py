@@ -127,3 +127,29 @@ def test_priced_switch_holds_when_the_handover_costs_more_than_the_saving():
         ran[price] = [aq.step({"sel.S": s}).plan_id for s in (0.1, 0.9, 0.9, 0.9)]
     assert ran[0.0] == ["B", "A", "B", "B"]  # free switches are taken (starts at sel 0.5)
     assert ran[100.0] == ["B"] * 4  # a saving of at most 0.8 a round never pays 100
+
+
+@pytest.mark.parametrize("kind", ["holt", "median", "kalman"])
+def test_forecasters_skip_nan_start_empty_and_follow_a_level(kind):
+    from cqopt.runtime.estimators import make_estimator
+
+    est = make_estimator(kind, d=3)
+    assert est.estimate() is None
+    est.observe(float("nan"))
+    assert est.estimate() is None
+    for _ in range(30):
+        est.observe(200.0)
+    assert est.estimate() == pytest.approx(200.0, rel=1e-3)
+    for _ in range(30):  # a level shift is followed
+        est.observe(400.0)
+    assert est.estimate() == pytest.approx(400.0, rel=0.02)
+
+
+def test_holt_follows_a_trend_the_decay_mean_lags():
+    from cqopt.runtime.estimators import DecayMean, Holt
+
+    holt, decay = Holt(), DecayMean()
+    for x in range(100, 300, 10):
+        holt.observe(float(x))
+        decay.observe(float(x))
+    assert abs(holt.estimate() - 300) < abs(decay.estimate() - 300)

@@ -45,7 +45,9 @@ def test_fidelity_report_on_generated_traces(dec_toml, workload_toml, spark, tra
     # end, is dropped
     assert q1["rounds"] == 119
     assert 0 <= q1["fidelity"] <= 1 and q1["switches"] <= q1["rounds"]
-    assert set(q1["baselines"]) == {"rand", "rate", "oracle_chart"}
+    assert set(q1["baselines"]) == {"rand", "rate", "best_static", "oracle_chart"}
+    # No plan fixed in hindsight does better than the per-round optimum, nor worse than RATE.
+    assert 0 <= q1["headroom"] <= q1["baselines"]["rate"]["regret"]
     # Q1's selectivity drifts across its boundary in the generated data: the chart
     # beats the random plan.
     assert q1["fidelity"] > q1["baselines"]["rand"]["fidelity"]
@@ -82,6 +84,24 @@ def test_fidelity_on_the_epa_log(examples, shared_data, spark, tmp_path, capsys)
     table = json.loads(capsys.readouterr().out)["queries"]
     assert table["OK"]["rounds"] == 287  # 86,382 s of log: 287 whole five-minute rounds
     assert table["RETRY"]["fidelity"] > table["RETRY"]["baselines"]["rand"]["fidelity"]
+
+
+def test_each_stream_its_own_arrival_series(dec_toml, tmp_path, capsys):
+    gaps = tmp_path / "gaps.csv"  # 10 s at 100/s, then 10 s at 10/s
+    gaps.write_text("interarrival_seconds\n" + "0.01\n" * 1000 + "0.1\n" * 100)
+    out = tmp_path / "t"
+    assert main(["generate", "--catalog", dec_toml, "--out", str(out), "--duration", "10",
+                 "--streams", "TCP,UDP,SF", "--interarrivals", str(gaps),
+                 "--rate-scale", "SF=3"]) == 0
+    import pandas as pd
+    counts = {s: len(pd.read_parquet(out / f"{s}.parquet")) for s in ("TCP", "UDP", "SF")}
+    # TCP replays the first 10 s, UDP the next 10 s, SF the first again (cycled), at 3x.
+    assert counts["TCP"] == pytest.approx(1000, abs=2)
+    assert counts["UDP"] == pytest.approx(100, abs=2)
+    assert counts["SF"] == pytest.approx(3 * (1000 + 100) * 10 / 20, rel=0.5)
+    assert main(["generate", "--catalog", dec_toml, "--out", str(tmp_path / "u"),
+                 "--rate-scale", "SF=-1"]) == 2
+    assert "--rate-scale" in capsys.readouterr().err
 
 
 def test_steady_join_keys(dec_toml, tmp_path, capsys):
