@@ -51,3 +51,12 @@ def read_text_file(path: str | os.PathLike, limit: int = MAX_TEXT_FILE) -> str:
         raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
     with open(path, encoding="utf-8") as f:
         return f.read(limit + 1)
+
+
+def printable(text: object) -> str:
+    """``text`` on one line with control characters escaped (no raw ESC reaches a terminal).
+
+    >>> printable("bad 'a\\nb\\x1b[31m'")
+    "bad 'a\\\\nb\\\\x1b[31m'"
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))

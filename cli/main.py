@@ -20,7 +20,7 @@ from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, run_command
 from cqopt.cli.chart_commands import parse_stat, parse_weights
 from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model, plan_utilities
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, printable
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
 from cqopt.optimizer.statistics import DEFAULT_SELECTIVITY, default_value
@@ -220,15 +220,6 @@ class ArgumentParser(argparse.ArgumentParser):
         example = EXAMPLES.get(self.prog.removeprefix("cqopt").strip())
         text = super().format_help()
         return text + "\n" + example + "\n" if example else text
-
-
-def printable(text: str) -> str:
-    """``text`` on one line with control characters escaped (no raw ESC reaches a terminal).
-
-    >>> printable("bad 'a\\nb\\x1b[31m'")
-    "bad 'a\\\\nb\\\\x1b[31m'"
-    """
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

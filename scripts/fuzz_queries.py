@@ -125,8 +125,7 @@ def run_case(sql: str, catalog) -> str:
 
 def outcome(sql: str, catalog, budget: float) -> tuple[str, str]:
     """(outcome, detail) of one case; see the module docstring."""
-    from cqopt.cli.main import printable
-    from cqopt.errors import CqoptError
+    from cqopt.errors import CqoptError, printable
 
     start = time.perf_counter()
     try:
