@@ -153,3 +153,26 @@ def test_holt_follows_a_trend_the_decay_mean_lags():
         holt.observe(float(x))
         decay.observe(float(x))
     assert abs(holt.estimate() - 300) < abs(decay.estimate() - 300)
+
+
+def test_a_switch_hands_over_the_join_state_the_new_plan_lacks(examples):
+    from cqopt.catalog import load_catalog
+    from cqopt.charts.spec import candidate_plans, workload_specs
+    from cqopt.charts.workload import load_workload
+    from cqopt.costmodel import make_model
+    from cqopt.runtime.choice import handover_bytes, join_signatures
+
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    spec = dict((s.name, s) for s, _ in workload_specs(
+        load_workload(examples / "workload.toml"), catalog, {}))["Q2"]
+    plans = candidate_plans(spec, catalog)
+    stats = spec.centre()
+    pipes = make_model("pipes", catalog)
+    a, b = plans[0], plans[1]
+    assert handover_bytes(pipes, a, a, stats) == 0.0  # nothing to hand over
+    shared = set(join_signatures(a)) & set(join_signatures(b))
+    moved = handover_bytes(pipes, a, b, stats)
+    operators = pipes.cost(b, stats).operators
+    expected = sum(float(operators[key].memory) for sig, key in join_signatures(b).items()
+                   if sig not in shared)
+    assert moved == pytest.approx(expected) and moved > 0
