@@ -48,7 +48,7 @@ import pandas as pd
 from sqlglot import exp
 
 from cqopt.optimizer import predicates
-from cqopt.optimizer.enumerate import output_column_ref
+from cqopt.optimizer.classify import output_column_ref
 from cqopt.optimizer.group_selections import Selection
 from cqopt.optimizer.join_closure import JoinPredicate
 from cqopt.optimizer.literals import literal_value

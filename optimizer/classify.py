@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 from sqlglot.optimizer.normalize import normalize, normalized
 
-from cqopt.optimizer.aggregates import AGGREGATES, Aggregate, aggregate
+from cqopt.optimizer.aggregates import AGGREGATES, Aggregate, aggregate, aggregate_text
 from cqopt.optimizer.bind import ColumnRef, Scope, group_by, qualify, resolve
 from cqopt.optimizer.check_types import conditions
 from cqopt.optimizer.dialect import CQL
@@ -66,6 +66,17 @@ class OutputColumn:
     width: int
     source: ColumnRef | None = None  # the stream column it comes from
     aggregate: str | None = None  # COUNT, SUM, AVG, MIN or MAX
+
+
+def output_column_ref(column: OutputColumn) -> tuple[str | None, str]:
+    """The pair an output column is in plans: ``(stream, column)`` or ``(None, "SUM(S.a)")``.
+
+    >>> output_column_ref(OutputColumn("total", 8, ("S", "a"), "SUM"))
+    (None, 'SUM(S.a)')
+    """
+    if column.aggregate:
+        return None, aggregate_text(column.aggregate, column.source)
+    return column.source
 
 
 @dataclass(frozen=True)

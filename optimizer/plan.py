@@ -15,9 +15,9 @@ rate_class ``None`` (source), ``selection-equality`` / ``selection-range``,
            too), ``aggregate``: the operator's processing-rate class
 selectivity statistic names whose product is the operator's selectivity:
            ``("sel.S",)`` for a selection, the counted ``jsel.A.B`` names
-           for a join (see :mod:`cqopt.optimizer.enumerate`), ``()`` otherwise
+           for a join (see :mod:`cqopt.optimizer.join_orders`), ``()`` otherwise
 in_widths  bytes of one input tuple per input; out_width: of one output tuple
-window     the stream's :class:`~cqopt.optimizer.logical.Window` on a source
+window     the stream's :class:`~cqopt.optimizer.bind.Window` on a source
 stream     the stream on source, selection and projection nodes
 predicate  the :class:`~cqopt.optimizer.group_selections.Selection` of a selection,
            the tuple of join/theta predicates a join applies

@@ -57,6 +57,7 @@ from sqlglot.dialects.spark2 import Spark2
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from cqopt.errors import CqoptError, did_you_mean
+from cqopt.optimizer.classify import output_column_ref
 from cqopt.optimizer.plan import ColumnRef, Plan, column_text
 
 if TYPE_CHECKING:
@@ -171,8 +172,6 @@ def plan_outputs(plan: Plan, query: ContinuousQuery | None = None
     [(('S', 'a'), 'x'), ((None, 'COUNT(*)'), 'COUNT(*)')]
     """
     if query is not None:
-        from cqopt.optimizer.enumerate import output_column_ref
-
         return [(output_column_ref(c), c.name) for c in query.projection]
     root = plan.node(plan.root)
     refs = root["columns"] if root["kind"] == "projection" and root["stream"] is None \

@@ -1,4 +1,5 @@
-"""Tests for plans and their enumeration (optimizer/plan.py, optimizer/enumerate.py)."""
+"""Tests for plans and their enumeration (optimizer/plan.py, enumerate.py, pushdown.py,
+join_orders.py, join_order_search.py, plan_builder.py)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cqopt.catalog import Catalog, load_catalog
-from cqopt.optimizer.enumerate import (
-    build_plan,
-    enumerate_plans,
-    intermediate_size_cost,
-    join_orders,
-    stream_orders,
-)
+from cqopt.optimizer.enumerate import enumerate_plans
+from cqopt.optimizer.join_order_search import intermediate_size_cost
+from cqopt.optimizer.join_orders import join_orders
 from cqopt.optimizer.logical import parse_query
 from cqopt.optimizer.plan import CONTRACT, KINDS, Plan
+from cqopt.optimizer.plan_builder import build_plan
+from cqopt.optimizer.pushdown import stream_orders
 
 ROOT = Path(__file__).resolve().parent.parent
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"
