@@ -19,14 +19,13 @@ Works on grids and refined charts alike: regions are cells or leaves
 (:func:`cqopt.charts.kernel.point_utilities`).
 
 >>> from cqopt.catalog import load_catalog
->>> from pathlib import Path
 >>> from cqopt.charts.build import build_chart
 >>> from cqopt.charts.kernel import ChartContext
 >>> from cqopt.charts.spec import workload_specs
 >>> from cqopt.charts.workload import load_workload
->>> examples = Path(__file__).parent.parent / "examples"
->>> cat = load_catalog(examples / "dec-pkt.toml")
->>> spec = workload_specs(load_workload(examples / "workload.toml"), cat)[1][0]
+>>> from cqopt.examples import example
+>>> cat = load_catalog(example("dec-pkt.toml"))
+>>> spec = workload_specs(load_workload(example("workload.toml")), cat)[1][0]
 >>> context = ChartContext(spec, cat)
 >>> chart = build_chart(context, progress=False)
 >>> small = reduce_chart(context, chart, 0.1)
