@@ -89,3 +89,11 @@ def test_engines_stay_in_their_rooms(module):
 def test_every_folder_is_a_layer():
     packages = {m for m in MODULES if m.count(".") == 1 and MODULES[m].name == "__init__.py"}
     assert packages <= set(LAYERS), packages - set(LAYERS)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_examples_are_reached_through_the_package(module):
+    """``__file__``-relative paths to examples/ exist only in a source tree, never when
+    cqopt is installed; modules use :func:`cqopt.examples.example`."""
+    source = MODULES[module].read_text(encoding="utf-8")
+    assert not (module != "cqopt.examples" and "__file__" in source and "examples" in source)
