@@ -22,8 +22,9 @@ from cqopt.optimizer.errors import (
     UnknownStreamError,
     UnsupportedQueryError,
 )
+from cqopt.optimizer.dialect import CQL, parse
 from cqopt.optimizer.intervals import IntervalSet
-from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.logical import build_query, parse_query
 
 
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host=2 WINDOW [1]"
@@ -438,3 +439,13 @@ def test_output_names(ab):
                 "SELECT A.x AS q, COUNT(*) AS q FROM A GROUP BY A.x WINDOW [1]"):
         with pytest.raises(UnsupportedQueryError, match="output name q is used twice"):
             parse_query(sql, ab)
+
+
+# -- the steps are functions of the tree: building leaves the parsed query as it was -----
+def test_building_a_query_leaves_the_parsed_tree_as_it_was(ab):
+    select = parse("SELECT a.x, COUNT(*) FROM A AS a JOIN B ON a.x = B.y WHERE a.y > 1 "
+                   "AND a.s = 'q' GROUP BY a.x HAVING COUNT(*) > 2 WINDOW [1]")
+    before = select.sql(dialect=CQL)
+    q = build_query(select, ab)
+    assert select.sql(dialect=CQL) == before
+    assert [str(j) for j in q.joins] == ["A.x = B.y"] and q.having.sql() == "COUNT(*) > 2"
