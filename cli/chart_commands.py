@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -107,6 +108,16 @@ def cmd_choose(args: argparse.Namespace) -> int:
 
     chart_set = charts.load(args.charts)
     stats = dict(parse_stat(s) for s in args.stat or [])
+    if args.catalog is not None:
+        fresh = chart_set.check(args.catalog)
+        if fresh.stale:
+            print(f"cqopt: warning: --charts {args.charts} is {fresh}", file=sys.stderr)
+    chart = chart_set[args.query]
+    fixed = chart.check_statistics(stats)  # refuses a statistic the query does not have
+    if fixed:
+        print(f"cqopt: warning: the chart of {args.query} does not use "
+              + ", ".join(f"{s} (fixed at {chart.spec.fixed[s]:g})" for s in fixed),
+              file=sys.stderr)
     choice = chart_set.choose(args.query, stats)
     sql = None
     if args.sql is not None:
@@ -194,6 +205,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
     p.add_argument("--stat", action="append", metavar="NAME=VALUE",
                    help="a statistic, e.g. rate.TCP=500 (repeat for each chart axis)")
+    p.add_argument("--catalog", metavar="CATALOG",
+                   help="warn when the charts were built from a catalog with other costs")
     p.add_argument("--json", action="store_true",
                    help="print {query, plan, cell, clamped} as JSON")
     p.add_argument("--sql", metavar="DIALECT",
