@@ -77,6 +77,7 @@ import pandas as pd
 from cqopt.catalog import Catalog
 from cqopt.charts.lookup import QueryChart
 from cqopt.errors import CqoptError
+from cqopt.optimizer.statistics import rate_name
 from cqopt.replay.rounds import round_of
 from cqopt.runtime.adaptive import AdaptiveQuery
 from cqopt.spark.session import spark_errors, spark_message
@@ -495,20 +496,23 @@ class AdaptiveRun:
 
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            span = {r["_stream"]: r for r in batch.groupBy("_stream").agg(
-                F.min("ts").alias("lo"), F.max("ts").alias("hi"),
-                F.count(F.lit(1)).alias("n")).collect()}
+            if self.state["start"] is None:  # the first tuples fix round 0 (one more job)
+                first = batch.agg(F.min("ts")).collect()[0][0]
+                if first is not None:
+                    self.state["start"] = float(first)
+            start = self.state["start"] if self.state["start"] is not None else 0.0
+            tagged = batch.withColumn("_round", assign_round(F.col("ts"), start, self.window_s))
+            span = {r["_stream"]: r for r in tagged.groupBy("_stream").agg(
+                F.max("ts").alias("hi"),
+                F.sum(F.when(F.col("_round") < self.next_round, 1).otherwise(0))
+                .alias("late")).collect()}
             if not span:
                 self.progress(f"{self.name}: micro-batch {batch_id} holds no tuple")
                 if batch_id not in self.state["empty_batches"]:
                     self.state["empty_batches"].append(batch_id)
                     self._save_state()
                 return
-            if self.state["start"] is None:
-                self.state["start"] = float(min(r["lo"] for r in span.values()))
-            start = self.state["start"]
-            tagged = batch.withColumn("_round", assign_round(F.col("ts"), start, self.window_s))
-            late = tagged.where(F.col("_round") < self.next_round).count()
+            late = sum(int(r["late"]) for r in span.values())
             scratch = self.out / "pending" / f".tmp-batch-{batch_id:06d}"
             final = self.out / "pending" / f"batch-{batch_id:06d}"
             _remove(scratch)
@@ -577,11 +581,13 @@ class AdaptiveRun:
         round_start = self.state["start"] + r * self.window_s
         frames = self._round_frames(r)
         try:
-            rows_in = {s: int(f.count()) for s, f in frames.items()}
             observed_table = round_statistics(self.query, frames, self.window_s,
                                               start=round_start, rounds=1)
             observed = {name: float(observed_table[name].iloc[0])
                         for name in self.query.statistics}
+            # The round's tuples per stream: its observed rate times W.
+            rows_in = {s: int(round(observed[rate_name(s)] * self.window_s))
+                       for s in self.streams}
             # A round without tuples defines no selectivity: the estimators see what
             # was observed (as in cqopt.replay.replay).
             outcome = self.adaptive.step(_observed({"observed": observed},

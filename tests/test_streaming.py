@@ -124,6 +124,7 @@ def _cli(*args: str) -> list[str]:
 @pytest.mark.slow
 def test_a_killed_run_resumes_with_every_round_exactly_once(setting, examples, tmp_path):
     trace = setting["trace"]
+    trace = trace[trace.ts < 3.5]  # rounds 0, 1 and 2 complete; round 3 stays pending
     write_trace_per_round(trace, tmp_path / "TCP", W, start=float(trace.ts.min()))
     out = tmp_path / "run"
     command = _cli("run", "--catalog", str(examples / "dec-pkt.toml"),
@@ -141,19 +142,19 @@ def test_a_killed_run_resumes_with_every_round_exactly_once(setting, examples, t
     os.killpg(first.pid, signal.SIGKILL)  # the Python driver and its JVM
     first.wait()
     done_before = len(list((out / "log").glob("round-*.json")))
-    assert done_before < 4, "the run finished before it could be killed"
+    assert done_before < 3, "the run finished before it could be killed"
     second = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr
     expected = _expected(trace, float(trace.ts.min()))
     logged = [json.loads(p.read_text()) for p in sorted((out / "log").glob("round-*.json"))]
-    assert [r["round"] for r in logged] == [0, 1, 2, 3]
+    assert [r["round"] for r in logged] == [0, 1, 2]
     assert sorted(p.name for p in (out / "results").iterdir()) == \
-        [f"round-{r:06d}.parquet" for r in range(4)]
-    for r in range(4):
+        [f"round-{r:06d}.parquet" for r in range(3)]
+    for r in range(3):
         assert logged[r]["rows_in"]["TCP"] == expected[r][0]
         rows = pd.read_parquet(out / "results" / f"round-{r:06d}.parquet")
         assert len(rows) == expected[r][1] == logged[r]["rows_out"]
-    assert pd.read_csv(out / "rounds.csv")["round"].tolist() == [0, 1, 2, 3]
+    assert pd.read_csv(out / "rounds.csv")["round"].tolist() == [0, 1, 2]
 
 
 # -- bad input: one line, exit 2, before or instead of a JVM trace ---------------------
