@@ -7,7 +7,7 @@ default ``[UNBOUNDED]`` would make every plan's cost infinite; an explicit
 ``[UNBOUNDED]`` is accepted. The result is a :class:`Scope`, against which
 :func:`resolve` finds the stream of one column reference (qualified or not,
 any case) and :func:`qualify` rewrites a tree's columns as ``Stream.column``
-in the catalog's spelling, the way sqlglot's ``qualify`` does for tables.
+in the catalog's spelling, as sqlglot's ``qualify_columns`` does.
 
 >>> from cqopt.catalog import Catalog
 >>> from cqopt.optimizer.dialect import parse

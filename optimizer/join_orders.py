@@ -40,12 +40,10 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from cqopt.optimizer.join_closure import JoinPredicate, ThetaPredicate
+from cqopt.optimizer.join_closure import ColumnRef, JoinPredicate, ThetaPredicate
 
 if TYPE_CHECKING:
     from cqopt.optimizer.logical import ContinuousQuery
-
-ColumnRef = tuple[str, str]
 
 
 def step_predicates(query: ContinuousQuery, joined: Collection[str],

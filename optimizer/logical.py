@@ -58,6 +58,8 @@ __all__ = ["AGGREGATES", "AGGREGATE_WIDTHS", "Aggregate", "ColumnRef", "Continuo
 
 @dataclass(frozen=True)
 class ContinuousQuery:
+    """A CQL query checked against a catalog: what its candidate plans are built from."""
+
     sql: str
     streams: tuple[StreamRef, ...]
     selections: dict[str, Selection]
