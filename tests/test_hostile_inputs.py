@@ -1,0 +1,246 @@
+"""The user's contract under attack: bad statistics never wedge a query, and every error a
+user can cause is one line on stderr, exit status 2, no traceback, no hang."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import cqopt.charts as charts
+from cqopt.cli.main import EXAMPLES, build_parser, main
+from cqopt.errors import CqoptError
+from cqopt.optimizer.statistic_check import UnknownStatisticError, check_given
+from cqopt.runtime.adaptive import AdaptiveQuery
+
+
+@pytest.fixture(scope="module")
+def chart_set(dec_toml, workload_toml, tmp_path_factory):
+    out = tmp_path_factory.mktemp("hostile") / "charts"
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out",
+                 str(out), "--engine", "local", "--k", "4", "--quiet"]) == 0
+    return out
+
+
+def _one_line_error(capsys, code: int) -> str:
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    assert captured.err.startswith("cqopt: error: ") and captured.err.count("\n") == 1, \
+        captured.err
+    assert "\x1b" not in captured.err and "Traceback" not in captured.err
+    return captured.err
+
+
+# -- 2. a run time that survives bad statistics ---------------------------------------
+@pytest.mark.parametrize("bad", [math.inf, math.nan, -1.0, "abc", 10**400, None])
+def test_a_bad_observation_is_refused_and_the_query_keeps_going(chart_set, bad):
+    aq = AdaptiveQuery(charts.load(chart_set), "Q1", estimator="last")
+    first = aq.step({"rate.TCP": 400.0, "sel.TCP": 0.2})
+    before = aq.estimate()
+    with pytest.raises(CqoptError, match="rate.TCP") as info:
+        aq.step({"rate.TCP": bad, "sel.TCP": 0.9})
+    assert "round 1" in str(info.value) and "\n" not in str(info.value)
+    assert aq.rounds == 1 and aq.estimate() == before  # nothing changed
+    later = aq.step({"rate.TCP": 800.0, "sel.TCP": 0.9})  # a valid round works
+    assert later.round == 1 and first.round == 0
+    assert aq.step({"rate.TCP": 800.0}).estimate["rate.TCP"] == 800.0
+
+
+def test_selectivity_outside_zero_one_and_drop_mode(chart_set):
+    aq = AdaptiveQuery(charts.load(chart_set), "Q1", estimator="last", on_invalid="drop")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outcome = aq.step({"rate.TCP": 500.0, "sel.TCP": 1.5})
+    assert outcome.dropped == ("sel.TCP",) and "sel.TCP" in str(caught[0].message)
+    assert aq.step({"rate.TCP": 500.0, "sel.TCP": 0.5}).dropped == ()
+    assert aq.estimate()["sel.TCP"] == 0.5 and aq.estimate()["rate.TCP"] == 500.0
+
+
+def test_a_statistic_the_query_lacks_is_refused_everywhere(chart_set, capsys):
+    loaded = charts.load(chart_set)
+    aq = AdaptiveQuery(loaded, "Q1")
+    for call in (lambda: aq.step({"rate.TPC": 1.0}),
+                 lambda: loaded.choose("Q1", {"rate.TCP": 1, "sel.TCP": 0.1, "rate.TPC": 1}),
+                 lambda: loaded.choose_many("Q1", {"rate.TCP": [1.0], "sel.TCP": [0.1],
+                                                   "rate.TPC": [1.0]})):
+        with pytest.raises(UnknownStatisticError, match=r"no statistic rate.TPC \(did you "
+                                                        r"mean rate.TCP\?\).*does not use"):
+            call()
+    assert aq.rounds == 0
+    err = _one_line_error(capsys, main(["choose", "--charts", str(chart_set), "--query", "Q1",
+                                        "--stat", "rate.TCP=1", "--stat", "sel.TCP=0.1",
+                                        "--stat", "rate.TPC=5"]))
+    assert "the chart does not use rate.TPC" in err
+
+
+def test_choose_warns_about_fixed_statistics_and_a_stale_chart_set(chart_set, examples,
+                                                                  capsys):
+    assert main(["choose", "--charts", str(chart_set), "--query", "Q2",
+                 "--stat", "rate.TCP=100", "--stat", "rate.UDP=100", "--stat", "rate.SF=100",
+                 "--stat", "jsel.TCP.UDP=0.5",
+                 "--catalog", str(examples / "epa-http.toml")]) == 0
+    err = capsys.readouterr().err
+    assert "does not use jsel.TCP.UDP (fixed at" in err
+    assert "stale" in err
+
+
+def test_wrong_types_name_the_statistic(chart_set):
+    loaded = charts.load(chart_set)
+    for stats in ({"rate.TCP": "abc", "sel.TCP": 0.1}, {"rate.TCP": 10**400, "sel.TCP": 0.1}):
+        with pytest.raises(CqoptError, match="statistic rate.TCP"):
+            loaded.choose("Q1", stats)
+    for stats in ({"rate.TCP": np.array(["a", "b"]), "sel.TCP": 0.1},
+                  {"rate.TCP": [10**400], "sel.TCP": [0.1]}):
+        with pytest.raises(CqoptError, match="statistic rate.TCP"):
+            loaded.choose_many("Q1", stats)
+
+
+def test_check_given_returns_what_the_chart_does_not_use():
+    assert check_given(["rate.A", "sel.A"], ["rate.A", "sel.A"], ["rate.A"],
+                       where="query Q") == ("sel.A",)
+
+
+# -- 3. one line, exit 2, never a traceback, never a hang -----------------------------
+def test_huge_literal_and_control_characters(dec_toml, capsys):
+    base = ["explain", "--catalog", dec_toml, "--sql"]
+    _one_line_error(capsys, main([*base, f"SELECT * FROM TCP WHERE TCP.bytes = {'9' * 5000} "
+                                         "WINDOW [1]"]))
+    err = _one_line_error(capsys, main([*base, "SELECT * FROM TCP WHERE TCP.dest_host = "
+                                               "'a\nb\x1b[31m' WINDOW [1]"]))
+    assert "\\n" in err and ("\\x1b" in err or "\\033" in err)
+
+
+def test_h_as_an_option_value_is_one_line(dec_toml, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["explain", "--catalog", dec_toml, "--sql", "-h"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cqopt: error: argument --sql") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("target", ["fifo", "/dev/zero"])
+def test_a_fifo_or_device_in_place_of_a_chart_file_does_not_hang(chart_set, tmp_path,
+                                                                  capsys, target):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(chart_set, bad)
+    victim = bad / ("manifest.json" if target == "fifo" else "Q1.parquet")
+    victim.unlink()
+    if target == "fifo":
+        os.mkfifo(victim)
+    else:
+        victim.symlink_to(target)
+    code = main(["choose", "--charts", str(bad), "--query", "Q1", "--stat", "rate.TCP=1",
+                 "--stat", "sel.TCP=0.1"])
+    assert "regular file" in _one_line_error(capsys, code)
+
+
+def test_explain_into_a_closed_pipe_exits_quietly(dec_toml):
+    sql = "SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host AND " \
+          "UDP.dest_host = SF.dest_host WINDOW [1]"
+    shell = (f"{sys.executable} -m cqopt explain --catalog {dec_toml} --sql '{sql}' "
+             "| head -1")
+    done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("== query") and done.stderr == ""
+
+
+def test_generate_refuses_huge_allocations_and_truncated_gzip(dec_toml, tmp_path, capsys):
+    import gzip
+
+    base = ["generate", "--catalog", dec_toml, "--out", str(tmp_path / "t")]
+    assert "at most" in _one_line_error(capsys, main([*base, "--duration", "1e12"]))
+    _one_line_error(capsys, main([*base, "--duration", "nan"]))
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text("gap\n1e-300\n1e-300\n")
+    assert "at most" in _one_line_error(capsys, main([*base, "--interarrivals", str(tiny)]))
+    truncated = tmp_path / "gaps.csv.gz"
+    rows = "".join(f"{x:.6f}\n" for x in np.random.default_rng(0).uniform(0, 1, 5000))
+    whole = gzip.compress(("gap\n" + rows).encode())
+    truncated.write_bytes(whole[: len(whole) // 2])
+    _one_line_error(capsys, main([*base, "--interarrivals", str(truncated)]))
+    assert not (tmp_path / "t").exists()
+
+
+def test_traces_are_matched_exactly_and_two_candidates_are_an_error(dec_toml, workload_toml,
+                                                                    tmp_path, capsys):
+    from cqopt.catalog import load_catalog
+    from cqopt.cli.fidelity_commands import _trace_paths
+
+    catalog = load_catalog(dec_toml)
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for name in ("TCP.parquet", "TCP.backup.csv", "udp.csv.gz", "notes.md", ".hidden.csv"):
+        (folder / name).write_text("x")
+    args = SimpleNamespace(trace=None, traces=str(folder))
+    paths = _trace_paths(args, catalog)
+    assert paths == {"TCP": str(folder / "TCP.parquet"), "UDP": str(folder / "udp.csv.gz")}
+    assert "skipped TCP.backup.csv, notes.md" in capsys.readouterr().err
+    (folder / "TCP.csv").write_text("x")
+    with pytest.raises(CqoptError, match="2 traces for stream TCP: TCP.csv, TCP.parquet"):
+        _trace_paths(args, catalog)
+
+
+def test_an_option_that_cannot_apply_is_an_error(dec_toml, workload_toml, chart_set,
+                                                 tmp_path, capsys):
+    (tmp_path / "TCP.csv").write_text("ts\n1\n")
+    code = main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--charts",
+                 str(chart_set), "--k", "3", "--traces", str(tmp_path), "--out",
+                 str(tmp_path / "r")])
+    assert "--k 3" in _one_line_error(capsys, code)
+
+
+def test_a_timestamp_of_1e300_is_refused_before_spark_counts_rounds():
+    from cqopt.cli.fidelity_commands import _check_span
+
+    infos = {"TCP": SimpleNamespace(start=0.0, end=1e300, path="TCP.csv")}
+    with pytest.raises(CqoptError, match="check the timestamps"):
+        _check_span("Q1", infos, 1.0, None)
+    _check_span("Q1", {"TCP": SimpleNamespace(start=0.0, end=600.0, path="x")}, 1.0, None)
+
+
+# -- 4. help --------------------------------------------------------------------------
+def test_every_subcommand_help_ends_with_a_worked_example():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) == set(EXAMPLES)
+    for name, command in sub.choices.items():
+        text = command.format_help().rstrip()
+        assert text.endswith(EXAMPLES[name].rstrip()) and f"cqopt {name} " in EXAMPLES[name]
+    fidelity = sub.choices["fidelity"].format_help()
+    assert fidelity.count("alternative") >= 2
+
+
+# -- Spark's console ------------------------------------------------------------------
+@pytest.mark.spark
+@pytest.mark.slow
+def test_nothing_from_spark_reaches_the_console_on_a_corrupt_gzip_trace(dec_toml, tmp_path):
+    import gzip
+
+    trace = tmp_path / "TCP.csv.gz"
+    trace.write_bytes(gzip.compress(("ts,src_host\n" + "1.0,2\n" * 20000).encode())[:400])
+    script = (
+        "from cqopt.spark.session import spark_session\n"
+        "from cqopt.spark.trace_read import read_trace\n"
+        "from cqopt.catalog import load_catalog\n"
+        "from cqopt.errors import CqoptError\n"
+        f"stream = load_catalog({dec_toml!r}).stream('TCP')\n"
+        "spark = spark_session('local[1]')\n"
+        "try:\n"
+        f"    read_trace(spark, {str(trace)!r}, stream)\n"
+        "except CqoptError as err:\n"
+        "    print('refused', err)\n"
+        "spark.stop()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600, env={k: v for k, v in os.environ.items()
+                                            if k != "CQOPT_SPARK_LOG"})
+    assert done.stdout.startswith("refused"), done
+    assert done.stderr == "", done.stderr[:2000]
