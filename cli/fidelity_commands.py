@@ -218,7 +218,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     from cqopt.replay.replay import k_sweep, local_chart, replay
     from cqopt.replay.report import headline, summary_json, write_report
     from cqopt.replay.rounds import write_round_statistics
-    from cqopt.spark.round_stats import round_statistics
+    from cqopt.spark.round_stats import workload_round_statistics
     from cqopt.spark.session import running_session
     from cqopt.spark.trace_read import read_trace
 
@@ -281,13 +281,14 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
             for spec, query in chosen:
                 _check_span(spec.name, {s: infos[s] for s in query.stream_names},
                             _window_seconds(query), args.rounds)
-            for spec, query in chosen:
-                print(f"{spec.name}: per-round statistics on Spark", file=sys.stderr)
-                mine = {s: frames[s] for s in query.stream_names}
-                observed[spec.name] = round_statistics(query, mine, _window_seconds(query),
-                                                       rounds=args.rounds)
-                write_round_statistics(observed[spec.name],
-                                       tmp / "rounds" / f"{spec.name}.parquet")
+            print(f"{', '.join(spec.name for spec, _ in chosen)}: per-round statistics on "
+                  "Spark, one pass over each trace", file=sys.stderr)
+            tables = workload_round_statistics(
+                [query for _, query in chosen], frames,
+                [_window_seconds(query) for _, query in chosen], rounds=args.rounds)
+            for (spec, _), table in zip(chosen, tables):
+                observed[spec.name] = table
+                write_round_statistics(table, tmp / "rounds" / f"{spec.name}.parquet")
         replays, sweeps, used = {}, {}, {}
         options = {"estimator": args.estimator, "d": args.d, "decay": args.decay,
                    "seed": args.seed, **_policy_options(args)}

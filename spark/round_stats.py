@@ -26,6 +26,11 @@ selection passes per group); rates and selectivities sum those groups, and a
 join pairs the groups and sums the products of their counts, so no join
 pair is ever materialized, on the executors or the driver. One Spark job
 computes every statistic; only the per-round table comes back.
+:func:`workload_round_statistics` does this for a whole workload in one pass
+over each trace: a stream is grouped once, by the round of every query that
+reads it and the union of their join columns, with a count of selection
+passes per query, and every query's statistics are sums over that table;
+:func:`round_statistics` is its one-query case.
 
 Predicates become Spark conditions straight from the logical query: a
 grouped selection's whole condition (:attr:`Selection.predicate
@@ -40,7 +45,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -81,46 +86,104 @@ def round_statistics(query: ContinuousQuery, traces: dict[str, DataFrame], windo
     tuples; only when no round is complete is that one partial round kept, so
     that a trace shorter than ``W`` still gives a row. Pass ``rounds`` to
     count every tuple. Every round is present, empty ones with rate 0 and
-    NaN selectivities.
+    NaN selectivities. The one-query case of :func:`workload_round_statistics`.
     """
-    if isinstance(window_s, bool) or not isinstance(window_s, numbers.Real) \
-            or not (math.isfinite(window_s) and window_s > 0):
-        raise RoundStatsError(f"the round length window_s must be a positive number of "
-                              f"seconds, got {window_s!r}")
+    return workload_round_statistics([query], traces, [window_s], start=start,
+                                     rounds=rounds)[0]
+
+
+def workload_round_statistics(queries: Sequence[ContinuousQuery], traces: dict[str, DataFrame],
+                              window_s: float | Sequence[float], *, start: float | None = None,
+                              rounds: int | None = None) -> list[pd.DataFrame]:
+    """:func:`round_statistics` of every query of a workload, in one pass over each trace.
+
+    Each stream's trace is grouped once, by the round of every query that
+    reads it and the union of the columns their joins read, with one count
+    of selection passes per query; every query's statistics are sums over
+    that grouped table, and one job collects them all.
+
+    Parameters
+    ----------
+    queries : sequence of ContinuousQuery
+    traces : dict of str to DataFrame
+        Stream name (any case) to its trace, as for :func:`round_statistics`.
+    window_s : float or sequence of float
+        The round length in seconds, for all queries or one per query.
+    start, rounds : optional
+        As for :func:`round_statistics`, for every query; by default each
+        query's own (the earliest timestamp of its traces, its complete rounds).
+
+    Returns
+    -------
+    list of pandas.DataFrame
+        One table per query, in order, each what :func:`round_statistics` returns.
+
+    Raises
+    ------
+    RoundStatsError
+        A bad round length, start or count; a trace missing or lacking a
+        column a query reads; traces without a tuple; Spark failing.
+
+    Examples
+    --------
+    >>> workload_round_statistics([], {}, 1.0)
+    []
+    """
+    queries = list(queries)
+    windows = ([window_s] * len(queries) if isinstance(window_s, numbers.Real)
+               else list(window_s))
+    if len(windows) != len(queries):
+        raise RoundStatsError(f"window_s gives {len(windows)} round lengths for "
+                              f"{len(queries)} queries; give one, or one per query")
+    for w in windows:
+        if isinstance(w, bool) or not isinstance(w, numbers.Real) \
+                or not (math.isfinite(w) and w > 0):
+            raise RoundStatsError(f"the round length window_s must be a positive number of "
+                                  f"seconds, got {w!r}")
     if rounds is not None and (not isinstance(rounds, (int, np.integer)) or rounds < 0):
         raise RoundStatsError(f"rounds must be a whole number >= 0, got {rounds!r}")
     if start is not None and not math.isfinite(start):
         raise RoundStatsError(f"start must be a finite time in seconds, got {start!r}")
-    frames = _query_frames(query, traces)
-    with spark_errors(f"Spark failed computing the per-round statistics of '{query.sql}'",
+    frames = [_query_frames(q, traces) for q in queries]
+    if not queries:
+        return []
+    what = f"'{queries[0].sql}'" if len(queries) == 1 else f"{len(queries)} queries"
+    with spark_errors(f"Spark failed computing the per-round statistics of {what}",
                       RoundStatsError):
-        return _round_statistics(query, frames, float(window_s), start, rounds)
+        return _workload_statistics(queries, frames, [float(w) for w in windows], start,
+                                    rounds)
 
 
-def _round_statistics(query: ContinuousQuery, frames: dict[str, DataFrame], window_s: float,
-                      start: float | None, rounds: int | None) -> pd.DataFrame:
-    if start is None or rounds is None:
-        first, last = _time_span(frames)
-        if first is None:
-            raise RoundStatsError("the traces of " + ", ".join(frames) + " hold no tuple; "
-                                  "pass start= and rounds= to get empty rounds")
-        start = first if start is None else float(start)
-        if rounds is None:
-            rounds = complete_rounds(last, start, window_s)
-    start, rounds = float(start), int(rounds)
-    names = query.statistics
-    table = pd.DataFrame({"round": np.arange(rounds, dtype=np.int64),
-                          "start": start + np.arange(rounds) * window_s})
-    if rounds:
-        counts = _spark_counts(query, frames, start, window_s, rounds)
-        for name in names:
-            table[name] = _statistic(name, counts, rounds, window_s)
-    else:
-        for name in names:
-            table[name] = np.zeros(0)
-    table.attrs = {"cqopt_round_statistics": FORMAT_VERSION, "window_s": window_s,
-                   "start": start, "query": query.sql}
-    return table
+def _workload_statistics(queries: list[ContinuousQuery], frames: list[dict[str, DataFrame]],
+                         windows: list[float], start: float | None,
+                         rounds: int | None) -> list[pd.DataFrame]:
+    clocks: list[tuple[float, int]] = []  # per query: (start, rounds)
+    spans = _time_spans(frames) if start is None or rounds is None else {}
+    for query_frames, window_s in zip(frames, windows):
+        q_start, q_rounds = start, rounds
+        if start is None or rounds is None:
+            lows = [spans[s.lower()][0] for s in query_frames if spans[s.lower()][0] is not None]
+            highs = [spans[s.lower()][1] for s in query_frames
+                     if spans[s.lower()][1] is not None]
+            if not lows:
+                raise RoundStatsError("the traces of " + ", ".join(query_frames) + " hold no "
+                                      "tuple; pass start= and rounds= to get empty rounds")
+            q_start = min(lows) if start is None else float(start)
+            if rounds is None:
+                q_rounds = complete_rounds(max(highs), q_start, window_s)
+        clocks.append((float(q_start), int(q_rounds)))
+    counts = _spark_counts(queries, frames, windows, clocks)
+    tables = []
+    for i, (query, window_s, (q_start, q_rounds)) in enumerate(zip(queries, windows, clocks)):
+        table = pd.DataFrame({"round": np.arange(q_rounds, dtype=np.int64),
+                              "start": q_start + np.arange(q_rounds) * window_s})
+        for name in query.statistics:
+            table[name] = (_statistic(name, counts[i], q_rounds, window_s) if q_rounds
+                           else np.zeros(0))
+        table.attrs = {"cqopt_round_statistics": FORMAT_VERSION, "window_s": window_s,
+                       "start": q_start, "query": query.sql}
+        tables.append(table)
+    return tables
 
 
 def _statistic(name: str, counts: dict[str, np.ndarray], rounds: int,
@@ -168,15 +231,16 @@ def _join_columns(query: ContinuousQuery, stream: str) -> tuple[str, ...]:
                                for s, c in p.columns if s == stream))
 
 
-def _time_span(frames: dict[str, DataFrame]) -> tuple[float | None, float | None]:
-    """The earliest and latest timestamp over all traces (one small job)."""
+def _time_spans(frames: list[dict[str, DataFrame]]) -> dict[str, tuple[float | None,
+                                                                         float | None]]:
+    """Each stream's (lower-case name) earliest and latest timestamp (one small job)."""
     from pyspark.sql import functions as F
 
-    spans = [df.agg(F.min("ts").alias("lo"), F.max("ts").alias("hi")) for df in frames.values()]
+    streams = {s.lower(): df for query_frames in frames for s, df in query_frames.items()}
+    spans = [df.agg(F.min("ts").alias("lo"), F.max("ts").alias("hi"))
+             .select(F.lit(s).alias("stream"), "lo", "hi") for s, df in streams.items()]
     rows = functools.reduce(lambda a, b: a.unionByName(b), spans).collect()
-    lows = [r["lo"] for r in rows if r["lo"] is not None]
-    highs = [r["hi"] for r in rows if r["hi"] is not None]
-    return (min(lows), max(highs)) if lows else (None, None)
+    return {r["stream"]: (r["lo"], r["hi"]) for r in rows}
 
 
 def assign_round(ts: Column, start: float, window_s: float) -> Column:
@@ -195,60 +259,113 @@ def assign_round(ts: Column, start: float, window_s: float) -> Column:
             .cast("long"))
 
 
-def _spark_counts(query: ContinuousQuery, frames: dict[str, DataFrame], start: float,
-                  window_s: float, rounds: int) -> dict[str, np.ndarray]:
-    """Per round: ``n.S`` (tuples), ``pass.S`` (selection passes), and each join statistic's
-    result count; one Spark job, one small table collected."""
+def _spark_counts(queries: list[ContinuousQuery], frames: list[dict[str, DataFrame]],
+                 windows: list[float], clocks: list[tuple[float, int]]
+                 ) -> list[dict[str, np.ndarray]]:
+    """Per query and round: ``n.S`` (tuples), ``pass.S`` (selection passes), and each join
+    statistic's result count. Each trace is grouped once for all the queries reading it;
+    one Spark job, one small table collected."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    groups: dict[str, DataFrame] = {}
+    readers: dict[str, list[tuple[int, str]]] = {}  # stream (lower) -> (query, its spelling)
+    for i, query_frames in enumerate(frames):
+        if clocks[i][1]:
+            for stream in query_frames:
+                readers.setdefault(stream.lower(), []).append((i, stream))
+    shared: dict[str, DataFrame] = {}
+    round_of: dict[tuple[int, str], str] = {}  # (query, stream) -> its round column
+    passed_of: dict[tuple[int, str], str | None] = {}  # ... -> its selection-pass column
+    key_of: dict[str, dict[str, str]] = {}  # stream -> column (lower) -> grouped name
     kept: list[DataFrame] = []
-    keys: dict[str, dict[tuple[str, str], str]] = {}
-    parts = []
-    for stream, df in frames.items():
+    for stream, users in readers.items():
+        df = frames[users[0][0]][users[0][1]]
         column = _resolver(df)
-        selection = query.selections.get(stream)
-        passes = (spark_condition(selection.predicate, lambda s, c: column(c))
-                  if selection is not None else F.lit(True))
-        key_columns = _join_columns(query, stream)
+        clock_columns: dict[tuple[float, float, int], str] = {}
+        rounds_of, in_range = [], []
+        for i, spelling in users:
+            (start, n), window_s = clocks[i], windows[i]
+            if (start, window_s, n) not in clock_columns:
+                name = clock_columns[start, window_s, n] = f"_round{len(clock_columns)}"
+                rounds_of.append(assign_round(F.col("ts"), start, window_s).alias(name))
+                in_range.append((F.col(name) >= 0) & (F.col(name) < n))
+            round_of[i, stream] = clock_columns[start, window_s, n]
         # Prefixed names keep the streams' columns apart once groups are joined.
-        keys[stream] = {(stream, c.lower()): f"{stream}__{c}" for c in key_columns}
-        tagged = df.select(
-            assign_round(F.col("ts"), start, window_s).alias("round"),
-            *[column(c).alias(f"{stream}__{c}") for c in key_columns],
-            F.when(passes, 1).otherwise(0).alias(_PASSED))
-        tagged = tagged.where((F.col("round") >= 0) & (F.col("round") < rounds))
-        groups[stream] = tagged.groupBy("round", *keys[stream].values()).agg(
-            F.count(F.lit(1)).alias(_COUNT), F.sum(_PASSED).alias(_PASSED))
-        if key_columns:
-            # Read by the rates and by every join: grouped (one small table) and kept,
-            # so that the trace is scanned once, not once per statistic.
-            groups[stream] = groups[stream].persist(StorageLevel.MEMORY_AND_DISK)
-            kept.append(groups[stream])
-        per_round = groups[stream].groupBy("round").agg(
-            F.sum(_COUNT).alias("a"), F.sum(_PASSED).alias("b"))
-        parts.append(per_round.select(F.lit(stream).alias("key"), "round", "a", "b"))
-    for name in query.statistics:
-        kind, streams = split_name(name)
-        if kind == "jsel":
-            matches = _join_matches(query, name, streams, groups, keys)
-            parts.append(matches.select(F.lit(name).alias("key"), "round", "a",
-                                        F.lit(None).cast("long").alias("b")))
+        key_of[stream] = {c.lower(): f"{stream}__{c.lower()}" for i, spelling in users
+                          for c in _join_columns(queries[i], spelling)}
+        passes = []
+        for i, spelling in users:
+            selection = queries[i].selections.get(spelling)
+            passed_of[i, spelling] = (f"{_PASSED}{len(passes)}" if selection is not None
+                                      else None)
+            if selection is not None:
+                condition = spark_condition(selection.predicate,
+                                            lambda s, c, column=column: column(c))
+                passes.append(F.when(condition, 1).otherwise(0).alias(passed_of[i, spelling]))
+        tagged = df.select(*rounds_of, *[column(c).alias(k) for c, k in key_of[stream].items()],
+                           *passes)
+        tagged = tagged.where(functools.reduce(lambda a, b: a | b, in_range))
+        shared[stream] = tagged.groupBy(*clock_columns.values(), *key_of[stream].values()).agg(
+            F.count(F.lit(1)).alias(_COUNT),
+            *[F.sum(name).alias(name) for name in (passed_of[i, sp] for i, sp in users)
+              if name is not None])
+        if key_of[stream] or len(users) > 1:
+            # Read by the rates and by every join, of every query: grouped (one small table)
+            # and kept, so that the trace is scanned once, not once per statistic.
+            shared[stream] = shared[stream].persist(StorageLevel.MEMORY_AND_DISK)
+            kept.append(shared[stream])
+    parts = []
+    for i, query_frames in enumerate(frames):
+        if not clocks[i][1]:
+            continue
+        groups: dict[str, DataFrame] = {}
+        keys: dict[str, dict[tuple[str, str], str]] = {}
+        for spelling in query_frames:
+            stream = spelling.lower()
+            mine = {c.lower() for c in _join_columns(queries[i], spelling)}
+            keys[spelling] = {(spelling, c): key_of[stream][c] for c in mine}
+            name, n = round_of[i, stream], clocks[i][1]
+            passed = passed_of[i, spelling]
+            table = shared[stream].where((F.col(name) >= 0) & (F.col(name) < n))
+            if len(readers[stream]) == 1:  # the grouped table is this query's own
+                groups[spelling] = table.select(
+                    F.col(name).alias("round"), *keys[spelling].values(), _COUNT,
+                    F.col(passed or _COUNT).alias(_PASSED))
+            else:
+                groups[spelling] = table.groupBy(F.col(name).alias("round"),
+                                                 *keys[spelling].values()).agg(
+                    F.sum(_COUNT).alias(_COUNT), F.sum(passed or _COUNT).alias(_PASSED))
+            per_round = groups[spelling].groupBy("round").agg(
+                F.sum(_COUNT).alias("a"), F.sum(_PASSED).alias("b"))
+            parts.append(per_round.select(F.lit(f"{i}:{spelling}").alias("key"), "round",
+                                          "a", "b"))
+        for name in queries[i].statistics:
+            kind, streams = split_name(name)
+            if kind == "jsel":
+                matches = _join_matches(queries[i], name, streams, groups, keys)
+                parts.append(matches.select(F.lit(f"{i}:{name}").alias("key"), "round", "a",
+                                            F.lit(None).cast("long").alias("b")))
+    long = None
     try:
-        long = functools.reduce(lambda a, b: a.unionByName(b), parts).toPandas()
+        if parts:
+            long = functools.reduce(lambda a, b: a.unionByName(b), parts).toPandas()
     finally:
         for frame in kept:
             frame.unpersist()
-    counts: dict[str, np.ndarray] = {}
-    for stream in frames:
-        mine = long[long.key == stream]
-        counts[f"n.{stream}"] = _dense(mine["round"], mine["a"], rounds)
-        counts[f"pass.{stream}"] = _dense(mine["round"], mine["b"], rounds)
-    for name in query.statistics:
-        if name.startswith("jsel."):
-            mine = long[long.key == name]
-            counts[name] = _dense(mine["round"], mine["a"], rounds)
+    counts: list[dict[str, np.ndarray]] = []
+    for i, query_frames in enumerate(frames):
+        rounds = clocks[i][1]
+        mine: dict[str, np.ndarray] = {}
+        if rounds:
+            for stream in query_frames:
+                rows = long[long.key == f"{i}:{stream}"]
+                mine[f"n.{stream}"] = _dense(rows["round"], rows["a"], rounds)
+                mine[f"pass.{stream}"] = _dense(rows["round"], rows["b"], rounds)
+            for name in queries[i].statistics:
+                if name.startswith("jsel."):
+                    rows = long[long.key == f"{i}:{name}"]
+                    mine[name] = _dense(rows["round"], rows["a"], rounds)
+        counts.append(mine)
     return counts
 
 

@@ -292,3 +292,26 @@ def test_epa_http_hourly_rounds(shared_data, spark):
     assert requests.iloc[0] == 63 and requests.max() == 4_716
     gets = (table["sel.HTTP"] * requests).sum()
     assert gets == pytest.approx(46_020)  # SOURCE.md: GET 46,020
+
+
+def test_a_workload_in_one_pass_gives_each_query_its_own_table(tiny):
+    """Queries sharing streams, with different rounds, selections and join columns: the
+    workload's tables are exactly the one-query tables (same rounds, same doubles)."""
+    from cqopt.spark.round_stats import workload_round_statistics
+
+    sqls = [("SELECT * FROM A, B WHERE A.k = B.k AND A.s = 'x' WINDOW [2]", 2.0),
+            ("SELECT * FROM A WHERE A.v > 2 WINDOW [1]", 1.0),
+            ("SELECT * FROM A, B, C WHERE A.k = B.k AND B.k = C.k WINDOW [2]", 2.0),
+            ("SELECT * FROM A, B WHERE A.v < B.v WINDOW [3]", 3.0),
+            ("SELECT * FROM C WINDOW [2]", 2.0)]
+    queries = [parse_query(sql, CATALOG) for sql, _ in sqls]
+    windows = [w for _, w in sqls]
+    for kwargs in ({}, {"start": 0.0, "rounds": 4}):
+        together = workload_round_statistics(queries, tiny, windows, **kwargs)
+        assert len(together) == len(queries)
+        for query, window_s, table in zip(queries, windows, together):
+            alone = round_statistics(query, tiny, window_s, **kwargs)
+            pd.testing.assert_frame_equal(table, alone, check_exact=True)
+            assert table.attrs == alone.attrs
+    with pytest.raises(RoundStatsError, match="one per query"):
+        workload_round_statistics(queries, tiny, [1.0, 2.0])
