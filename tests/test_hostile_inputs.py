@@ -226,7 +226,12 @@ def test_nothing_from_spark_reaches_the_console_on_a_corrupt_gzip_trace(dec_toml
     import gzip
 
     trace = tmp_path / "TCP.csv.gz"
-    trace.write_bytes(gzip.compress(("ts,src_host\n" + "1.0,2\n" * 20000).encode())[:400])
+    # Varied rows, so the compressed file is long enough that cutting it in half truncates
+    # it (a repeated row compresses to a couple of hundred bytes).
+    rows = "".join(f"{i * 0.001:.3f},{(i * 7919) % 1000}\n" for i in range(20000))
+    whole = gzip.compress(("ts,src_host\n" + rows).encode())
+    assert len(whole) > 10000
+    trace.write_bytes(whole[:len(whole) // 2])
     script = (
         "from cqopt.spark.session import spark_session\n"
         "from cqopt.spark.trace_read import read_trace\n"

@@ -61,7 +61,7 @@ def test_estimators_skip_nan_and_start_empty():
     np.testing.assert_allclose(decay_weighted_means(np.array([1.0, np.nan, 3.0]), d=2, decay=0),
                                [np.nan, 1.0, 1.0, 2.0])
     with pytest.raises(ValueError):
-        make_estimator("median")
+        make_estimator("no-such-estimator")
 
 
 def test_threshold_histogram_re_estimates_only_on_large_changes():
