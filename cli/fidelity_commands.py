@@ -431,8 +431,8 @@ def add_parsers(sub) -> None:
                         "for handing over the new plan's join state (default none)")
     p.add_argument("--margin", type=float, default=0.05, help="hysteresis margin (0.05)")
     p.add_argument("--hold-rounds", type=int, default=3, help="hysteresis rounds (3)")
-    p.add_argument("--horizon", type=float, default=5.0,
-                   help="rounds a priced switch must pay back in (5)")
+    p.add_argument("--horizon", type=float, default=100.0,
+                   help="rounds a priced switch must pay back in (100)")
     p.add_argument("--k-sweep", default=DEFAULT_K_SWEEP, metavar="LIST",
                    help=f"k values to sweep, or none (default {DEFAULT_K_SWEEP})")
     p.add_argument("--rounds", type=int, help="replay only the first N rounds")
