@@ -476,12 +476,13 @@ class AdaptiveRun:
     # -- one micro-batch ----------------------------------------------------------------
     def _batch(self, batch: DataFrame, batch_id: int) -> None:
         try:
-            if self.stop_requested.is_set():
-                return
+            # Staged even when stopping: Spark commits the batch when this returns, so
+            # its tuples must be kept for a later run.
             with spark_errors(f"Spark failed on micro-batch {batch_id} of {self.name}",
                               StreamingRunError):
                 self._stage(batch, batch_id)
-                self._run_complete_rounds()
+                if not self.stop_requested.is_set():
+                    self._run_complete_rounds()
         except BaseException as err:
             self.error = self.error or err
             self.stop_requested.set()
@@ -755,7 +756,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"- rounds run: {s['rounds']} ({s['empty_rounds']} without tuples); stopped by "
              f"{s.get('stopped_by', '?')}; rounds pending (incomplete): "
              f"{len(s.get('pending_rounds', []))}; late tuples: {s.get('late_tuples', 0)}",
-             f"- plans run: " + ", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()),
+             "- plans run: " + ", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()),
              f"- moves: {s['moves']}, switches: {s['switches']}",
              f"- chosen plans' wall time (result written to Parquet): "
              f"{s['plan_seconds_total']:.3f} s; rows out: {s['rows_out_total']}"]
