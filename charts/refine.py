@@ -41,7 +41,6 @@ arithmetic as for a grid. The finest index is capped at
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass

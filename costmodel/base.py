@@ -369,10 +369,22 @@ def compile_point_cost(cost_of: Callable[[Mapping, object], PlanCost]):
 
 
 class PointCosting:
-    """What both models share at one point: the generated scalar path, per plan.
+    """What both models share: costing over a grid or at one point (the generated scalar path).
 
     A model mixing this in has ``_cost(plan, stats, xp)``, its one definition.
     """
+
+    def cost(self, plan, stats: Mapping[str, ArrayLike]) -> PlanCost:
+        """Output rate, memory and CPU of ``plan`` over the broadcast grid of ``stats``.
+
+        At one point (every statistic a number) the same formulas run on
+        Python floats: the results are numpy float64 scalars, equal bit for
+        bit to the grid's value at that point.
+        """
+        if is_point(stats):
+            return self._point_plan_cost(plan, stats)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return self._cost(plan, stats, ARRAYS)
 
     def point_cost(self, plan, stats: Mapping[str, ArrayLike]):
         """``(rate, memory, cpu, operators)`` of ``plan`` at one point, as floats.

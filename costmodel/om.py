@@ -55,18 +55,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
 from numpy.typing import ArrayLike
 
 from cqopt.catalog import Catalog
 from cqopt.costmodel.base import (
-    ARRAYS,
     Array,
     CostModelError,
     OperatorCost,
     PlanCost,
     PointCosting,
-    is_point,
     plan_cost,
     plan_operators,
     selectivity,
@@ -90,18 +87,6 @@ class OM(PointCosting):
         self.catalog = catalog
         self.memory_unit = memory_unit
         self.capacity = capacity
-
-    def cost(self, plan, stats: Mapping[str, ArrayLike]) -> PlanCost:
-        """Output rate, memory and CPU of ``plan`` over the broadcast grid of ``stats``.
-
-        At one point (every statistic a number) the same formulas run on
-        Python floats: the results are numpy float64 scalars, equal bit for
-        bit to the grid's value at that point.
-        """
-        if is_point(stats):
-            return self._point_plan_cost(plan, stats)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return self._cost(plan, stats, ARRAYS)
 
     def _cost(self, plan, stats: Mapping[str, ArrayLike], xp) -> PlanCost:
         times_, window_seconds_ = times.raw, window_seconds.raw

@@ -67,7 +67,6 @@ from cqopt.costmodel.base import (
     PlanCost,
     PointCosting,
     elementwise,
-    is_point,
     plan_cost,
     plan_operators,
     selectivity,
@@ -275,18 +274,6 @@ class PIPES(PointCosting):
         self.catalog = catalog
         self.groups = groups
         self.memory_unit = memory_unit
-
-    def cost(self, plan, stats: Mapping[str, ArrayLike]) -> PlanCost:
-        """Output rate, memory and CPU of ``plan`` over the broadcast grid of ``stats``.
-
-        At one point (every statistic a number) the same formulas run on
-        Python floats: the results are numpy float64 scalars, equal bit for
-        bit to the grid's value at that point.
-        """
-        if is_point(stats):
-            return self._point_plan_cost(plan, stats)
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return self._cost(plan, stats, ARRAYS)
 
     def _cost(self, plan, stats: Mapping[str, ArrayLike], xp) -> PlanCost:
         c = self.catalog.pipes

@@ -43,7 +43,7 @@ from cqopt.costmodel.reference_executor import execute, join, select_mask
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.errors import UnsupportedQueryError
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
-from cqopt.optimizer.statistics import jsel_name, rate_name, sel_name
+from cqopt.optimizer.statistics import rate_name, sel_name
 
 KEY_DOMAIN = 50  # join keys uniform over this many values: jsel about 1/50
 
