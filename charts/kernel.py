@@ -20,10 +20,14 @@ same function per Arrow batch, so both produce the same chart.
 >>> plan, cost = evaluate_cells(context, np.arange(spec.n_cells))
 >>> plan.shape, plan.dtype.name
 ((8,), 'uint16')
+>>> shipped = ChartContext.from_bytes(context.to_bytes())
+>>> np.array_equal(evaluate_cells(shipped, np.arange(spec.n_cells))[0], plan)
+True
 """
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -33,6 +37,7 @@ import numpy as np
 from cqopt.catalog import Catalog
 from cqopt.charts.spec import ChartSpec, candidate_plans
 from cqopt.costmodel import Utility, make_model, plan_utilities
+from cqopt.errors import CqoptError
 from cqopt.optimizer.plan import Plan
 
 CHUNK_CELLS = 1 << 18  # cells per kernel call: bounds memory at plans x chunk doubles
@@ -61,6 +66,34 @@ class ChartContext:
     @cached_property
     def utility(self) -> Utility:
         return Utility.from_weights(self.spec.weights)
+
+    def to_bytes(self) -> bytes:
+        """The context as a build task receives it: spec, catalog and the plans themselves.
+
+        A task then costs cells without parsing or enumerating the query.
+        This is pickle, for one job between processes running the same cqopt;
+        nothing stored on disk is ever pickled.
+        """
+        return pickle.dumps((self.spec, self.catalog, self.plans), pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> ChartContext:
+        """The context of :meth:`to_bytes`, its plans already there.
+
+        Raises
+        ------
+        CqoptError
+            The bytes do not unpack here: this process runs another cqopt.
+        """
+        try:
+            spec, catalog, plans = pickle.loads(blob)
+        except Exception as err:  # another cqopt (or Python) than the driver's
+            raise CqoptError(f"cannot unpack a chart's context sent by the driver "
+                             f"({type(err).__name__}: {err}); every executor must run the "
+                             "driver's cqopt version") from None
+        context = cls(spec, catalog)
+        context.__dict__["plans"] = plans  # fills the cached property: no re-enumeration
+        return context
 
 
 def evaluate_cells(context: ChartContext, flat_cells: np.ndarray) -> tuple[np.ndarray,

@@ -23,7 +23,18 @@ array ("steady", which raises glibc's mmap threshold), with minor page faults
 per call, for the kernel as it was (the whole chunk costed at once, kept here
 as the baseline) and for :func:`cqopt.charts.kernel.evaluate_cells`.
 
+Then the Spark path on its own (``--spark-path``, on by default): for the OM
+paper's Q2 (3 plans, 3 axes) and a 6-stream chain join (6 axes), each at
+growing k, the in-process build against the Spark job on one ``local[2]``
+session, with the ratio and the crossover (the smallest size at which Spark
+is faster); and the Spark path's own cost per cell, from the same job run
+with a kernel that does nothing (it only fills the block's result). From
+the per-task overhead (a job of many empty blocks against one of a single
+block) and the kernel's time per cell·plan, the build of the largest chart
+is projected to 16 and 64 cores.
+
     python scripts/bench_build.py [--queries 200] [--k 10,20,40] [--repeat 3] [--kernel-only]
+                                  [--q2-k LIST] [--chain6-k LIST] [--no-workload]
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ from cqopt.charts.spec import Axis, ChartSpec
 from cqopt.costmodel import plan_utilities
 from cqopt.charts.spec import workload_specs
 from cqopt.charts.workload import load_workload, workload_from_dict
+from cqopt.spark import chart_build
 from cqopt.spark.chart_build import build_spark
 from cqopt.spark.session import spark_session
 
@@ -180,6 +192,106 @@ def identical(a, b) -> bool:
                and x.cost.tobytes() == y.cost.tobytes() for x, y in zip(a, b, strict=True))
 
 
+CHAIN6 = ("SELECT * FROM S0, S1, S2, S3, S4, S5 WHERE S0.a = S1.b AND S1.a = S2.b "
+          "AND S2.a = S3.b AND S3.a = S4.b AND S4.a = S5.b WINDOW [1]")
+
+
+def null_blocks(payload, batches):
+    """A task that costs nothing: it only fills its block's result (Spark's own work)."""
+    import pyarrow as pa
+
+    total, size = int(payload["offsets"][-1]), int(payload["block"])
+    width = np.dtype(payload["plan_dtype"]).itemsize
+    for batch in batches:
+        for block in batch.column(0).to_numpy(zero_copy_only=False).tolist():
+            n = min(total, (block + 1) * size) - block * size
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([block], pa.int64()), pa.array([bytes(n * width)], pa.binary()),
+                 pa.array([bytes(n * 8)], pa.binary())], names=["block", "plan", "cost"])
+
+
+def null_job(spark, specs, catalog) -> float:
+    """Seconds of the Spark build job with the null kernel."""
+    contexts = [ChartContext(s, catalog) for s in specs]
+    real = chart_build._cost_blocks
+    chart_build._cost_blocks = null_blocks
+    try:
+        start = time.perf_counter()
+        chart_build._run_job(spark, contexts, catalog, None, False)
+        return time.perf_counter() - start
+    finally:
+        chart_build._cost_blocks = real
+
+
+def chart_spec(name: str, sql: str, k: int, catalog: Catalog) -> ChartSpec:
+    """The query's default chart (a rate axis per stream) at k regions per axis."""
+    return [s for s, _ in workload_specs(workload_from_dict(
+        {"query": [{"name": name, "sql": sql, "k": k}]}), catalog)][0]
+
+
+def spark_path(spark, repeat: int, master: str, q2_ks: list[int], chain_ks: list[int]) -> None:
+    """Local against Spark by chart size; the Spark path's own cost; a projection."""
+    dec = load_catalog(EXAMPLES / "dec-pkt.toml")
+    gen = generated_catalog()
+    cases = [("Q2", Q2, dec, q2_ks), ("chain6", CHAIN6, gen, chain_ks)]
+    tiny = chart_spec("Q2", Q2, 2, dec)
+    fixed_s, _ = timed(lambda: build_spark([tiny], dec, spark=spark, progress=False),
+                       max(repeat, 5))
+    null_fixed_s = statistics.median(null_job(spark, [tiny], dec) for _ in range(max(repeat, 5)))
+    print(f"\nSpark path on {master}: per-job fixed cost (an 8-cell chart) {fixed_s:.3f} s, "
+          f"with the null kernel {null_fixed_s:.3f} s; medians of {repeat} runs", flush=True)
+    header = (f"{'query':7} {'k':>4} {'cells':>10} {'plans':>5} {'cell·plan':>11} {'local s':>8} "
+              f"{'spark s':>8} {'spark/local':>11} {'null s':>7} {'path µs/cell':>12} "
+              f"{'same':>5}")
+    print(header)
+    print("-" * len(header))
+    largest = None
+    for name, sql, catalog, ks in cases:
+        crossover = None
+        for k in ks:
+            spec = chart_spec(name, sql, k, catalog)
+            plans = len(ChartContext(spec, catalog).plans)
+            local_s, local = timed(lambda: build_local([spec], catalog, progress=False), repeat)
+            spark_s, remote = timed(lambda: build_spark([spec], catalog, spark=spark,
+                                                        progress=False), repeat)
+            null_s = statistics.median(null_job(spark, [spec], catalog) for _ in range(repeat))
+            path = max(null_s - null_fixed_s, 0.0) / spec.n_cells * 1e6
+            if crossover is None and spark_s < local_s:
+                crossover = spec.n_cells * plans
+            print(f"{name:7} {k:4d} {spec.n_cells:10d} {plans:5d} {spec.n_cells * plans:11.3e} "
+                  f"{local_s:8.3f} {spark_s:8.3f} {spark_s / local_s:11.2f} {null_s:7.3f} "
+                  f"{path:12.4f} {'yes' if identical(local, remote) else 'NO':>5}", flush=True)
+            largest = (name, spec, plans, local_s, catalog)
+        print(f"{name}: Spark faster than in-process from "
+              f"{'no size tried' if crossover is None else f'{crossover:.2e} cell·plans'}",
+              flush=True)
+    # Per-task overhead: many empty-ish blocks against one, with the null kernel.
+    name, spec, plans, local_s, catalog = largest
+    one = statistics.median(null_job(spark, [tiny], dec) for _ in range(repeat))
+    saved = chart_build.MIN_BLOCK_CELLS, chart_build.MAX_BLOCK_CELLS
+    chart_build.MIN_BLOCK_CELLS = chart_build.MAX_BLOCK_CELLS = 1
+    try:
+        many_spec = chart_spec("Q2", Q2, 4, dec)  # 64 cells: 64 one-cell blocks
+        many = statistics.median(null_job(spark, [many_spec], dec) for _ in range(repeat))
+    finally:
+        chart_build.MIN_BLOCK_CELLS, chart_build.MAX_BLOCK_CELLS = saved
+    cores = spark.sparkContext.defaultParallelism
+    per_task = max(many - one, 0.0) / 64 * cores  # 64 tasks ran `cores` at a time
+    kernel_s = local_s  # one core's time for the whole chart
+    print(f"per-task overhead {per_task * 1e3:.1f} ms (64 one-cell blocks against one block "
+          f"on {cores} cores); the {name} chart of {spec.n_cells} cells takes {kernel_s:.2f} s "
+          "on one core in-process", flush=True)
+    for target in (16, 64):
+        tasks = chart_build.TASKS_PER_CORE * target
+        projected = fixed_s + kernel_s / target + per_task * tasks / target
+        print(f"projected on {target} cores ({tasks} blocks): {projected:.2f} s "
+              f"({kernel_s / projected:.1f}x one core)", flush=True)
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=200, help="generated queries")
@@ -187,6 +299,12 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=160_000, help="max cells per chart")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per case")
     parser.add_argument("--master", default="local[2]", help="Spark master")
+    parser.add_argument("--q2-k", default="20,50,100,200,320",
+                        help="k of Q2's chart in the Spark-path table (k^3 cells)")
+    parser.add_argument("--chain6-k", default="4,6,8,10,12,14",
+                        help="k of the 6-stream join's chart in the Spark-path table (k^6 cells)")
+    parser.add_argument("--no-workload", action="store_true",
+                        help="skip the 200-query workload table (the Spark path only)")
     parser.add_argument("--kernel-only", action="store_true",
                         help="measure the kernel's allocator effect only, without Spark")
     args = parser.parse_args()
@@ -213,6 +331,9 @@ def main() -> None:
         print(f"Spark {args.master}: session start-up + trivial job {session_s:.2f} s; "
               f"first job {first_s:.2f} s; per-job fixed cost (tiny workload, "
               f"{sum(s.n_cells for s in tiny)} cells) {fixed_s:.2f} s", flush=True)
+        spark_path(spark, args.repeat, args.master, ints(args.q2_k), ints(args.chain6_k))
+        if args.no_workload:
+            return
         print(f"{args.queries} queries, medians of {args.repeat} runs, charts capped at "
               f"{args.cap} cells", flush=True)
         header = (f"{'k':>3} {'charts k':>10} {'cells':>10} {'cell·plan':>11} {'local s':>8} "

@@ -1,31 +1,32 @@
-"""Building charts on Spark: every cell of every chart is one row of one job.
+"""Building charts on Spark: a job over blocks of cells, never a row per cell.
 
 The job, and why it is shaped this way:
 
 1. **Driver.** Each chart's :class:`~cqopt.charts.kernel.ChartContext` (plans,
    model, utility) is built first, so a bad query, model or weights fails
    here as in the local engine, not as an executor traceback. The charts'
-   cells are then laid end to end: chart ``c`` owns the global row ids
+   cells are then laid end to end: chart ``c`` owns the global cell ids
    ``offsets[c] <= id < offsets[c + 1]``, and its local flat (C-order) cell
    is ``id - offsets[c]``.
-2. **Rows.** ``spark.range(total_cells, numPartitions=P)`` makes one row per
-   cell of ALL charts, in P contiguous id slices (P: enough tasks for every
-   core a few times over, never thousands of tiny ones). Contiguous slices
-   keep most Arrow batches inside one or two charts.
-3. **Kernel.** ``mapInArrow`` hands each Arrow batch of ids to
-   :func:`_cost_batches`, which maps ids to (chart, cell) with
-   ``searchsorted`` on the offsets, groups the rows by chart with numpy and
-   calls the same kernel as the local engine,
-   :func:`cqopt.charts.kernel.evaluate_cells`, once per chart per batch. No per-row
-   Python UDF. The shipped function captures plain data only (spec dicts,
-   the catalog dict, the offsets, the expected plan ids), so cloudpickle
-   ships it anywhere; each Python worker rebuilds a chart's context the
-   first time it sees the chart and caches it for the rest of the job.
-4. **Result.** The (chart int32, cell int64, plan int32, cost double) rows
-   are written as Parquet to a scratch directory and read back on the
-   driver with pyarrow; millions of rows never go through py4j. Each row is
-   placed at its global id (a counting sort: the order of (chart, cell)),
-   and every cell must be present exactly once.
+2. **Blocks.** The global ids are cut into equal blocks (:func:`_block_size`:
+   two per core, none so small that a task's fixed cost outweighs its
+   kernel time, none so large that its result is unwieldy). The job's rows
+   are the block numbers, ``spark.range(n_blocks)`` in ``n_blocks``
+   partitions: one row, one task, one block. Cells never travel as rows:
+   Spark's own work is per block, not per cell.
+3. **Kernel.** ``mapInArrow`` hands each task its block number;
+   :func:`_cost_blocks` runs the same kernel as the local engine,
+   :func:`cqopt.charts.kernel.evaluate_cells`, on the block's cells of each
+   chart it spans. The task receives the candidate plans themselves
+   (:meth:`~cqopt.charts.kernel.ChartContext.to_bytes`), never the SQL, so
+   no executor parses or enumerates a query; each Python worker unpacks a
+   chart's context once per job.
+4. **Result.** One row per block: its plan indices as bytes in the narrowest
+   unsigned type that holds every chart's plan count (one byte up to 256
+   plans) and its winning utilities as float64 bytes. The rows are written as
+   Parquet to a scratch directory and read back on the driver with pyarrow
+   (nothing large goes through py4j or the driver's result-size limit), and
+   every block must be there exactly once.
 
 Both engines run the same elementwise numpy code on the same cell centroids,
 so their charts are identical: the same plan ids, the same plan index and
@@ -37,6 +38,9 @@ On a multi-machine cluster the executors write the Parquet files, so
 ``scratch`` must be a directory mounted at the same path on the driver and
 every executor (e.g. NFS); the default is a temporary directory on the
 driver, which a cluster on the driver's machine (or ``local[*]``) can use.
+
+>>> _block_size(10**8, parallelism=2), _block_size(1100, parallelism=2)
+(4194304, 32768)
 """
 
 from __future__ import annotations
@@ -57,7 +61,6 @@ import numpy as np
 
 from cqopt.catalog import Catalog
 from cqopt.charts.kernel import (
-    CHUNK_CELLS,
     Chart,
     ChartContext,
     chart_from_cells,
@@ -78,10 +81,11 @@ if TYPE_CHECKING:  # pyspark and pyarrow load only when a Spark build runs
 
 PACKAGES = ("catalog", "optimizer", "costmodel", "charts")  # what executors must import
 PACKAGES_ZIP = "cqopt-packages.zip"
-MIN_PARTITION_CELLS = 1 << 15  # below this a task's fixed cost outweighs its kernel time
-TASKS_PER_CORE = 4  # a few tasks per core balance charts whose plans cost unequally
-RESULT_DDL = "chart int, cell long, plan int, cost double"
-ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
+MIN_BLOCK_CELLS = 1 << 15  # below this a task's fixed cost outweighs its kernel time
+MAX_BLOCK_CELLS = 1 << 22  # a block's result: at most 4 Mi cells, 36 MiB of plan and cost
+TASKS_PER_CORE = 2  # two tasks per core balance charts whose plans cost unequally; every
+# task pays Spark's fixed cost of a task and of its Parquet file (tens of ms)
+RESULT_DDL = "block long, plan binary, cost binary"
 
 
 # -- the driver ----------------------------------------------------------------
@@ -178,9 +182,15 @@ def _offsets(specs: list[ChartSpec]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum([s.n_cells for s in specs], dtype=np.int64)])
 
 
-def _partitions(total: int, parallelism: int) -> int:
-    return max(1, min(TASKS_PER_CORE * max(parallelism, 1),
-                      math.ceil(total / MIN_PARTITION_CELLS)))
+def _block_size(total: int, parallelism: int) -> int:
+    """Cells per block: TASKS_PER_CORE blocks per core, within [MIN_BLOCK_CELLS, MAX_BLOCK_CELLS]."""
+    per_task = math.ceil(total / (TASKS_PER_CORE * max(parallelism, 1)))
+    return min(MAX_BLOCK_CELLS, max(MIN_BLOCK_CELLS, per_task))
+
+
+def _plan_dtype(contexts: list[ChartContext]) -> np.dtype:
+    """The narrowest unsigned type that holds a plan index of every chart."""
+    return np.dtype(np.uint8 if max(len(c.plans) for c in contexts) <= 256 else np.uint16)
 
 
 def _run_job(spark: SparkSession, contexts: list[ChartContext], catalog: Catalog,
@@ -192,70 +202,68 @@ def _run_job(spark: SparkSession, contexts: list[ChartContext], catalog: Catalog
     specs = [c.spec for c in contexts]
     offsets = _offsets(specs)
     total = int(offsets[-1])
-    n_partitions = _partitions(total, spark.sparkContext.defaultParallelism)
+    size = _block_size(total, spark.sparkContext.defaultParallelism)
+    n_blocks = math.ceil(total / size)
     payload = {
         "job": uuid.uuid4().hex,
         "offsets": offsets.tolist(),
-        "specs": [spec.to_dict() for spec in specs],
-        "catalog": catalog.to_dict(),
-        "plan_ids": [[p.id for p in c.plans] for c in contexts],
+        "block": size,
+        "plan_dtype": _plan_dtype(contexts).str,
+        "contexts": [c.to_bytes() for c in contexts],
     }
     if progress:
-        print(f"  spark: {len(specs)} charts, {total} cells in {n_partitions} "
-              f"partition{'s' * (n_partitions != 1)} on {spark.sparkContext.master}",
-              file=sys.stderr, flush=True)
-    with _scratch_dir(scratch) as out, _runtime_conf(spark, {ARROW_BATCH: str(CHUNK_CELLS)}):
+        print(f"  spark: {len(specs)} charts, {total} cells in {n_blocks} "
+              f"block{'s' * (n_blocks != 1)} of up to {size} cells on "
+              f"{spark.sparkContext.master}", file=sys.stderr, flush=True)
+    with _scratch_dir(scratch) as out:
         spark.sparkContext.setJobDescription(f"cqopt: {len(specs)} charts, {total} cells")
         try:
-            (spark.range(0, total, 1, n_partitions)
-             .mapInArrow(functools.partial(_cost_batches, payload), RESULT_DDL)
+            (spark.range(0, n_blocks, 1, n_blocks)
+             .mapInArrow(functools.partial(_cost_blocks, payload), RESULT_DDL)
              .write.mode("overwrite").parquet(out.as_uri()))
         finally:
             spark.sparkContext.setJobDescription(None)
         try:
-            table = pq.read_table(out, columns=["chart", "cell", "plan", "cost"])
+            table = pq.read_table(out, columns=["block", "plan", "cost"])
         except (OSError, pa.ArrowInvalid) as err:
             raise SparkBuildError(f"cannot read the Spark job's result in {out}: {err}"
                                   f"{_SHARED_HINT}") from None
-        return _place(table, specs, offsets)
+        return _place(table, specs, total, size, np.dtype(payload["plan_dtype"]))
 
 
 _SHARED_HINT = ("; on a cluster, pass scratch= a directory the driver and every executor "
                 "share at the same path")
 
 
-def _place(table: pa.Table, specs: list[ChartSpec],
-           offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Put every result row at its global cell id; every cell exactly once, or an error."""
-    total = int(offsets[-1])
-    chart = table.column("chart").to_numpy().astype(np.int64)
-    cell = table.column("cell").to_numpy()
-    bad = (chart < 0) | (chart >= len(specs))
-    if not bad.any():
-        sizes = np.diff(offsets)
-        bad = (cell < 0) | (cell >= sizes[chart])
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise SparkBuildError(f"the Spark job returned {int(bad.sum())} rows outside the "
-                              f"charts, e.g. chart {chart[i]} cell {cell[i]}")
-    ids = offsets[chart] + cell
-    seen = np.zeros(total, dtype=bool)
-    seen[ids] = True
-    # total rows covering all total cells: then no cell can be there twice.
-    if table.num_rows != total or not seen.all():
-        counts = np.bincount(ids, minlength=total)
-        wrong = np.flatnonzero(counts != 1)
-        c = int(np.searchsorted(offsets, wrong[0], side="right") - 1)
+def _place(table: pa.Table, specs: list[ChartSpec], total: int, size: int,
+           plan_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Put every block's result at its cells; every block exactly once, whole, or an error."""
+    n_blocks = math.ceil(total / size)
+    block = table.column("block").to_numpy()
+    if len(block) and (block.min() < 0 or block.max() >= n_blocks):
+        bad = int(block[(block < 0) | (block >= n_blocks)][0])
+        raise SparkBuildError(f"the Spark job returned block {bad}, outside the charts' "
+                              f"{n_blocks} blocks")
+    counts = np.bincount(block, minlength=n_blocks)
+    if len(block) != n_blocks or (counts != 1).any():
+        wrong = int(np.flatnonzero(counts != 1)[0])
+        chart = int(np.searchsorted(_offsets(specs), wrong * size, side="right") - 1)
         hint = _SHARED_HINT if (counts == 0).any() else ""
         raise SparkBuildError(
-            f"the Spark job's result has {table.num_rows} rows for {total} cells: "
-            f"{int((counts == 0).sum())} cells missing, {int((counts > 1).sum())} "
-            f"duplicated, first in chart {specs[c].name!r} cell {int(wrong[0] - offsets[c])}"
-            f"{hint}")
+            f"the Spark job's result has {len(block)} blocks for {n_blocks}: "
+            f"{int((counts == 0).sum())} missing, {int((counts > 1).sum())} duplicated, "
+            f"first block {wrong} (chart {specs[chart].name!r}){hint}")
     plan = np.empty(total, dtype=np.uint16)
     cost = np.empty(total, dtype=np.float64)
-    plan[ids] = table.column("plan").to_numpy()
-    cost[ids] = table.column("cost").to_numpy()
+    plans, costs = table.column("plan"), table.column("cost")
+    for row, b in enumerate(block.tolist()):
+        lo, hi = b * size, min(total, (b + 1) * size)
+        p = np.frombuffer(plans[row].as_py(), dtype=plan_dtype)
+        c = np.frombuffer(costs[row].as_py(), dtype=np.float64)
+        if len(p) != hi - lo or len(c) != hi - lo:
+            raise SparkBuildError(f"the Spark job's block {b} holds {len(p)} plans and "
+                                  f"{len(c)} costs for {hi - lo} cells")
+        plan[lo:hi], cost[lo:hi] = p, c
     return plan, cost
 
 
@@ -272,22 +280,6 @@ def _scratch_dir(scratch: Path | None) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _runtime_conf(spark: SparkSession, values: dict[str, str]) -> Iterator[None]:
-    """Set SQL confs for one job and restore the caller's session afterwards."""
-    saved = {k: spark.conf.get(k, None) for k in values}
-    for key, value in values.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
-
-
 def _points_job(spark: SparkSession, catalog: Catalog, scratch: Path | None, progress: bool,
                 context: ChartContext, stats: dict[str, np.ndarray]) -> np.ndarray:
     """One round of a refinement as one job: every plan's utility at each new point.
@@ -302,10 +294,9 @@ def _points_job(spark: SparkSession, catalog: Catalog, scratch: Path | None, pro
     import pyarrow.parquet as pq
 
     n = len(next(iter(stats.values())))
-    payload = {"job": uuid.uuid4().hex, "spec": context.spec.to_dict(),
-               "catalog": catalog.to_dict(), "plan_ids": [p.id for p in context.plans],
+    payload = {"job": uuid.uuid4().hex, "contexts": [context.to_bytes()],
                "stats": {k: np.asarray(v, dtype=np.float64).tolist() for k, v in stats.items()}}
-    n_partitions = _partitions(n, spark.sparkContext.defaultParallelism)
+    n_partitions = math.ceil(n / _block_size(n, spark.sparkContext.defaultParallelism))
     if progress:
         print(f"  spark: refine {context.spec.name}: {n} points in {n_partitions} "
               f"partition{'s' * (n_partitions != 1)}", file=sys.stderr, flush=True)
@@ -340,17 +331,7 @@ def _cost_points(payload: dict[str, Any],
 
     from cqopt.charts.kernel import point_utilities
 
-    if _JOB["id"] != payload["job"]:
-        _CONTEXTS.clear()
-        _JOB.update(id=payload["job"], catalog=Catalog.from_dict(payload["catalog"]))
-    context = _CONTEXTS.get(-1)
-    if context is None:
-        context = ChartContext(ChartSpec.from_dict(payload["spec"]), _JOB["catalog"])
-        if [p.id for p in context.plans] != payload["plan_ids"]:
-            raise SparkBuildError(f"chart {context.spec.name!r}: this executor's plans differ "
-                                  "from the driver's; executors must run the driver's cqopt "
-                                  "version")
-        _CONTEXTS[-1] = context
+    context = _context(payload, 0)
     stats = {k: np.asarray(v) for k, v in payload["stats"].items()}
     for batch in batches:
         ids = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
@@ -362,48 +343,42 @@ def _cost_points(payload: dict[str, Any],
 
 # -- the executors ---------------------------------------------------------------
 # One job's contexts per Python worker, by chart index: Spark reuses a worker for
-# many tasks, so each chart's plans are enumerated once per worker, not per batch.
+# many tasks, so each chart's plans are unpacked once per worker and job.
 _CONTEXTS: dict[int, ChartContext] = {}
-_JOB: dict[str, Any] = {"id": None, "catalog": None}
+_JOB: dict[str, Any] = {"id": None}
 
 
 def _context(payload: dict[str, Any], chart: int) -> ChartContext:
     if _JOB["id"] != payload["job"]:
         _CONTEXTS.clear()  # another job's charts: the indices name other specs now
-        _JOB.update(id=payload["job"], catalog=Catalog.from_dict(payload["catalog"]))
+        _JOB["id"] = payload["job"]
     context = _CONTEXTS.get(chart)
     if context is None:
-        spec = ChartSpec.from_dict(payload["specs"][chart])
-        context = ChartContext(spec, _JOB["catalog"])
-        ids = [p.id for p in context.plans]
-        if ids != payload["plan_ids"][chart]:
-            # The plan index means nothing if the executor's cqopt enumerates differently;
-            # the driver reports this as the job's SparkBuildError.
-            raise SparkBuildError(f"chart {spec.name!r}: this executor's plans {ids} differ "
-                                  f"from the driver's {payload['plan_ids'][chart]}; executors "
-                                  "must run the driver's cqopt version")
-        _CONTEXTS[chart] = context
+        context = _CONTEXTS[chart] = ChartContext.from_bytes(payload["contexts"][chart])
     return context
 
 
-def _cost_batches(payload: dict[str, Any],
-                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function: the winning plan and cost of each cell id in each batch."""
+def _cost_blocks(payload: dict[str, Any],
+                 batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow's function: each block's winning plans and costs, as two byte strings."""
     import pyarrow as pa
 
     offsets = np.asarray(payload["offsets"], dtype=np.int64)
+    size, total = int(payload["block"]), int(offsets[-1])
+    plan_dtype = np.dtype(payload["plan_dtype"])
     for batch in batches:
-        ids = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-        chart = np.searchsorted(offsets, ids, side="right") - 1
-        cell = ids - offsets[chart]
-        plan = np.empty(len(ids), dtype=np.int32)
-        cost = np.empty(len(ids), dtype=np.float64)
-        # Group rows by chart (ids arrive sorted, so this is cheap), one kernel call each.
-        order = np.argsort(chart, kind="stable")
-        for rows in np.split(order, np.flatnonzero(np.diff(chart[order])) + 1):
-            if len(rows):
-                c = int(chart[rows[0]])
-                plan[rows], cost[rows] = evaluate_cells(_context(payload, c), cell[rows])
-        yield pa.RecordBatch.from_arrays(
-            [pa.array(chart.astype(np.int32)), pa.array(cell), pa.array(plan), pa.array(cost)],
-            names=["chart", "cell", "plan", "cost"])
+        for block in batch.column(0).to_numpy(zero_copy_only=False).tolist():
+            lo, hi = block * size, min(total, (block + 1) * size)
+            plan = np.empty(hi - lo, dtype=plan_dtype)
+            cost = np.empty(hi - lo, dtype=np.float64)
+            chart = int(np.searchsorted(offsets, lo, side="right") - 1)
+            while lo < hi:  # the block's cells of each chart it spans, one kernel call each
+                end = min(hi, int(offsets[chart + 1]))
+                at = slice(lo - block * size, end - block * size)
+                plan[at], cost[at] = evaluate_cells(
+                    _context(payload, chart),
+                    np.arange(lo - offsets[chart], end - offsets[chart]))
+                lo, chart = end, chart + 1
+            yield pa.RecordBatch.from_arrays(
+                [pa.array([block], pa.int64()), pa.array([plan.tobytes()], pa.binary()),
+                 pa.array([cost.tobytes()], pa.binary())], names=["block", "plan", "cost"])

@@ -8,6 +8,7 @@ import random
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ from cqopt.charts.spec import workload_specs
 from cqopt.charts.workload import load_workload, workload_from_dict
 from cqopt.errors import CqoptError
 from cqopt.spark import chart_build
-from cqopt.spark.chart_build import ARROW_BATCH, build_spark
+from cqopt.spark.chart_build import build_spark
 from cqopt.spark.session import SparkBuildError, check_java, spark_errors, spark_session
 
 
@@ -128,20 +129,18 @@ def test_three_axes_pipes_and_k_one(spark, dec):
     assert charts[0].plans_used >= 1 and charts[3].plan_index.size == 1
 
 
-def test_generated_workload_in_many_partitions_and_batches(spark, monkeypatch):
-    """Small partitions and Arrow batches: charts straddle batches and tasks."""
+def test_generated_workload_in_many_small_blocks(spark, monkeypatch):
+    """Blocks of 97 cells: most straddle two charts, and every task holds one."""
     catalog = generated_catalog()
     specs = [s for s, _ in workload_specs(
         workload_from_dict({"query": generated_queries(20)}), catalog)]
     assert {s.model for s in specs} == {"om", "pipes"}
     assert {len(s.axes) for s in specs} >= {2, 3, 4}
-    monkeypatch.setattr(chart_build, "MIN_PARTITION_CELLS", 100)
-    monkeypatch.setattr(chart_build, "CHUNK_CELLS", 37)
-    before = spark.conf.get(ARROW_BATCH)
+    monkeypatch.setattr(chart_build, "MIN_BLOCK_CELLS", 97)
+    monkeypatch.setattr(chart_build, "MAX_BLOCK_CELLS", 97)
     charts = build_spark(specs, catalog, spark=spark, progress=False)
     assert_identical(build_local(specs, catalog, progress=False), charts)
-    assert spark.conf.get(ARROW_BATCH) == before  # the caller's session is left as it was
-    assert spark.range(3).count() == 3  # and still running
+    assert spark.range(3).count() == 3  # the caller's session is still running
 
 
 def test_jobs_in_one_session_do_not_share_cached_contexts(example_specs, spark, dec):
@@ -166,57 +165,75 @@ def test_bad_query_fails_on_the_driver(example_specs, spark, dec):
         build_spark([bad], dec, spark=spark, progress=False)
 
 
-def test_kernel_function_on_mixed_batches_without_spark(example_specs, dec):
-    """The mapInArrow function: batches mixing charts, out of order, or empty."""
-    specs = example_specs(k=3)
+def _block_payload(specs, dec, size):
     contexts = [chart_build.ChartContext(s, dec) for s in specs]
     offsets = chart_build._offsets(specs)
-    payload = {"job": "test", "offsets": offsets.tolist(),
-               "specs": [s.to_dict() for s in specs], "catalog": dec.to_dict(),
-               "plan_ids": [[p.id for p in c.plans] for c in contexts]}
-    ids = np.random.default_rng(0).permutation(int(offsets[-1]))
-    batches = [pa.RecordBatch.from_arrays([pa.array(part)], names=["id"])
-               for part in np.array_split(ids, [0, 5, 30])]
-    out = pa.Table.from_batches(list(chart_build._cost_batches(payload, iter(batches))))
-    assert out.schema.names == ["chart", "cell", "plan", "cost"]
-    assert [str(t) for t in out.schema.types] == ["int32", "int64", "int32", "double"]
-    plan, cost = chart_build._place(out, specs, offsets)
+    return {"job": f"test-{size}", "offsets": offsets.tolist(), "block": size,
+            "plan_dtype": chart_build._plan_dtype(contexts).str,
+            "contexts": [c.to_bytes() for c in contexts]}, int(offsets[-1])
+
+
+def test_task_costs_blocks_from_the_shipped_plans_without_spark(example_specs, dec,
+                                                                monkeypatch):
+    """The mapInArrow function: blocks out of order, straddling charts, an empty batch;
+    the task never parses or enumerates a query, it receives the plans."""
+    specs = example_specs(k=3)  # 9 + 27 cells
+    payload, total = _block_payload(specs, dec, size=5)
+    assert payload["plan_dtype"] == "|u1"  # one byte a cell
+    n_blocks = -(-total // 5)
+
+    def no_planning(*args, **kwargs):
+        raise AssertionError("a task enumerated plans")
+
+    monkeypatch.setattr("cqopt.charts.kernel.candidate_plans", no_planning)
+    order = np.random.default_rng(0).permutation(n_blocks)
+    batches = [pa.RecordBatch.from_arrays([pa.array(part, pa.int64())], names=["id"])
+               for part in np.array_split(order, [0, 2, 5])]
+    out = pa.Table.from_batches(list(chart_build._cost_blocks(payload, iter(batches))))
+    assert out.schema.names == ["block", "plan", "cost"]
+    assert [str(t) for t in out.schema.types] == ["int64", "binary", "binary"]
+    plan, cost = chart_build._place(out, specs, total, 5, np.dtype(np.uint8))
+    monkeypatch.undo()
     local = build_local(specs, dec, progress=False)
     assert np.array_equal(plan, np.concatenate([c.plan_index.ravel() for c in local]))
     assert cost.tobytes() == np.concatenate([c.cost.ravel() for c in local]).tobytes()
 
 
-def test_every_cell_once_or_a_clear_error(example_specs, dec):
-    specs = example_specs(k=2)  # 4 + 8 cells
-    offsets = chart_build._offsets(specs)
+def test_every_block_once_whole_or_a_clear_error(example_specs, dec):
+    specs = example_specs(k=2)  # 4 + 8 cells, blocks of 5: 0-4, 5-9, 10-11
+    payload, total = _block_payload(specs, dec, size=5)
 
-    def table(chart, cell):
-        n = len(chart)
-        return pa.table({"chart": pa.array(chart, pa.int32()), "cell": pa.array(cell, pa.int64()),
-                         "plan": pa.array([0] * n, pa.int32()),
-                         "cost": pa.array([1.0] * n, pa.float64())})
+    def table(blocks, cut=None):
+        batches = [pa.RecordBatch.from_arrays([pa.array(blocks, pa.int64())], names=["id"])]
+        out = pa.Table.from_batches(list(chart_build._cost_blocks(payload, iter(batches))))
+        if cut is not None:
+            plans = out.column("plan").to_pylist()
+            plans[cut] = plans[cut][:-1]
+            out = out.set_column(1, "plan", pa.array(plans, pa.binary()))
+        return out
 
-    full = ([0] * 4 + [1] * 8, list(range(4)) + list(range(8)))
-    plan, cost = chart_build._place(table(*full), specs, offsets)
+    plan, cost = chart_build._place(table([2, 0, 1]), specs, total, 5, np.dtype(np.uint8))
     assert plan.shape == cost.shape == (12,)
-    missing = (full[0][:-1], full[1][:-1])
-    with pytest.raises(SparkBuildError, match=r"1 cells missing, 0 duplicated, first in "
-                                              r"chart 'Q2' cell 7.*scratch="):
-        chart_build._place(table(*missing), specs, offsets)
-    twice = (full[0][:-1] + [0], full[1][:-1] + [2])
-    with pytest.raises(SparkBuildError, match="1 cells missing, 1 duplicated, first in "
-                                              "chart 'Q1' cell 2"):
-        chart_build._place(table(*twice), specs, offsets)
-    with pytest.raises(SparkBuildError, match="rows outside the charts, e.g. chart 0 cell 4"):
-        chart_build._place(table([0], [4]), specs, offsets)
-    with pytest.raises(SparkBuildError, match="outside the charts, e.g. chart 2"):
-        chart_build._place(table([2], [0]), specs, offsets)
+    with pytest.raises(SparkBuildError, match=r"2 blocks for 3: 1 missing, 0 duplicated, "
+                                              r"first block 2 \(chart 'Q2'\).*scratch="):
+        chart_build._place(table([0, 1]), specs, total, 5, np.dtype(np.uint8))
+    with pytest.raises(SparkBuildError, match=r"1 missing, 1 duplicated, first block 0 "
+                                              r"\(chart 'Q1'\)"):
+        chart_build._place(table([0, 0, 2]), specs, total, 5, np.dtype(np.uint8))
+    with pytest.raises(SparkBuildError, match="block 3, outside the charts' 3 blocks"):
+        chart_build._place(table([0, 1, 2]).set_column(
+            0, "block", pa.array([0, 1, 3], pa.int64())), specs, total, 5, np.dtype(np.uint8))
+    with pytest.raises(SparkBuildError, match="block 1 holds 4 plans and 5 costs for 5 cells"):
+        chart_build._place(table([0, 1, 2], cut=1), specs, total, 5, np.dtype(np.uint8))
 
 
-def test_partition_count_is_bounded():
-    assert chart_build._partitions(1100, 2) == 1
-    assert chart_build._partitions(10**8, 2) == 8
-    assert chart_build._partitions(10**8, 1000) == 3052
+def test_blocks_are_few_per_core_and_bounded():
+    assert chart_build._block_size(1100, 2) == chart_build.MIN_BLOCK_CELLS
+    assert chart_build._block_size(10**6, 2) == 250_000  # 2 tasks a core
+    assert chart_build._block_size(10**8, 2) == chart_build.MAX_BLOCK_CELLS
+    assert chart_build._block_size(10**7, 1000) == chart_build.MIN_BLOCK_CELLS
+    assert chart_build._plan_dtype([SimpleNamespace(plans=range(257))]) \
+        == np.uint16
 
 
 def test_one_session_per_process(spark):
@@ -258,19 +275,18 @@ def test_installed_java_passes():
     assert check_java() >= 17
 
 
-def test_shipped_function_is_plain_data(example_specs, dec):
-    """What mapInArrow pickles: a module function and a payload of JSON-able data."""
-    import json
-
+def test_shipped_function_carries_the_plans_and_stays_small(example_specs, dec):
+    """What mapInArrow pickles: a module function, the plans themselves, no SQL to parse."""
     from pyspark import cloudpickle
 
     specs = example_specs(k=2)
-    payload = {"job": "x", "offsets": chart_build._offsets(specs).tolist(),
-               "specs": [s.to_dict() for s in specs], "catalog": dec.to_dict(),
-               "plan_ids": [[]]}
-    json.dumps(payload)
-    blob = cloudpickle.dumps(functools.partial(chart_build._cost_batches, payload))
-    assert len(blob) < 20_000
+    payload, _ = _block_payload(specs, dec, size=5)
+    blob = cloudpickle.dumps(functools.partial(chart_build._cost_blocks, payload))
+    assert len(blob) < 40_000
+    shipped = cloudpickle.loads(blob).args[0]
+    assert [[p.id for p in chart_build.ChartContext.from_bytes(c).plans]
+            for c in shipped["contexts"]] == \
+        [[p.id for p in chart_build.ChartContext(s, dec).plans] for s in specs]
 
 
 def test_unreadable_result_names_the_shared_scratch(example_specs, spark, dec, monkeypatch):
@@ -339,21 +355,14 @@ def test_failing_start_up_is_a_build_error(monkeypatch):
         spark_session("spark://nowhere:7077")
 
 
-def test_executor_plan_mismatch_is_a_build_error(example_specs, spark, dec, monkeypatch):
-    """An executor enumerating other plans than the driver fails the job with a clear error."""
-    real = chart_build.ChartContext
-
-    def reordered(spec, catalog):  # only the driver's contexts: executors import their own
-        context = real(spec, catalog)
-        context.plans = context.plans[::-1]
-        return context
-
-    monkeypatch.setattr(chart_build, "ChartContext", reordered)
-    specs = example_specs(k=2)
+def test_executor_that_cannot_unpack_the_plans_is_a_build_error(example_specs, spark, dec,
+                                                                monkeypatch):
+    """An executor running another cqopt fails the job with a clear error."""
+    monkeypatch.setattr(chart_build.ChartContext, "to_bytes", lambda self: b"not a pickle")
     with pytest.raises(SparkBuildError, match=r"the Spark job building the charts failed: "
-                                              r"SparkBuildError: chart 'Q1': this executor's "
-                                              r"plans .* differ from the driver's"):
-        build_spark(specs, dec, spark=spark, progress=False)
+                                              r".*cannot unpack a chart's context sent by the "
+                                              r"driver .*must run the driver's cqopt version"):
+        build_spark(example_specs(k=2), dec, spark=spark, progress=False)
     assert spark.range(3).count() == 3  # the session survives the failed job
 
 
