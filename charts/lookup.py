@@ -31,9 +31,9 @@ chart was built with them fixed at the values in ``chart.spec.fixed``.
 
 from __future__ import annotations
 
-import array
+import functools
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -44,7 +44,13 @@ from numpy.typing import ArrayLike
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.spec import Axis, ChartSpec, candidate_plans
 from cqopt.charts.refine import MAX_DEPTH, MAX_INDEX_CELLS, Leaves, fine_spec
-from cqopt.charts.store import ChartSetError, read_leaves, read_manifest, read_query_data
+from cqopt.charts.store import (
+    ChartSetError,
+    plan_dtype,
+    read_leaves,
+    read_manifest,
+    read_query_data,
+)
 from cqopt.errors import CqoptError, did_you_mean
 from cqopt.optimizer.plan import Plan
 from cqopt.optimizer.statistic_check import check_given
@@ -96,20 +102,22 @@ class QueryChart:
 
     def __init__(self, spec: ChartSpec, plans: list[Plan], plan_index: np.ndarray,
                  cost: np.ndarray | None, leaves: Leaves | None = None,
-                 reduction: dict[str, Any] | None = None):
+                 reduction: dict[str, Any] | None = None,
+                 read_cost: Callable[[], np.ndarray] | None = None):
         # A refined chart comes as the uniform index at its finest level (spec's axes
         # have that k, plan_index that shape) and its leaves: choose is a grid's.
         self.spec = spec
         self.plans = tuple(plans)
-        self.plan_index = plan_index
+        # One byte per cell (two past 256 plans), and choose reads it through a memoryview
+        # of the same memory: indexing one beats numpy's scalar indexing, and a list once
+        # the index outgrows the caches (a refined chart's finest level): ~4x at 2^18.
+        narrow = plan_dtype(len(self.plans))
+        self.plan_index = np.ascontiguousarray(plan_index, dtype=narrow)
+        self._flat = memoryview(self.plan_index.reshape(-1))
         self._cost = cost
+        self._read_cost = read_cost  # per-cell costs are read from disk only when asked
         self.leaves = leaves
         self.reduction = reduction
-        # One byte per cell (two past 256 plans) indexes faster than numpy, and than a list
-        # once the index outgrows the caches (a refined chart's finest level): ~4x at 2^18.
-        flat = plan_index.ravel()
-        self._flat = bytes(flat.astype(np.uint8)) if len(self.plans) <= 256 else \
-            array.array("H", flat.astype(np.uint16).tobytes())
         strides = [math.prod(spec.shape[i + 1:]) for i in range(len(spec.axes))]
         # Per axis, everything the hot path needs, precomputed once.
         # The cell arithmetic is Axis.cells' to the operation, so choose and choose_many agree.
@@ -141,8 +149,14 @@ class QueryChart:
 
     @property
     def cost(self) -> np.ndarray:
-        """The winning utility at every grid cell's centroid (grid charts only)."""
-        return self.require_grid("per-cell costs")._cost
+        """The winning utility at every grid cell's centroid (grid charts only).
+
+        A loaded chart reads it from its data file the first time it is asked for.
+        """
+        self.require_grid("per-cell costs")
+        if self._cost is None and self._read_cost is not None:
+            self._cost = self._read_cost()
+        return self._cost
 
     @cost.setter
     def cost(self, value: np.ndarray) -> None:
@@ -378,8 +392,10 @@ def load(path: str | Path) -> ChartSet:
                                 f"malformed ({err})") from None
         leaves = None
         layout = entry.get("layout", "grid")
+        read_cost = None
         if layout == "grid":
-            plan_index, cost = read_query_data(path, name, entry, spec.shape)
+            plan_index, cost = read_query_data(path, name, entry, spec.shape, costs=False)
+            read_cost = functools.partial(_read_cost, path, name, entry, spec.shape)
         elif layout == "refined":
             leaves, plan_index, cost = _read_refined(path, name, entry, spec)
             spec = fine_spec(spec, leaves)
@@ -395,8 +411,14 @@ def load(path: str | Path) -> ChartSet:
             raise ChartSetError(f"{path}: query {name}'s plans are now "
                                 f"{[p.id for p in plans]}, the chart set has {stored_ids}: it "
                                 "was built by another version of cqopt; rebuild it")
-        charts[name] = QueryChart(spec, plans, plan_index, cost, leaves, entry.get("reduce"))
+        charts[name] = QueryChart(spec, plans, plan_index, cost, leaves, entry.get("reduce"),
+                                  read_cost)
     return ChartSet(path, manifest, charts)
+
+
+def _read_cost(path: Path, name: str, entry: dict[str, Any], shape: tuple[int, ...]
+               ) -> np.ndarray:
+    return read_query_data(path, name, entry, shape)[1]
 
 
 def _read_refined(path: Path, name: str, entry: dict[str, Any],

@@ -2,22 +2,26 @@
 
 A chart set is a directory::
 
-    manifest.json    format and version, creation time, catalog fingerprint and
-                     content, engine, and per query: SQL, plans (id, explain
-                     text), axes (statistic, range, k), fixed statistics,
-                     model, weights, memory unit, data file and its sha256
-    <query>.parquet  one row per cell in C order: cell (int64), plan
-                     (uint16, into the query's plans sorted by id), cost
-                     (float64, the winning utility)
+    manifest.json        format and version, creation time, catalog fingerprint
+                         and content, engine, and per query: SQL, plans (id,
+                         explain text), axes (statistic, range, k), fixed
+                         statistics, model, weights, memory unit, data files
+                         and their sha256
+    <query>.parquet      one row per cell in C order: plan, into the query's
+                         plans sorted by id, in the narrowest unsigned type
+                         (uint8 up to 256 plans, else uint16)
+    <query>.cost.parquet one row per cell in C order: cost (float64, the
+                         winning utility), read only when asked for
 
 A refined chart (``cqopt build --refine``, :mod:`cqopt.charts.refine`) stores
 one row per leaf region instead: level (uint8), cell (int64, the flat index
 in its level's grid), plan, cost; its manifest entry says ``"layout":
-"refined"`` with the coarse k and the depth. A chart set holding one is
-written as format version 2, so a cqopt that reads only grids (version 1)
-refuses it with the advice to rebuild rather than misreading it; grid-only
-sets stay version 1. A reduced chart (``--reduce``) records its λ and the
-plans before the reduction under ``"reduce"``.
+"refined"`` with the coarse k and the depth. Chart sets are written as format
+version 3; a cqopt that reads only version 1 (grids as cell, plan and cost in
+one file) refuses them with the advice to rebuild rather than misreading
+them, and this one still reads versions 1 and 2. A reduced chart
+(``--reduce``) records its λ and the plans before the reduction under
+``"reduce"``.
 
 It is written through :func:`cqopt.charts.staging.staged_directory`: into a
 hidden temporary sibling directory and switched into place atomically, so a
@@ -52,12 +56,16 @@ from cqopt.charts.staging import OutputError, check_writable, recover, staged_di
 from cqopt.errors import CqoptError, read_text_file
 
 FORMAT = "cqopt-chart-set"
-FORMAT_VERSION = 1  # what a set of grid charts is written as
-REFINED_FORMAT_VERSION = 2  # a set with a refined chart: version-1 readers refuse it
-READ_VERSIONS = (FORMAT_VERSION, REFINED_FORMAT_VERSION)
+# Versions: 1, grids as (cell, plan uint16, cost) in one file; 2, version 1 or refined
+# charts; 3 (written now), a grid's plan index alone in its file in the narrowest unsigned
+# type and its costs in a file of their own, so a lookup reads a byte or two a cell.
+FORMAT_VERSION = 3
+REFINED_FORMAT_VERSION = FORMAT_VERSION  # a set with a refined chart: grid-only readers refuse
+READ_VERSIONS = (1, 2, FORMAT_VERSION)
 MANIFEST = "manifest.json"
 MANIFEST_CHECKSUM = "manifest_sha256"
-COLUMN_TYPES = {"cell": np.int64, "plan": np.uint16, "cost": np.float64, "level": np.uint8}
+COLUMN_TYPES = {"cell": (np.int64,), "plan": (np.uint8, np.uint16), "cost": (np.float64,),
+                "level": (np.uint8,)}
 
 
 class ChartSetError(CqoptError):
@@ -105,17 +113,18 @@ def _write_into(tmp: Path, charts: list, catalog: Catalog, engine: str,
         data = f"{chart.spec.name}.parquet"
         leaves = getattr(chart, "leaves", None)
         layout: dict[str, Any] = {}
-        if leaves is None:
-            table = pa.table({
-                "cell": pa.array(np.arange(chart.spec.n_cells, dtype=np.int64)),
-                "plan": pa.array(chart.plan_index.ravel().astype(np.uint16)),
-                "cost": pa.array(chart.cost.ravel().astype(np.float64)),
-            })
+        narrow = plan_dtype(len(chart.plan_ids))
+        if leaves is None:  # cells in C order: the row is the cell
+            table = pa.table({"plan": pa.array(chart.plan_index.ravel().astype(narrow))})
+            costs = f"{chart.spec.name}.cost.parquet"
+            pq.write_table(pa.table({"cost": pa.array(chart.cost.ravel().astype(np.float64))}),
+                           tmp / costs)
+            layout = {"cost_data": costs, "cost_sha256": sha256_file(tmp / costs)}
         else:
             table = pa.table({
                 "level": pa.array(leaves.level.astype(np.uint8)),
                 "cell": pa.array(leaves.cell.astype(np.int64)),
-                "plan": pa.array(leaves.plan.astype(np.uint16)),
+                "plan": pa.array(leaves.plan.astype(narrow)),
                 "cost": pa.array(leaves.cost.astype(np.float64)),
             })
             layout = {"layout": "refined",
@@ -133,10 +142,9 @@ def _write_into(tmp: Path, charts: list, catalog: Catalog, engine: str,
             "data": data,
             "sha256": sha256_file(tmp / data),
         }
-    refined = any(getattr(chart, "leaves", None) is not None for chart in charts)
     manifest = {
         "format": FORMAT,
-        "format_version": REFINED_FORMAT_VERSION if refined else FORMAT_VERSION,
+        "format_version": FORMAT_VERSION,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "catalog_fingerprint": catalog.fingerprint(),
         "catalog": catalog.to_dict(),
@@ -188,23 +196,55 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def read_query_data(path: Path, name: str, entry: dict[str, Any],
-                    shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """The plan index and cost arrays of one query's grid, checked against the manifest."""
+def read_query_data(path: Path, name: str, entry: dict[str, Any], shape: tuple[int, ...],
+                    costs: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """The plan index and cost arrays of one query's grid, checked against the manifest.
+
+    The plan index comes in the narrowest unsigned type that holds the
+    query's plans (one byte a cell up to 256 plans), in memory of its own;
+    ``costs=False`` leaves the costs unread (``None``): a lookup needs none,
+    and since format version 3 they are a file of their own.
+    """
     if entry.get("layout", "grid") != "grid":
         raise ChartSetError(f"{path}: query {name}'s chart is {entry.get('layout')}, not a "
                             "k-regular grid; read it with cqopt.charts.load, or rebuild it "
                             "without --refine")
-    data, column = _read_columns(path, name, entry, ["cell", "plan", "cost"])
-    cells = column("cell")
-    if len(cells) != int(np.prod(shape)) or not np.array_equal(cells, np.arange(len(cells))):
-        raise ChartSetError(f"{data}: damaged: expected cells 0..{int(np.prod(shape)) - 1} "
-                            "in order")
-    plan = column("plan").astype(np.intp)
+    n = int(np.prod(shape))
+    if "cost_data" in entry:  # version 3: the row is the cell
+        data, column = _read_columns(path, name, entry, ["plan"])
+        cost_file = ("cost_data", "cost_sha256")
+    else:  # versions 1 and 2: cell, plan and cost in one file
+        data, column = _read_columns(path, name, entry, ["cell", "plan"] + ["cost"] * costs)
+        cells = column("cell")
+        if len(cells) != n or not np.array_equal(cells, np.arange(len(cells))):
+            raise ChartSetError(f"{data}: damaged: expected cells 0..{n - 1} in order")
+        del cells
+        cost_file = None
+    plan = column("plan")
+    if len(plan) != n:
+        raise ChartSetError(f"{data}: damaged: {len(plan)} cells, the axes make {n}")
     if plan.size and plan.max() >= len(entry["plans"]):
         raise ChartSetError(f"{data}: damaged: a cell names plan {plan.max()}, but the query "
                             f"has {len(entry['plans'])} plans")
-    return plan.reshape(shape), column("cost").reshape(shape)
+    plan = plan.astype(plan_dtype(len(entry["plans"]))).reshape(shape)  # a copy: Arrow's goes
+    cost = None
+    if costs and cost_file is None:
+        cost = np.array(column("cost")).reshape(shape)
+    elif costs:
+        _, column = _read_columns(path, name, entry, ["cost"], *cost_file)
+        cost = np.array(column("cost"))
+        if len(cost) != n:
+            raise ChartSetError(f"{path}: damaged: query {name}'s costs hold {len(cost)} "
+                                f"cells, the axes make {n}")
+        cost = cost.reshape(shape)
+    del column
+    pa.default_memory_pool().release_unused()  # what Arrow read and freed goes back too
+    return plan, cost
+
+
+def plan_dtype(n_plans: int) -> np.dtype:
+    """The narrowest unsigned type of a plan index among ``n_plans`` plans."""
+    return np.dtype(np.uint8 if n_plans <= 256 else np.uint16)
 
 
 def read_leaves(path: Path, name: str, entry: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -217,21 +257,27 @@ def read_leaves(path: Path, name: str, entry: dict[str, Any]) -> dict[str, np.nd
     return out
 
 
-def _read_columns(path: Path, name: str, entry: dict[str, Any], names: list[str]):
+def _read_columns(path: Path, name: str, entry: dict[str, Any], names: list[str],
+                  file_key: str = "data", sha_key: str = "sha256"):
     """A query's data file, checked (name, presence, sha256), and a reader of its columns."""
-    data = Path(path) / entry["data"]
-    if Path(entry["data"]).name != entry["data"]:
-        raise ChartSetError(f"{path}: damaged: query {name}'s data file {entry['data']!r} "
+    try:
+        file_name, expected = entry[file_key], entry[sha_key]
+    except KeyError as err:
+        raise ChartSetError(f"{path}: damaged: query {name}'s manifest entry has no "
+                            f"{err.args[0]!r}; rebuild the chart set") from None
+    data = Path(path) / str(file_name)
+    if Path(str(file_name)).name != file_name:
+        raise ChartSetError(f"{path}: damaged: query {name}'s data file {file_name!r} "
                             "is not a plain file name")
     if not data.exists():
-        raise ChartSetError(f"{path}: damaged: query {name}'s data file {entry['data']} "
+        raise ChartSetError(f"{path}: damaged: query {name}'s data file {file_name} "
                             "is missing")
     if not data.is_file():  # a FIFO would block the read, /dev/zero never end it
         raise ChartSetError(f"{data}: damaged: not a regular file; rebuild the chart set")
     actual = sha256_file(data)
-    if actual != entry["sha256"]:
+    if actual != expected:
         raise ChartSetError(f"{data}: damaged: its sha256 is {actual[:12]}..., the manifest "
-                            f"says {entry['sha256'][:12]}...; rebuild the chart set")
+                            f"says {str(expected)[:12]}...; rebuild the chart set")
     try:
         # ParquetFile reads one file without pyarrow.dataset and pandas: loads stay fast.
         table = pq.ParquetFile(data).read(columns=names)
@@ -241,11 +287,14 @@ def _read_columns(path: Path, name: str, entry: dict[str, Any], names: list[str]
     def column(name: str) -> np.ndarray:
         # The columns are fixed-width and null-free: read the data buffer directly, since
         # pyarrow's to_numpy imports pandas, which the run-time path must not pay for.
-        dtype = COLUMN_TYPES[name]
         array = table.column(name).combine_chunks()
-        if array.type != pa.from_numpy_dtype(dtype) or array.null_count:
+        dtype = next((t for t in COLUMN_TYPES[name] if array.type == pa.from_numpy_dtype(t)),
+                     None)
+        if dtype is None or array.null_count:
+            expected = " or ".join(np.dtype(t).name for t in COLUMN_TYPES[name])
             raise ChartSetError(f"{data}: damaged: column {name} is {array.type} with "
-                                f"{array.null_count} nulls, expected {dtype} without nulls")
+                                f"{array.null_count} nulls, expected {expected} without "
+                                "nulls")
         return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array),
                              offset=array.offset * np.dtype(dtype).itemsize)
 

@@ -102,7 +102,7 @@ def test_chart_set_round_trip_and_choose(chart_dir, specs):
     cs = charts.load(chart_dir)
     assert set(cs.charts) == {"Q1", "Q2"}
     manifest = json.loads((chart_dir / "manifest.json").read_text())
-    assert manifest["format_version"] == 1 and manifest["catalog_fingerprint"]
+    assert manifest["format_version"] == 3 and manifest["catalog_fingerprint"]
     q1 = manifest["queries"]["Q1"]
     assert {"sql", "plans", "axes", "fixed", "data", "sha256", "model", "weights",
             "memory_unit"} <= set(q1)
@@ -335,6 +335,27 @@ def test_axis_cells_take_lists_and_loaded_charts_name_their_plans(chart_dir):
     idx, outside = Axis("sel.S", 0.0, 1.0, 4).cells([0.2, 1.5])
     assert idx.tolist() == [0, 3] and outside.tolist() == [False, True]
     assert charts.load(chart_dir)["Q1"].plan_ids == ("TCP[πσ]", "TCP[σπ]")
+
+
+def test_a_loaded_chart_holds_one_byte_a_cell_and_reads_costs_when_asked(chart_dir, specs,
+                                                                          dec):
+    built = {c.spec.name: c for c in build_local(specs, dec, progress=False)}
+    for name, chart in charts.load(chart_dir).items():
+        assert chart.plan_index.dtype == np.uint8 and chart._cost is None
+        assert np.array_equal(chart.plan_index, built[name].plan_index)
+        assert chart._flat.obj is not None and chart._flat.nbytes == chart.plan_index.nbytes
+        assert chart.cost.tobytes() == built[name].cost.tobytes()  # read now, from disk
+        assert chart._cost is not None
+
+
+def test_a_chart_of_more_than_256_plans_indexes_in_two_bytes():
+    from types import SimpleNamespace as Plan
+
+    spec = ChartSpec("q", "SELECT 1", (Axis("sel.S", 0.0, 1.0, 300),))
+    plans = [Plan(id=f"P{i:03d}") for i in range(300)]
+    chart = charts.QueryChart(spec, plans, np.arange(300), None)
+    assert chart.plan_index.dtype == np.uint16
+    assert chart.choose({"sel.S": 0.999}).plan_id == "P299"
 
 
 def test_cli_build_on_spark_uses_the_running_session(dec_toml, workload_toml, spark, tmp_path,

@@ -80,7 +80,7 @@ def test_build_prints_and_records_every_fixed_statistic(dec_toml, workload_toml,
     assert "Q2: fixed jsel.TCP.UDP = 0.001 (workload)" in printed
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["queries"]["Q2"]["sources"]["jsel.SF.UDP"] == "workload"
-    assert manifest["format_version"] == FORMAT_VERSION  # grids keep the old format
+    assert manifest["format_version"] == FORMAT_VERSION
 
 
 # -- statistics that move get axes ------------------------------------------------------
@@ -317,3 +317,40 @@ def test_a_chart_set_from_before_sources_and_layouts_still_loads(dec_catalog, tm
     loaded = charts.load(out)["q"]
     assert loaded.layout == "grid" and loaded.spec.sources == {}
     assert np.array_equal(loaded.plan_index, chart.plan_index)
+
+
+def test_a_version_1_chart_set_still_loads_with_its_costs(dec_catalog, tmp_path):
+    """Before format 3 a grid was one file of cell, plan (uint16) and cost."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cqopt.charts.store import MANIFEST_CHECKSUM, manifest_checksum, sha256_file
+
+    [chart] = build_local([q2_spec(dec_catalog)], dec_catalog, progress=False)
+    out = write_chart_set(tmp_path / "cs", [chart], dec_catalog)
+    manifest = json.loads((out / "manifest.json").read_text())
+    entry = manifest["queries"]["q"]
+    (out / entry.pop("cost_data")).unlink()
+    del entry["cost_sha256"], entry["sources"]
+    pq.write_table(pa.table({
+        "cell": pa.array(np.arange(chart.spec.n_cells, dtype=np.int64)),
+        "plan": pa.array(chart.plan_index.ravel().astype(np.uint16)),
+        "cost": pa.array(chart.cost.ravel())}), out / entry["data"])
+    entry["sha256"] = sha256_file(out / entry["data"])
+    manifest["format_version"] = 1
+    manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    loaded = charts.load(out)["q"]
+    assert loaded.plan_index.dtype == np.uint8
+    assert np.array_equal(loaded.plan_index, chart.plan_index)
+    assert loaded.cost.tobytes() == chart.cost.tobytes()
+
+
+def test_a_grid_whose_costs_are_damaged_says_so_when_they_are_read(dec_catalog, tmp_path):
+    [chart] = build_local([q2_spec(dec_catalog)], dec_catalog, progress=False)
+    out = write_chart_set(tmp_path / "cs", [chart], dec_catalog)
+    loaded = charts.load(out)["q"]  # a lookup reads no costs
+    cost_file = out / "q.cost.parquet"
+    cost_file.write_bytes(cost_file.read_bytes()[:-9] + b"x" * 9)
+    with pytest.raises(ChartSetError, match=r"q\.cost\.parquet: damaged: its sha256"):
+        loaded.cost
