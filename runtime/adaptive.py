@@ -138,6 +138,10 @@ class AdaptiveQuery:
             else:
                 self.estimators[name] = make_estimator(estimator, d=d, decay=decay)
         self.initial = chart.spec.centre()
+        # Per statistic the largest valid value, for step's check without re-reading names.
+        self._upper = {name: math.inf if split_name(name)[0] == "rate" else 1.0
+                       for name in self.statistics}
+        self._axis_names = tuple(a.statistic for a in chart.spec.axes)
         self._policies(choice, residuals, fallback, plan_costs, switch_cost)
         self.rounds = self.moves = self.switches = 0
         self.cell: tuple[int, ...] | None = None
@@ -150,11 +154,9 @@ class AdaptiveQuery:
 
     def estimate(self) -> dict[str, float]:
         """The statistics expected for the next round."""
-        out = {}
-        for name, est in self.estimators.items():
-            value = est.estimate()
-            out[name] = self.initial[name] if value is None else value
-        return out
+        initial = self.initial
+        return {name: initial[name] if value is None else value
+                for name, value in ((n, e.estimate()) for n, e in self.estimators.items())}
 
     def _policies(self, choice: str, residuals: int, fallback: int | None,
                   plan_costs: Callable | None, switch_cost: Callable | None) -> None:
@@ -183,7 +185,7 @@ class AdaptiveQuery:
 
     def choose(self) -> tuple[dict[str, float], Any]:
         estimate = self.estimate()
-        choice = self.chart.choose(estimate)
+        choice = self.chart.choose({name: estimate[name] for name in self._axis_names})
         if self.expected is not None:
             index = self.expected.choose(estimate)
             if index is not None and self.chart.plans[index] is not choice.plan:
@@ -192,9 +194,10 @@ class AdaptiveQuery:
         return estimate, choice
 
     def observe(self, actual: Mapping[str, float]) -> None:
-        for name, est in self.estimators.items():
-            if name in actual:
-                est.observe(float(actual[name]))
+        estimators = self.estimators
+        for name, value in actual.items():
+            if name in estimators:
+                estimators[name].observe(float(value))
 
     def _learn(self, estimate: Mapping[str, float], chart_plan, actual: Mapping[str, float]
                ) -> None:
@@ -245,6 +248,21 @@ class AdaptiveQuery:
         if not isinstance(actual, Mapping):
             raise CqoptError(f"step needs a mapping of statistic name to value, e.g. "
                              f"{{'rate.S': 120.0}}, got {type(actual).__name__}")
+        upper = self._upper
+        good = {}
+        for name, value in actual.items():  # the common case, in floats: every value valid
+            hi = upper.get(name)
+            if hi is None:
+                break
+            try:
+                x = float(value)
+            except (TypeError, ValueError, OverflowError):
+                break  # the checks below say what is wrong
+            if not 0.0 <= x <= hi or x == math.inf:  # NaN fails the first test
+                break
+            good[name] = x
+        else:
+            return good, ()
         where = f"query {self.chart.spec.name}"
         check_given(actual, self.statistics, where=where)
         good, dropped = {}, []
@@ -292,5 +310,8 @@ def _query_chart(chart: Any, query: str | None) -> QueryChart:
 
 
 def _id(plan) -> str:
-    return getattr(plan, "id", str(plan))
+    # Not getattr(plan, "id", str(plan)): the default is built on every call, and a
+    # Plan's str walks its graph (60 µs a round).
+    plan_id = getattr(plan, "id", None)
+    return str(plan) if plan_id is None else plan_id
 

@@ -36,6 +36,7 @@ whole series at once.
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from typing import Protocol
 
@@ -49,25 +50,31 @@ class Estimator(Protocol):
 
 
 class DecayMean:
-    """OM's decay-weighted mean over the last ``d`` observations."""
+    """OM's decay-weighted mean over the last ``d`` observations.
+
+    The estimate is worked out when an observation arrives (d products in
+    floats), so :meth:`estimate` is a read: a run-time step asks for it every
+    round.
+    """
 
     def __init__(self, d: int = 5, decay: float = 0.5):
         if d < 1 or decay < 0:
             raise ValueError(f"need d >= 1 and decay >= 0, got d={d}, decay={decay}")
         self.d = d
-        self.weights = np.exp(-decay * np.arange(d))  # weights[r], r = 0 newest
-        self.history: deque[float] = deque(maxlen=d)
+        self.weights = tuple(math.exp(-decay * r) for r in range(d))  # weights[r], r = 0 newest
+        self._weight_sums = tuple(math.fsum(self.weights[:n]) for n in range(1, d + 1))
+        self.history: deque[float] = deque(maxlen=d)  # newest first
+        self._estimate: float | None = None
 
     def observe(self, value: float) -> None:
-        if not math.isnan(value):
-            self.history.append(value)
+        if value != value:  # NaN: a round without tuples says nothing
+            return
+        self.history.appendleft(value)
+        self._estimate = sum(map(operator.mul, self.history, self.weights)) / \
+            self._weight_sums[len(self.history) - 1]
 
     def estimate(self) -> float | None:
-        if not self.history:
-            return None
-        newest_first = list(reversed(self.history))
-        w = self.weights[:len(newest_first)]
-        return float(np.dot(newest_first, w) / w.sum())
+        return self._estimate
 
 
 class LastValue:

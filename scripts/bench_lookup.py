@@ -7,6 +7,8 @@ chart (a 4-stream chain join), each as a k-regular grid and as a refined chart
 - ``choose()`` latency: the median per call over batches of calls, and the
   p99 of single calls timed one by one (timer overhead subtracted);
 - ``choose_many()`` lookups per second over 10^6 random statistics;
+- ``AdaptiveQuery.step`` (estimate, look up, observe) on Q1 and Q2, and its
+  ratio to ``choose()``;
 - the ratio to re-optimizing from scratch per call: enumerating and costing
   every candidate plan at the statistics, then taking the argmin (for the
   4-stream join), in the same process.
@@ -116,6 +118,26 @@ def main() -> None:
             runs.append(time.perf_counter() - start)
         print(f"{name:6} {len(chart.spec.axes):4d} {chart.cells_stored:7d} {median:17.2f} "
               f"{p99:7.2f} {args.many / statistics.median(runs):15.3e}")
+
+    # One round of Algorithm 2 against one lookup, on the same chart and process.
+    from cqopt.runtime.adaptive import AdaptiveQuery
+
+    for name in ("Q1", "Q2"):
+        chart = cs[name]
+        rounds = [{**p, **chart.spec.fixed} for p in random_stats(chart, 20000, rng)]
+        query = AdaptiveQuery(chart)
+        for r in rounds[:2000]:  # warm-up
+            query.step(r)
+        per_batch = []
+        for lo in range(0, len(rounds), 1000):
+            start = time.perf_counter()
+            for r in rounds[lo:lo + 1000]:
+                query.step(r)
+            per_batch.append((time.perf_counter() - start) / 1000)
+        step = statistics.median(per_batch) * 1e6
+        print(f"AdaptiveQuery.step on {name} ({len(rounds[0])} statistics a round, decay "
+              f"mean): median {step:.2f} µs, {step / medians[name]:.1f}x choose() "
+              "(target at most 3.5x on Q2)")
 
     # Re-optimizing from scratch per call: enumerate and cost every plan, take the argmin.
     spec = cs["J4"].spec

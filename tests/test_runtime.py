@@ -208,3 +208,21 @@ def test_rate_decides_from_the_first_d_rounds(q1_chart):
     s = replay("Q1", chart, catalog, observed, d=2).summary
     assert s["baselines"]["rate"]["plan"] == "TCP[πσ]"  # from the rounds at 0.9
     assert s["baselines"]["rate"]["fidelity"] < 1.0  # the rounds at 0 want σ first
+
+
+def test_a_step_never_renders_a_plan():
+    """A plan's str walks its graph: a step must name the plan by its id alone."""
+    from cqopt.charts.lookup import QueryChart
+    from cqopt.charts.spec import Axis, ChartSpec
+
+    class Plan:
+        def __init__(self, plan_id):
+            self.id = plan_id
+
+        def __repr__(self):
+            raise AssertionError("a step rendered a plan")
+
+    spec = ChartSpec("q", "SELECT 1", (Axis("sel.S", 0.0, 1.0, 2),))
+    query = AdaptiveQuery(QueryChart(spec, [Plan("A"), Plan("B")], np.array([0, 1]), None),
+                          estimator="last")
+    assert [query.step({"sel.S": s}).plan_id for s in (0.2, 0.9)] == ["B", "A"]
