@@ -157,6 +157,7 @@ class Chart:
     # A refined chart (cqopt.charts.refine.Leaves): plan_index and cost are per leaf then.
     leaves: Any = None
     reduction: dict | None = None  # anorexic reduction: lambda, plans before (reduce.py)
+    plans: tuple[Plan, ...] = ()  # the candidate plans themselves, stored with the chart
 
     @property
     def plans_used(self) -> int:
@@ -170,4 +171,5 @@ def chart_from_cells(context: ChartContext, plan_index: np.ndarray, cost: np.nda
     return Chart(context.spec, tuple(p.id for p in context.plans),
                  tuple(p.explain() for p in context.plans),
                  np.asarray(plan_index, dtype=np.uint16).reshape(shape),
-                 np.asarray(cost, dtype=np.float64).reshape(shape), seconds)
+                 np.asarray(cost, dtype=np.float64).reshape(shape), seconds,
+                 plans=tuple(context.plans))

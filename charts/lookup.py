@@ -48,6 +48,7 @@ from cqopt.charts.store import (
     ChartSetError,
     plan_dtype,
     read_leaves,
+    read_plans,
     read_manifest,
     read_query_data,
 )
@@ -402,11 +403,13 @@ def load(path: str | Path) -> ChartSet:
         else:
             raise ChartSetError(f"{path}: query {name} has a chart of layout {layout!r}, "
                                 "which this cqopt does not know: rebuild it with cqopt build")
-        try:
-            plans = candidate_plans(spec, catalog)
-        except CqoptError as err:
-            raise ChartSetError(f"{path}: query {name} no longer plans ({err}); it was built "
-                                "by another version of cqopt: rebuild it") from None
+        plans = read_plans(path, name, entry)  # stored with the chart: nothing re-plans
+        if plans is None:  # a chart set from before plans were stored
+            try:
+                plans = candidate_plans(spec, catalog)
+            except CqoptError as err:
+                raise ChartSetError(f"{path}: query {name} no longer plans ({err}); it was "
+                                    "built by another version of cqopt: rebuild it") from None
         if [p.id for p in plans] != stored_ids:
             raise ChartSetError(f"{path}: query {name}'s plans are now "
                                 f"{[p.id for p in plans]}, the chart set has {stored_ids}: it "

@@ -272,7 +272,7 @@ def refined_chart(context: ChartContext, leaves: Leaves, seconds: float = 0.0) -
 
     return Chart(replace(spec, axes=coarse), tuple(p.id for p in context.plans),
                  tuple(p.explain() for p in context.plans), leaves.plan, leaves.cost,
-                 seconds, leaves=leaves)
+                 seconds, leaves=leaves, plans=tuple(context.plans))
 
 
 def fine_spec(spec: ChartSpec, leaves: Leaves) -> ChartSpec:

@@ -12,6 +12,9 @@ A chart set is a directory::
                          (uint8 up to 256 plans, else uint16)
     <query>.cost.parquet one row per cell in C order: cost (float64, the
                          winning utility), read only when asked for
+    <query>.plans.json   the candidate plans themselves (plan trees as data,
+                         :mod:`cqopt.optimizer.plan_codec`), so that loading
+                         never parses or enumerates
 
 A refined chart (``cqopt build --refine``, :mod:`cqopt.charts.refine`) stores
 one row per leaf region instead: level (uint8), cell (int64, the flat index
@@ -54,6 +57,7 @@ import pyarrow.parquet as pq
 from cqopt.catalog import Catalog
 from cqopt.charts.staging import OutputError, check_writable, recover, staged_directory
 from cqopt.errors import CqoptError, read_text_file
+from cqopt.optimizer.plan_codec import plans_from_json, plans_json
 
 FORMAT = "cqopt-chart-set"
 # Versions: 1, grids as (cell, plan uint16, cost) in one file; 2, version 1 or refined
@@ -131,6 +135,10 @@ def _write_into(tmp: Path, charts: list, catalog: Catalog, engine: str,
                       "refine": {"k0": list(leaves.k0), "depth": leaves.depth}}
         if getattr(chart, "reduction", None):
             layout["reduce"] = dict(chart.reduction)
+        if getattr(chart, "plans", ()):  # so that load never parses or enumerates
+            plans = f"{chart.spec.name}.plans.json"
+            (tmp / plans).write_text(plans_json(list(chart.plans)), encoding="utf-8")
+            layout.update(plans_data=plans, plans_sha256=sha256_file(tmp / plans))
         pq.write_table(table, tmp / data)
         queries[chart.spec.name] = {
             **chart.spec.to_dict(),
@@ -242,6 +250,23 @@ def read_query_data(path: Path, name: str, entry: dict[str, Any], shape: tuple[i
     return plan, cost
 
 
+def read_plans(path: Path, name: str, entry: dict[str, Any]) -> list | None:
+    """The candidate plans stored with a query's chart, checked; None if none are stored."""
+    if "plans_data" not in entry:
+        return None  # written before plans were stored: the caller enumerates them
+    data = _checked_file(path, name, entry, "plans_data", "plans_sha256")
+    try:
+        plans = plans_from_json(read_text_file(data))
+    except (OSError, UnicodeDecodeError, CqoptError) as err:
+        raise ChartSetError(f"{data}: damaged: its plans do not read back ({err}); rebuild "
+                            "the chart set with cqopt build") from None
+    stored = [p["id"] for p in entry["plans"]]
+    if [p.id for p in plans] != stored:
+        raise ChartSetError(f"{data}: damaged: it holds plans {[p.id for p in plans]}, the "
+                            f"manifest lists {stored}; rebuild the chart set")
+    return plans
+
+
 def plan_dtype(n_plans: int) -> np.dtype:
     """The narrowest unsigned type of a plan index among ``n_plans`` plans."""
     return np.dtype(np.uint8 if n_plans <= 256 else np.uint16)
@@ -260,6 +285,34 @@ def read_leaves(path: Path, name: str, entry: dict[str, Any]) -> dict[str, np.nd
 def _read_columns(path: Path, name: str, entry: dict[str, Any], names: list[str],
                   file_key: str = "data", sha_key: str = "sha256"):
     """A query's data file, checked (name, presence, sha256), and a reader of its columns."""
+    data = _checked_file(path, name, entry, file_key, sha_key)
+    try:
+        # ParquetFile reads one file without pyarrow.dataset and pandas: loads stay fast.
+        table = pq.ParquetFile(data).read(columns=names)
+    except (pa.ArrowException, OSError) as err:
+        raise ChartSetError(f"{data}: damaged: not a readable chart Parquet file ({err})") \
+            from None
+
+    def column(name: str) -> np.ndarray:
+        # The columns are fixed-width and null-free: read the data buffer directly, since
+        # pyarrow's to_numpy imports pandas, which the run-time path must not pay for.
+        array = table.column(name).combine_chunks()
+        dtype = next((t for t in COLUMN_TYPES[name] if array.type == pa.from_numpy_dtype(t)),
+                     None)
+        if dtype is None or array.null_count:
+            expected = " or ".join(np.dtype(t).name for t in COLUMN_TYPES[name])
+            raise ChartSetError(f"{data}: damaged: column {name} is {array.type} with "
+                                f"{array.null_count} nulls, expected {expected} without "
+                                "nulls")
+        return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array),
+                             offset=array.offset * np.dtype(dtype).itemsize)
+
+    return data, column
+
+
+def _checked_file(path: Path, name: str, entry: dict[str, Any], file_key: str,
+                  sha_key: str) -> Path:
+    """One of a query's files, checked: a plain name, present, regular, its sha256."""
     try:
         file_name, expected = entry[file_key], entry[sha_key]
     except KeyError as err:
@@ -278,24 +331,4 @@ def _read_columns(path: Path, name: str, entry: dict[str, Any], names: list[str]
     if actual != expected:
         raise ChartSetError(f"{data}: damaged: its sha256 is {actual[:12]}..., the manifest "
                             f"says {str(expected)[:12]}...; rebuild the chart set")
-    try:
-        # ParquetFile reads one file without pyarrow.dataset and pandas: loads stay fast.
-        table = pq.ParquetFile(data).read(columns=names)
-    except (pa.ArrowException, OSError) as err:
-        raise ChartSetError(f"{data}: damaged: not a readable chart Parquet file ({err})") \
-            from None
-    def column(name: str) -> np.ndarray:
-        # The columns are fixed-width and null-free: read the data buffer directly, since
-        # pyarrow's to_numpy imports pandas, which the run-time path must not pay for.
-        array = table.column(name).combine_chunks()
-        dtype = next((t for t in COLUMN_TYPES[name] if array.type == pa.from_numpy_dtype(t)),
-                     None)
-        if dtype is None or array.null_count:
-            expected = " or ".join(np.dtype(t).name for t in COLUMN_TYPES[name])
-            raise ChartSetError(f"{data}: damaged: column {name} is {array.type} with "
-                                f"{array.null_count} nulls, expected {expected} without "
-                                "nulls")
-        return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array),
-                             offset=array.offset * np.dtype(dtype).itemsize)
-
-    return data, column
+    return data

@@ -1,0 +1,160 @@
+"""Plans as JSON data: what a chart set stores so that loading it never re-plans.
+
+:func:`plan_to_data` turns a :class:`~cqopt.optimizer.plan.Plan` into JSON-able
+data and :func:`plan_from_data` turns it back into an equal plan (the same
+id, nodes, edges and attributes), without parsing SQL or enumerating. Node
+attributes are plain values, tuples, dicts, the optimizer's frozen dataclasses
+(windows, selections and their interval sets, join and theta predicates,
+aggregates) and sqlglot expressions, which travel as sqlglot's own
+serialisation (:mod:`sqlglot.serde`). Decoding builds only those: a class
+name outside them, or an expression class outside ``sqlglot.expressions``,
+is refused, so reading a plan never imports or calls anything else. Never
+pickle.
+
+>>> from cqopt.catalog import Catalog
+>>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.enumerate import enumerate_plans
+>>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
+...     "columns": {"a": "int", "b": "int"}}}})
+>>> plan = enumerate_plans(parse_query("SELECT S.a FROM S WHERE S.b > 1 WINDOW [1]", cat))[0]
+>>> copy = plan_from_data(json.loads(json.dumps(plan_to_data(plan))))
+>>> copy.id == plan.id, copy.explain() == plan.explain()
+(True, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import networkx as nx
+from sqlglot import exp, serde
+
+from cqopt.errors import CqoptError
+from cqopt.optimizer.aggregates import Aggregate
+from cqopt.optimizer.bind import Window
+from cqopt.optimizer.group_selections import Selection
+from cqopt.optimizer.intervals import Interval, IntervalSet
+from cqopt.optimizer.join_closure import JoinPredicate, ThetaPredicate
+from cqopt.optimizer.plan import Plan
+
+PLAN_FORMAT = 1  # what plan_to_data writes; plan_from_data reads only this
+_CLASSES = {cls.__name__: cls for cls in (Aggregate, Window, Selection, Interval, IntervalSet,
+                                          JoinPredicate, ThetaPredicate)}
+_EXPRESSIONS = "sqlglot.expressions."
+
+
+class PlanCodecError(CqoptError):
+    """A plan cannot be written as data, or stored plan data does not read back."""
+
+
+def plan_to_data(plan: Plan) -> dict[str, Any]:
+    """A plan as JSON-able data (see the module docstring).
+
+    Raises
+    ------
+    PlanCodecError
+        A node attribute holds a value the codec does not know.
+    """
+    return {"format": PLAN_FORMAT, "id": plan.id, "root": plan.root,
+            "nodes": [[key, {name: _encode(value, f"{key}.{name}")
+                             for name, value in attrs.items()}]
+                      for key, attrs in plan.graph.nodes(data=True)],
+            "edges": [list(edge) for edge in plan.graph.edges]}
+
+
+def plan_from_data(data: Any) -> Plan:
+    """The plan of :func:`plan_to_data`'s data.
+
+    Raises
+    ------
+    PlanCodecError
+        The data is not a plan of this format, or names a class outside the codec's.
+    """
+    try:
+        if data.get("format") != PLAN_FORMAT:
+            raise PlanCodecError(f"plan data of format {data.get('format')!r}; this cqopt "
+                                 f"reads format {PLAN_FORMAT}")
+        graph = nx.DiGraph()
+        for key, attrs in data["nodes"]:
+            graph.add_node(str(key), **{name: _decode(value) for name, value in attrs.items()})
+        graph.add_edges_from((str(a), str(b)) for a, b in data["edges"])
+        plan = Plan(graph, str(data["root"]))
+    except PlanCodecError:
+        raise
+    except Exception as err:  # malformed data must not surface as a bare error
+        raise PlanCodecError(f"plan data does not read back ({type(err).__name__}: "
+                             f"{err})") from None
+    if plan.id != data.get("id"):
+        raise PlanCodecError(f"plan data reads back as plan {plan.id}, but was written as "
+                             f"{data.get('id')}")
+    return plan
+
+
+def _encode(value: Any, where: str) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, tuple):  # a JSON array is a tuple: plans hold no lists
+        return [_encode(v, where) for v in value]
+    if isinstance(value, dict):
+        return {"dict": [[_encode(k, where), _encode(v, where)] for k, v in value.items()]}
+    if isinstance(value, exp.Expression):
+        return {"sql": serde.dump(value)}
+    cls = type(value)
+    if _CLASSES.get(cls.__name__) is cls:
+        return {"class": cls.__name__,
+                "fields": {f.name: _encode(getattr(value, f.name), where)
+                           for f in dataclasses.fields(value)}}
+    raise PlanCodecError(f"plan attribute {where} holds a {cls.__module__}.{cls.__name__}, "
+                         "which plans cannot store")
+
+
+def _decode(value: Any) -> Any:
+    kind = type(value)
+    if kind is list:
+        return tuple([_decode(v) for v in value])
+    if kind is not dict:
+        return value
+    if "dict" in value:
+        return {_decode(k): _decode(v) for k, v in value["dict"]}
+    if "sql" in value:
+        for node in value["sql"]:
+            name = node.get("c")
+            if name is not None and not _is_expression_class(name):
+                raise PlanCodecError(f"plan data names the class {name!r}, which is no "
+                                     "sqlglot expression")
+        return serde.load(value["sql"])
+    cls = _CLASSES.get(value.get("class"))
+    if cls is None:
+        raise PlanCodecError(f"plan data names the class {value.get('class')!r}, which "
+                             "plans do not hold")
+    return cls(**{name: _decode(v) for name, v in value["fields"].items()})
+
+
+def _is_expression_class(name: str) -> bool:
+    """Whether ``name`` is sqlglot's data-type marker or an Expression class in sqlglot."""
+    if name == serde.DATA_TYPE:
+        return True
+    if not name.startswith(_EXPRESSIONS):
+        return False
+    cls = getattr(exp, name.rsplit(".", 1)[1], None)
+    return isinstance(cls, type) and issubclass(cls, exp.Expression) \
+        and cls.__module__ + "." + cls.__name__ == name
+
+
+def plans_json(plans: list[Plan]) -> str:
+    """A query's candidate plans as one JSON text."""
+    return json.dumps([plan_to_data(p) for p in plans], ensure_ascii=False,
+                      separators=(",", ":"))
+
+
+def plans_from_json(text: str) -> list[Plan]:
+    """The plans of :func:`plans_json`."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise PlanCodecError(f"stored plans are not JSON ({err})") from None
+    if not isinstance(data, list):
+        raise PlanCodecError("stored plans are not a list")
+    return [plan_from_data(d) for d in data]
