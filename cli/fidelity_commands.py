@@ -12,7 +12,12 @@ from pathlib import Path
 from cqopt.catalog import load_catalog
 from cqopt.charts.staging import staged_directory
 from cqopt.errors import CqoptError
-from cqopt.runtime.estimators import ESTIMATORS
+from cqopt.cli.policy_options import (
+    add_policy_arguments,
+    check_policy_options,
+    describe_policy,
+    policy_options,
+)
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
 # A generated trace is held in memory as one frame per stream (about 40 bytes a tuple).
@@ -223,12 +228,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     from cqopt.spark.trace_read import read_trace
 
     # Every option is checked before any Spark work starts.
-    for option, value, low in (("--d", args.d, 1), ("--k", args.k, 1),
-                               ("--rounds", args.rounds, 1), ("--decay", args.decay, 0),
-                               ("--residuals", args.residuals, 1),
-                               ("--fallback", args.fallback, 1), ("--margin", args.margin, 0),
-                               ("--hold-rounds", args.hold_rounds, 1),
-                               ("--horizon", args.horizon, 0)):
+    check_policy_options(args)
+    for option, value, low in (("--k", args.k, 1), ("--rounds", args.rounds, 1)):
         if value is not None and not value >= low:
             raise CqoptError(f"{option} {value}: needs a number >= {low}")
     catalog = load_catalog(args.catalog)
@@ -290,8 +291,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                 observed[spec.name] = table
                 write_round_statistics(table, tmp / "rounds" / f"{spec.name}.parquet")
         replays, sweeps, used = {}, {}, {}
-        options = {"estimator": args.estimator, "d": args.d, "decay": args.decay,
-                   "seed": args.seed, **_policy_options(args)}
+        options = {"seed": args.seed, **policy_options(args)}
         for spec, query in chosen:
             if chart_set is not None and spec.name in chart_set.charts:
                 used[spec.name] = chart_set[spec.name]
@@ -305,12 +305,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                                             observed[spec.name], ks, **options)
         meta = {"catalog": args.catalog, "workload": args.workload,
                 **{f"trace {s}": _describe(info) for s, info in infos.items()},
-                "charts": args.charts or "built for this report",
-                "estimator": f"{args.estimator} (d = {args.d}, decay = {args.decay})",
-                "choice": args.choice + (f" over {args.residuals} rounds' errors"
-                                         if args.choice == "expected" else ""),
-                "fallback": f"{args.fallback} rounds" if args.fallback else "none",
-                "hysteresis": args.hysteresis}
+                "charts": args.charts or "built for this report", **describe_policy(args)}
         write_report(tmp, replays, used, sweeps, meta)
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
@@ -329,17 +324,6 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
             print(f"{'':<10} ({s['undefined_rounds']} rounds without an optimal plan left out)")
     print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
     return 0
-
-
-def _policy_options(args: argparse.Namespace) -> dict:
-    """The replay's choice, fallback and hysteresis options from the command line."""
-    from cqopt.runtime.adaptive import Hysteresis
-    from cqopt.runtime.choice import PricedSwitch
-
-    hysteresis = {"none": None, "margin": Hysteresis(args.margin, args.hold_rounds),
-                  "priced": PricedSwitch(args.horizon)}[args.hysteresis]
-    return {"choice": args.choice, "residuals": args.residuals, "fallback": args.fallback,
-            "hysteresis": hysteresis}
 
 
 def _describe(info) -> str:
@@ -414,25 +398,7 @@ def add_parsers(sub) -> None:
                    help="replay only this query (repeatable; default: all with traces)")
     p.add_argument("--k", type=int, help="k of charts built here (default: the workload's); "
                                          "not with --charts")
-    p.add_argument("--d", type=int, default=5, help="rounds the estimator looks back (5)")
-    p.add_argument("--decay", type=float, default=0.5, help="OM's decay a (default 0.5)")
-    p.add_argument("--estimator", choices=list(ESTIMATORS), default="decay",
-                   help="rate and selectivity estimator (default: OM's decay mean)")
-    p.add_argument("--choice", choices=["point", "expected"], default="point",
-                   help="run the chart's plan at the point estimate (OM), or the plan of "
-                        "lowest expected cost over recent estimation errors")
-    p.add_argument("--residuals", type=int, default=20, metavar="N",
-                   help="rounds of estimation errors --choice expected keeps (20)")
-    p.add_argument("--fallback", type=int, metavar="ROUNDS",
-                   help="run the best fixed plan of the last ROUNDS while it beats the chart")
-    p.add_argument("--hysteresis", choices=["none", "margin", "priced"], default="none",
-                   help="hold the current plan: until another wins by --margin for "
-                        "--hold-rounds rounds, or until the saving over --horizon rounds pays "
-                        "for handing over the new plan's join state (default none)")
-    p.add_argument("--margin", type=float, default=0.05, help="hysteresis margin (0.05)")
-    p.add_argument("--hold-rounds", type=int, default=3, help="hysteresis rounds (3)")
-    p.add_argument("--horizon", type=float, default=100.0,
-                   help="rounds a priced switch must pay back in (100)")
+    add_policy_arguments(p)
     p.add_argument("--k-sweep", default=DEFAULT_K_SWEEP, metavar="LIST",
                    help=f"k values to sweep, or none (default {DEFAULT_K_SWEEP})")
     p.add_argument("--rounds", type=int, help="replay only the first N rounds")

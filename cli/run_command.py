@@ -6,6 +6,11 @@ import argparse
 import sys
 
 from cqopt.catalog import load_catalog
+from cqopt.cli.policy_options import (
+    add_policy_arguments,
+    check_policy_options,
+    policy_options,
+)
 from cqopt.errors import CqoptError
 
 
@@ -18,6 +23,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from cqopt.spark.streaming import AdaptiveRun, Source, Tolerance, parse_trigger
 
     # Everything is checked before Spark starts.
+    check_policy_options(args)
     catalog = load_catalog(args.catalog)
     workload = load_workload(args.workload)
     specs = {spec.name: (spec, query) for spec, query in workload_specs(workload, catalog)}
@@ -55,8 +61,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with running_session(args.master, progress=False) as spark:
         run = AdaptiveRun(spark, args.query, query, chart, catalog, sources, args.out,
                           window_s=_window_seconds(query), trigger=trigger, shadow=args.shadow,
-                          max_rounds=args.max_rounds, estimator=args.estimator, d=args.d,
-                          decay=args.decay, tolerance=tolerance, progress=say)
+                          max_rounds=args.max_rounds, policy=policy_options(args),
+                          tolerance=tolerance, progress=say)
         result = run.run()
     s = result.summary
     print(f"{args.query}: {s['rounds']} rounds ({s['empty_rounds']} empty), stopped by "
@@ -103,10 +109,7 @@ def add_parsers(sub) -> None:
                    help="relative noise tolerance of measured fidelity (default 0.10)")
     p.add_argument("--tolerance-ms", type=float, default=50.0,
                    help="absolute noise tolerance of measured fidelity in ms (default 50)")
-    p.add_argument("--d", type=int, default=5, help="rounds the estimator looks back (5)")
-    p.add_argument("--decay", type=float, default=0.5, help="OM's decay a (default 0.5)")
-    p.add_argument("--estimator", choices=["decay", "last", "ewma"], default="decay",
-                   help="rate and selectivity estimator (default: OM's decay mean)")
+    add_policy_arguments(p)
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=cmd_run)

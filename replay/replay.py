@@ -48,7 +48,7 @@ from cqopt.charts.spec import Axis, ChartSpec
 from cqopt.costmodel import Utility, make_model, plan_utilities
 from cqopt.replay import baselines
 from cqopt.runtime.adaptive import AdaptiveQuery, Hysteresis
-from cqopt.runtime.choice import PricedSwitch, chart_costing
+from cqopt.runtime.choice import PricedSwitch
 
 BASELINES = ("rand", "rate", "best_static", "oracle_chart")
 
@@ -105,14 +105,9 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         utilities = exact_utilities(chart, catalog, observed)
     best, defined = baselines.optimal(utilities)
 
-    def cost(plan, stats):  # at one point: the generated scalar path
-        return float(plan_utilities(model, utility, [plan], stats)[0])
-
-    plan_costs, switch_cost = chart_costing(chart, catalog)
-    adaptive = AdaptiveQuery(chart, estimator=estimator, d=d, decay=decay,
-                             hysteresis=hysteresis, cost=cost if hysteresis else None,
-                             choice=choice, residuals=residuals, fallback=fallback,
-                             plan_costs=plan_costs, switch_cost=switch_cost)
+    adaptive = AdaptiveQuery.costed(chart, catalog, estimator=estimator, d=d, decay=decay,
+                                    hysteresis=hysteresis, choice=choice,
+                                    residuals=residuals, fallback=fallback)
     position = {id(p): i for i, p in enumerate(plans)}
     chosen = np.empty(n, dtype=np.intp)
     moves = np.zeros(n, dtype=bool)

@@ -148,6 +148,41 @@ class AdaptiveQuery:
         self.plan = None
         self._pending = 0  # rounds the chart has preferred another plan (hysteresis)
 
+    @classmethod
+    def costed(cls, chart: QueryChart | ChartSet, catalog, query: str | None = None,
+               **options: Any) -> AdaptiveQuery:
+        """An adaptive query whose policies cost plans with the chart's model on ``catalog``.
+
+        The hysteresis, expected-cost choice, fallback and priced switches need
+        plan costs; this gives them the chart's own (its model, memory unit and
+        weights), so any of :class:`AdaptiveQuery`'s options can be passed.
+
+        Parameters
+        ----------
+        chart, query :
+            As :class:`AdaptiveQuery`.
+        catalog : Catalog
+            The catalog the chart was built with (``charts.catalog``).
+        **options :
+            :class:`AdaptiveQuery`'s keyword options (estimator, d, decay,
+            hysteresis, choice, residuals, fallback, on_invalid, ...).
+
+        Returns
+        -------
+        AdaptiveQuery
+        """
+        from cqopt.runtime.choice import chart_costing
+
+        query_chart = _query_chart(chart, query)
+        plan_costs, switch_cost = chart_costing(query_chart, catalog)
+        position = {id(p): i for i, p in enumerate(query_chart.plans)}
+
+        def cost(plan, stats: Mapping[str, float]) -> float:  # one plan, at one point
+            return float(np.ravel(plan_costs(stats))[position[id(plan)]])
+
+        return cls(query_chart, cost=cost if options.get("hysteresis") else None,
+                   plan_costs=plan_costs, switch_cost=switch_cost, **options)
+
     @property
     def statistics(self) -> tuple[str, ...]:
         return tuple(a.statistic for a in self.chart.spec.axes) + tuple(self.chart.spec.fixed)

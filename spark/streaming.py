@@ -210,8 +210,8 @@ class AdaptiveRun:
                  out: str | Path, *, window_s: float, trigger: str | float = "available-now",
                  shadow: bool = False, max_rounds: int | None = None,
                  max_files_per_trigger: int = 1, estimator: str = "decay", d: int = 5,
-                 decay: float = 0.5, start: float | None = None,
-                 tolerance: Tolerance = Tolerance(),
+                 decay: float = 0.5, policy: Mapping[str, Any] | None = None,
+                 start: float | None = None, tolerance: Tolerance = Tolerance(),
                  progress: Callable[[str], None] | None = None):
         """Check everything that can be checked before Spark reads a tuple.
 
@@ -244,6 +244,9 @@ class AdaptiveRun:
             Files per micro-batch of each file source (1: one round file each).
         estimator, d, decay :
             As :class:`~cqopt.runtime.adaptive.AdaptiveQuery`.
+        policy : Mapping, optional
+            More of its options: ``choice``, ``residuals``, ``fallback``,
+            ``hysteresis`` (costed with the chart's model on ``catalog``).
         start : float, optional
             The time of round 0's start; default the first micro-batch's
             earliest timestamp.
@@ -263,7 +266,7 @@ class AdaptiveRun:
         self.max_rounds, self.max_files = max_rounds, max_files_per_trigger
         self.tolerance = tolerance
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.options = {"estimator": estimator, "d": d, "decay": decay}
+        self.options = {"estimator": estimator, "d": d, "decay": decay, **(policy or {})}
         self.streams = tuple(query.stream_names)
         self.sources = _match_sources(sources, self.streams, name)
         if max_rounds is not None and not (isinstance(max_rounds, int) and max_rounds >= 1):
@@ -281,7 +284,7 @@ class AdaptiveRun:
                                     f"(--trigger SECONDS), not {trigger}")
         self.out = Path(out)
         self.state = self._open_state(start)
-        self.adaptive = AdaptiveQuery(chart, **self.options)
+        self.adaptive = AdaptiveQuery.costed(chart, catalog, **self.options)
         self.records = self._resume()
         self.error: BaseException | None = None
         self.stop_requested = threading.Event()
@@ -475,6 +478,7 @@ class AdaptiveRun:
 
     # -- one micro-batch ----------------------------------------------------------------
     def _batch(self, batch: DataFrame, batch_id: int) -> None:
+        stopping = self.stop_requested.is_set()
         try:
             # Staged even when stopping: Spark commits the batch when this returns, so
             # its tuples must be kept for a later run.
@@ -484,7 +488,10 @@ class AdaptiveRun:
                 if not self.stop_requested.is_set():
                     self._run_complete_rounds()
         except BaseException as err:
-            self.error = self.error or err
+            # A batch begun after the stop was asked for is interrupted by the stop itself;
+            # it is not committed, so a later run reads it again: no error of the run's.
+            if not stopping:
+                self.error = self.error or err
             self.stop_requested.set()
             raise
 
@@ -689,14 +696,14 @@ def rounds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict[str, Any]],
-              *, tolerance: Tolerance = Tolerance(), estimator: str = "decay", d: int = 5,
-              decay: float = 0.5) -> dict[str, Any]:
+              *, tolerance: Tolerance = Tolerance(), **policy: Any) -> dict[str, Any]:
     """Plans run, switches, times; measured fidelity and regret; the model's fidelity.
 
     The model's fidelity replays the same rounds' observed statistics through
     :func:`cqopt.replay.replay.replay` (the chart's model costs every plan at
-    each round's actual statistics), with the run's estimator, so it judges
-    the same choices the run made.
+    each round's actual statistics), with the run's estimator and ``policy``
+    (:func:`~cqopt.replay.replay.replay`'s options), so it judges the same
+    choices the run made.
     """
     from cqopt.replay.replay import replay
 
@@ -714,7 +721,7 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
     observed = pd.DataFrame([{"round": r["round"], "start": r["start"],
                               **{k: (math.nan if v is None else v)
                                  for k, v in r["observed"].items()}} for r in records])
-    model = replay(name, chart, catalog, observed, estimator=estimator, d=d, decay=decay)
+    model = replay(name, chart, catalog, observed, **policy)
     out["model"] = {"fidelity": model.summary["fidelity"], "regret": model.summary["regret"],
                     "undefined_rounds": model.summary["undefined_rounds"],
                     "optimal": model.rounds["optimal"].tolist()}

@@ -116,6 +116,21 @@ def test_a_round_without_tuples_is_logged_and_the_run_goes_on(spark, setting, tm
     assert result.stopped_by == "max rounds (3)"
 
 
+@pytest.mark.spark
+def test_a_run_takes_the_replay_policies(spark, setting, tmp_path):
+    """Expected-cost choice, fallback and priced switches run on the engine too."""
+    from cqopt.runtime.choice import PricedSwitch
+    from cqopt.spark.streaming import Source
+
+    write_trace_per_round(setting["trace"], tmp_path / "TCP", W, start=0.0)
+    policy = {"choice": "expected", "residuals": 3, "fallback": 2,
+              "hysteresis": PricedSwitch(horizon=10.0)}
+    result = _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")},
+                  start=0.0, max_rounds=3, policy=policy)
+    assert result.rounds["round"].tolist() == [0, 1, 2]
+    assert 0.0 <= result.summary["model"]["fidelity"] <= 1.0
+
+
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "cqopt", *args]
 
@@ -173,6 +188,14 @@ def _error(argv: list[str], capsys) -> str:
     err = capsys.readouterr().err.strip()
     assert err.startswith("cqopt: error: ") and "\n" not in err and "Traceback" not in err
     return err
+
+
+@pytest.mark.parametrize("option", [["--fallback", "0"], ["--horizon", "-1"],
+                                    ["--estimator", "holt", "--d", "0"]])
+def test_policy_options_out_of_range_are_refused_before_spark(run_args, tmp_path, capsys,
+                                                               option):
+    err = _error(run_args("--source", f"TCP={tmp_path}", *option), capsys)
+    assert "needs a number >=" in err
 
 
 def test_a_source_path_that_does_not_exist(run_args, tmp_path, capsys):

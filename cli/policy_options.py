@@ -1,0 +1,76 @@
+"""The run-time policy options ``cqopt fidelity`` and ``cqopt run`` share.
+
+The estimator (``--estimator``, ``--d``, ``--decay``), the choice
+(``--choice``, ``--residuals``), the regret-aware fallback (``--fallback``)
+and the hysteresis (``--hysteresis`` with ``--margin``/``--hold-rounds`` or
+``--horizon``): added to a parser in one place, checked in one place, and
+turned into :class:`~cqopt.runtime.adaptive.AdaptiveQuery`'s keyword
+arguments in one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cqopt.errors import CqoptError
+from cqopt.runtime.estimators import ESTIMATORS
+
+
+def add_policy_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the estimator, choice, fallback and hysteresis options to ``p``."""
+    p.add_argument("--d", type=int, default=5, help="rounds the estimator looks back (5)")
+    p.add_argument("--decay", type=float, default=0.5, help="OM's decay a (default 0.5)")
+    p.add_argument("--estimator", choices=list(ESTIMATORS), default="decay",
+                   help="rate and selectivity estimator (default: OM's decay mean)")
+    p.add_argument("--choice", choices=["point", "expected"], default="point",
+                   help="run the chart's plan at the point estimate (OM), or the plan of "
+                        "lowest expected cost over recent estimation errors")
+    p.add_argument("--residuals", type=int, default=20, metavar="N",
+                   help="rounds of estimation errors --choice expected keeps (20)")
+    p.add_argument("--fallback", type=int, metavar="ROUNDS",
+                   help="run the best fixed plan of the last ROUNDS while it beats the chart")
+    p.add_argument("--hysteresis", choices=["none", "margin", "priced"], default="none",
+                   help="hold the current plan: until another wins by --margin for "
+                        "--hold-rounds rounds, or until the saving over --horizon rounds pays "
+                        "for handing over the new plan's join state (default none)")
+    p.add_argument("--margin", type=float, default=0.05, help="hysteresis margin (0.05)")
+    p.add_argument("--hold-rounds", type=int, default=3, help="hysteresis rounds (3)")
+    p.add_argument("--horizon", type=float, default=100.0,
+                   help="rounds a priced switch must pay back in (100)")
+
+
+def check_policy_options(args: argparse.Namespace) -> None:
+    """Refuse an option out of its range, before any work starts."""
+    for option, value, low in (("--d", args.d, 1), ("--decay", args.decay, 0),
+                               ("--residuals", args.residuals, 1),
+                               ("--fallback", args.fallback, 1), ("--margin", args.margin, 0),
+                               ("--hold-rounds", args.hold_rounds, 1),
+                               ("--horizon", args.horizon, 0)):
+        if value is not None and not value >= low:
+            raise CqoptError(f"{option} {value}: needs a number >= {low}")
+
+
+def policy_options(args: argparse.Namespace) -> dict[str, Any]:
+    """:meth:`AdaptiveQuery.costed <cqopt.runtime.adaptive.AdaptiveQuery.costed>`'s
+    keyword arguments from the command line."""
+    from cqopt.runtime.adaptive import Hysteresis
+    from cqopt.runtime.choice import PricedSwitch
+
+    hysteresis = {"none": None, "margin": Hysteresis(args.margin, args.hold_rounds),
+                  "priced": PricedSwitch(args.horizon)}[args.hysteresis]
+    return {"estimator": args.estimator, "d": args.d, "decay": args.decay,
+            "choice": args.choice, "residuals": args.residuals, "fallback": args.fallback,
+            "hysteresis": hysteresis}
+
+
+def describe_policy(args: argparse.Namespace) -> dict[str, str]:
+    """The policy in words, for a report's header."""
+    return {"estimator": f"{args.estimator} (d = {args.d}, decay = {args.decay})",
+            "choice": args.choice + (f" over {args.residuals} rounds' errors"
+                                     if args.choice == "expected" else ""),
+            "fallback": f"{args.fallback} rounds" if args.fallback else "none",
+            "hysteresis": args.hysteresis + (f" (horizon {args.horizon:g} rounds)"
+                                             if args.hysteresis == "priced" else
+                                             f" (margin {args.margin:g}, {args.hold_rounds} "
+                                             "rounds)" if args.hysteresis == "margin" else "")}
