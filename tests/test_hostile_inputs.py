@@ -54,6 +54,15 @@ def test_a_bad_observation_is_refused_and_the_query_keeps_going(chart_set, bad):
     assert aq.step({"rate.TCP": 800.0}).estimate["rate.TCP"] == 800.0
 
 
+@pytest.mark.parametrize("sel", [1.5, -0.1, float("nan"), float("inf")])
+def test_a_selectivity_outside_zero_one_is_refused_and_the_estimate_kept(chart_set, sel):
+    aq = AdaptiveQuery(charts.load(chart_set), "Q1", estimator="last")
+    aq.step({"rate.TCP": 500.0, "sel.TCP": 0.25})
+    with pytest.raises(CqoptError, match=r"round 1: statistic sel\.TCP .*refused"):
+        aq.step({"rate.TCP": 700.0, "sel.TCP": sel})
+    assert aq.rounds == 1 and aq.estimate() == {"sel.TCP": 0.25, "rate.TCP": 500.0}
+
+
 def test_selectivity_outside_zero_one_and_drop_mode(chart_set):
     aq = AdaptiveQuery(charts.load(chart_set), "Q1", estimator="last", on_invalid="drop")
     with warnings.catch_warnings(record=True) as caught:

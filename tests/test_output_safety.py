@@ -104,28 +104,42 @@ def test_killed_at_the_swap_leaves_a_whole_output_and_the_next_run_works(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["build", "generate"])
+@pytest.mark.parametrize("command", ["build", "generate", "fidelity"])
 def test_killed_at_random_moments_leaves_previous_or_new(dec_toml, workload_toml, tmp_path,
-                                                        command):
+                                                        tmp_path_factory, command):
     out = tmp_path / "out"
+    kills, latest = 4, 2.5
     if command == "build":
         args = _build_args(dec_toml, workload_toml, out)
-    else:
+    elif command == "generate":
         args = ["generate", "--catalog", dec_toml, "--out", str(out), "--duration", "20"]
+    else:  # a report: Spark reads the traces, so a run takes seconds; fewer, later kills
+        inputs = tmp_path_factory.mktemp("fidelity-inputs")
+        assert _cli("generate", "--catalog", dec_toml, "--out", str(inputs / "traces"),
+                    "--duration", "20").returncode == 0
+        assert _cli(*_build_args(dec_toml, workload_toml, inputs / "charts")).returncode == 0
+        args = ["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--charts",
+                str(inputs / "charts"), "--traces", str(inputs / "traces"), "--out", str(out),
+                "--k-sweep", "none", "--master", "local[1]", "--quiet"]
+        kills, latest = 2, 20.0
 
     def complete() -> bool:
         if command == "build":
             charts.load(out)
             return True
-        return sorted(p.name for p in out.iterdir() if p.name != MARKER) == \
-            ["SF.parquet", "TCP.parquet", "UDP.parquet"]
+        names = sorted(p.name for p in out.iterdir() if p.name != MARKER)
+        if command == "generate":
+            return names == ["SF.parquet", "TCP.parquet", "UDP.parquet"]
+        return {"report.md", "report.html", "summary.json"} <= set(names) and \
+            set(json.loads((out / "summary.json").read_text())["queries"]) == {"Q1", "Q2"}
 
-    assert _cli(*args).returncode == 0
+    done = _cli(*args)
+    assert done.returncode == 0, done.stderr
     rng = random.Random(7)
-    for _ in range(4):
+    for _ in range(kills):
         process = subprocess.Popen([sys.executable, "-m", "cqopt", *args, "--force"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.2, 2.5))
+        time.sleep(rng.uniform(0.2, latest))
         process.send_signal(signal.SIGKILL)
         process.wait()
         assert complete()  # never neither
