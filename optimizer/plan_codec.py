@@ -119,17 +119,27 @@ def _decode(value: Any) -> Any:
     if "dict" in value:
         return {_decode(k): _decode(v) for k, v in value["dict"]}
     if "sql" in value:
-        for node in value["sql"]:
-            name = node.get("c")
-            if name is not None and not _is_expression_class(name):
-                raise PlanCodecError(f"plan data names the class {name!r}, which is no "
-                                     "sqlglot expression")
+        _check_classes(value["sql"])
         return serde.load(value["sql"])
     cls = _CLASSES.get(value.get("class"))
     if cls is None:
         raise PlanCodecError(f"plan data names the class {value.get('class')!r}, which "
                              "plans do not hold")
     return cls(**{name: _decode(v) for name, v in value["fields"].items()})
+
+
+def _check_classes(payload: Any) -> None:
+    """Refuse serde data naming any class but sqlglot's expressions, at any depth."""
+    if isinstance(payload, list):
+        for item in payload:
+            _check_classes(item)
+    elif isinstance(payload, dict):
+        name = payload.get(serde.CLASS)
+        if name is not None and not (isinstance(name, str) and _is_expression_class(name)):
+            raise PlanCodecError(f"plan data names the class {name!r}, which is no sqlglot "
+                                 "expression")
+        for item in payload.values():
+            _check_classes(item)
 
 
 def _is_expression_class(name: str) -> bool:

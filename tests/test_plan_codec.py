@@ -62,9 +62,26 @@ def test_plan_data_naming_another_class_is_refused(dec_catalog):
         assert bad != text
         with pytest.raises(PlanCodecError):
             plan_from_data(json.loads(bad))
+    nested = json.loads(text)  # a class hidden in an expression's type payload
+    first_sql = next(_find(nested, "sql"))
+    first_sql[0]["t"] = [{"c": "os.abort"}]
+    with pytest.raises(PlanCodecError, match="'os.abort', which is no sqlglot expression"):
+        plan_from_data(nested)
     data["id"] = "TCP⋈nothing"
     with pytest.raises(PlanCodecError, match="reads back as plan"):
         plan_from_data(data)
+
+
+def _find(data, key):
+    """Every value under ``key`` in nested JSON data."""
+    if isinstance(data, dict):
+        if key in data:
+            yield data[key]
+        for value in data.values():
+            yield from _find(value, key)
+    elif isinstance(data, list):
+        for value in data:
+            yield from _find(value, key)
 
 
 def test_loading_a_chart_set_neither_parses_nor_enumerates(dec_catalog, workload_toml,
