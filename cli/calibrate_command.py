@@ -51,13 +51,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--catalog", required=True, help="stream catalog (TOML) to calibrate")
     p.add_argument("--out", required=True, metavar="CATALOG2", help="catalog (TOML) to write")
     p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
-    p.add_argument("--rows", type=int, default=1_000_000,
-                   help="rows of the largest size; the others halve it (default 1,000,000)")
+    # On 2 cores a selection over a million cached rows takes less than Spark's per-job
+    # cost, so the fit cannot tell them apart; 16 million rows time the operator.
+    p.add_argument("--rows", type=int, default=16_000_000,
+                   help="rows of the largest size; the others halve it (default 16,000,000)")
     p.add_argument("--sizes", type=int, default=4, help="how many sizes (default 4)")
     p.add_argument("--repeats", type=int, default=3,
                    help="runs per size; the median counts (default 3)")
-    p.add_argument("--driver-memory", metavar="SIZE",
-                   help="memory of a new Spark driver, e.g. 4g: the generated data is cached "
-                        "twice per size, and data spilled to disk would time the disk")
+    p.add_argument("--driver-memory", metavar="SIZE", default="6g",
+                   help="memory of a new Spark driver (default 6g): the generated data is "
+                        "cached twice per size, and data spilled to disk would time the disk")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=cmd_calibrate)

@@ -199,7 +199,7 @@ example (--traces DIR, or one --trace STREAM=PATH per stream instead):
       --charts charts --traces traces --out report""",
     "calibrate": """\
 example:
-  cqopt calibrate --catalog examples/dec-pkt.toml --out calibrated.toml --rows 200000""",
+  cqopt calibrate --catalog examples/dec-pkt.toml --out calibrated.toml""",
     "run": """\
 example:
   cqopt run --catalog examples/dec-pkt.toml --workload examples/workload.toml \\

@@ -130,7 +130,11 @@ def main() -> int:
     parser.add_argument("--big", type=float, default=16000, help="tuples/s of a fast stream")
     parser.add_argument("--small", type=float, default=800, help="tuples/s of the slow one")
     parser.add_argument("--rounds-per-phase", type=int, default=3)
-    parser.add_argument("--calibrate-rows", type=int, default=200_000)
+    parser.add_argument("--calibrate-rows", type=int, default=8_000_000,
+                        help="rows of calibration's largest size: at a few hundred thousand, "
+                             "Spark's per-job cost hides a selection's own (8,000,000)")
+    parser.add_argument("--driver-memory", default="6g",
+                        help="the driver's memory: calibration caches its data twice (6g)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--queries", default="Q2,Q4")
     parser.add_argument("--seed", type=int, default=7)
@@ -146,7 +150,8 @@ def main() -> int:
                  + workload_specs(load_workload(work / "q4.toml"), catalog))
     names = [n for n in args.queries.split(",") if n]
     spark = spark_session(args.master, progress=False,
-                          conf={"spark.sql.shuffle.partitions": "2"})
+                          conf={"spark.sql.shuffle.partitions": "2",
+                                "spark.driver.memory": args.driver_memory})
     rows = []
     try:
         overhead = job_overhead(spark)
