@@ -27,7 +27,7 @@ True
 
 from __future__ import annotations
 
-import pickle
+import json
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -39,6 +39,7 @@ from cqopt.charts.spec import ChartSpec, candidate_plans
 from cqopt.costmodel import Utility, make_model, plan_utilities
 from cqopt.errors import CqoptError
 from cqopt.optimizer.plan import Plan
+from cqopt.optimizer.plan_codec import plans_from_json, plans_json
 
 CHUNK_CELLS = 1 << 18  # cells per kernel call: bounds memory at plans x chunk doubles
 # Cells the cost model sees at once. Every temporary of the model is one float64 per cell:
@@ -70,11 +71,12 @@ class ChartContext:
     def to_bytes(self) -> bytes:
         """The context as a build task receives it: spec, catalog and the plans themselves.
 
-        A task then costs cells without parsing or enumerating the query.
-        This is pickle, for one job between processes running the same cqopt;
-        nothing stored on disk is ever pickled.
+        A task then costs cells without parsing or enumerating the query. The
+        plans travel as plan data (:mod:`cqopt.optimizer.plan_codec`, JSON),
+        as they are stored in a chart set: never pickled.
         """
-        return pickle.dumps((self.spec, self.catalog, self.plans), pickle.HIGHEST_PROTOCOL)
+        return json.dumps({"spec": self.spec.to_dict(), "catalog": self.catalog.to_dict(),
+                           "plans": plans_json(self.plans)}).encode("utf-8")
 
     @classmethod
     def from_bytes(cls, blob: bytes) -> ChartContext:
@@ -83,15 +85,17 @@ class ChartContext:
         Raises
         ------
         CqoptError
-            The bytes do not unpack here: this process runs another cqopt.
+            The bytes do not read back here (another cqopt than the driver's).
         """
         try:
-            spec, catalog, plans = pickle.loads(blob)
-        except Exception as err:  # another cqopt (or Python) than the driver's
+            data = json.loads(blob)
+            context = cls(ChartSpec.from_dict(data["spec"]),
+                          Catalog.from_dict(data["catalog"], "<the driver's catalog>"))
+            plans = plans_from_json(data["plans"])
+        except Exception as err:  # another cqopt than the driver's
             raise CqoptError(f"cannot unpack a chart's context sent by the driver "
                              f"({type(err).__name__}: {err}); every executor must run the "
                              "driver's cqopt version") from None
-        context = cls(spec, catalog)
         context.__dict__["plans"] = plans  # fills the cached property: no re-enumeration
         return context
 
