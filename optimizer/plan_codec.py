@@ -8,8 +8,8 @@ attributes are plain values, tuples, dicts, the optimizer's frozen dataclasses
 aggregates) and sqlglot expressions, which travel as sqlglot's own
 serialisation (:mod:`sqlglot.serde`). Decoding builds only those: a class
 name outside them, or an expression class outside ``sqlglot.expressions``,
-is refused, so reading a plan never imports or calls anything else. Never
-pickle.
+is refused, so reading a plan never imports or calls anything else. Nothing
+is pickled.
 
 >>> from cqopt.catalog import Catalog
 >>> from cqopt.optimizer.logical import parse_query
