@@ -64,7 +64,6 @@ FORMAT = "cqopt-chart-set"
 # charts; 3 (written now), a grid's plan index alone in its file in the narrowest unsigned
 # type and its costs in a file of their own, so a lookup reads a byte or two a cell.
 FORMAT_VERSION = 3
-REFINED_FORMAT_VERSION = FORMAT_VERSION  # a set with a refined chart: grid-only readers refuse
 READ_VERSIONS = (1, 2, FORMAT_VERSION)
 MANIFEST = "manifest.json"
 MANIFEST_CHECKSUM = "manifest_sha256"

@@ -67,6 +67,7 @@ from cqopt.charts.kernel import (
     evaluate_cells,
 )
 from cqopt.charts.spec import ChartSpec
+from cqopt.charts.store import plan_dtype
 from cqopt.spark.session import (
     SparkBuildError,
     _is_local,
@@ -190,7 +191,7 @@ def _block_size(total: int, parallelism: int) -> int:
 
 def _plan_dtype(contexts: list[ChartContext]) -> np.dtype:
     """The narrowest unsigned type that holds a plan index of every chart."""
-    return np.dtype(np.uint8 if max(len(c.plans) for c in contexts) <= 256 else np.uint16)
+    return plan_dtype(max(len(c.plans) for c in contexts))
 
 
 def _run_job(spark: SparkSession, contexts: list[ChartContext], catalog: Catalog,

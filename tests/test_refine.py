@@ -17,7 +17,6 @@ from cqopt.charts.refine import RefineError, refine_chart
 from cqopt.charts.spec import Axis, ChartSpec, workload_specs
 from cqopt.charts.store import (
     FORMAT_VERSION,
-    REFINED_FORMAT_VERSION,
     ChartSetError,
     read_query_data,
     write_chart_set,
@@ -143,7 +142,7 @@ def test_refined_chart_set_round_trip(dec_catalog, tmp_path):
     [chart] = build_local([spec], dec_catalog, progress=False, refine=80, depth=3)
     out = write_chart_set(tmp_path / "cs", [chart], dec_catalog)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["format_version"] == REFINED_FORMAT_VERSION
+    assert manifest["format_version"] == FORMAT_VERSION
     assert manifest["queries"]["q"]["layout"] == "refined"
     assert manifest["queries"]["q"]["cells"] == len(chart.leaves.plan)
     loaded = charts.load(out)["q"]
