@@ -50,6 +50,7 @@ from cqopt.charts.store import (
     read_leaves,
     read_plans,
     read_manifest,
+    read_query_costs,
     read_query_data,
 )
 from cqopt.errors import CqoptError, did_you_mean
@@ -396,7 +397,7 @@ def load(path: str | Path) -> ChartSet:
         read_cost = None
         if layout == "grid":
             plan_index, cost = read_query_data(path, name, entry, spec.shape, costs=False)
-            read_cost = functools.partial(_read_cost, path, name, entry, spec.shape)
+            read_cost = functools.partial(read_query_costs, path, name, entry, spec.shape)
         elif layout == "refined":
             leaves, plan_index, cost = _read_refined(path, name, entry, spec)
             spec = fine_spec(spec, leaves)
@@ -417,11 +418,6 @@ def load(path: str | Path) -> ChartSet:
         charts[name] = QueryChart(spec, plans, plan_index, cost, leaves, entry.get("reduce"),
                                   read_cost)
     return ChartSet(path, manifest, charts)
-
-
-def _read_cost(path: Path, name: str, entry: dict[str, Any], shape: tuple[int, ...]
-               ) -> np.ndarray:
-    return read_query_data(path, name, entry, shape)[1]
 
 
 def _read_refined(path: Path, name: str, entry: dict[str, Any],

@@ -219,14 +219,14 @@ def read_query_data(path: Path, name: str, entry: dict[str, Any], shape: tuple[i
     n = int(np.prod(shape))
     if "cost_data" in entry:  # version 3: the row is the cell
         data, column = _read_columns(path, name, entry, ["plan"])
-        cost_file = ("cost_data", "cost_sha256")
+        separate_costs = True  # in a file of their own: read_query_costs
     else:  # versions 1 and 2: cell, plan and cost in one file
         data, column = _read_columns(path, name, entry, ["cell", "plan"] + ["cost"] * costs)
         cells = column("cell")
         if len(cells) != n or not np.array_equal(cells, np.arange(len(cells))):
             raise ChartSetError(f"{data}: damaged: expected cells 0..{n - 1} in order")
         del cells
-        cost_file = None
+        separate_costs = False
     plan = column("plan")
     if len(plan) != n:
         raise ChartSetError(f"{data}: damaged: {len(plan)} cells, the axes make {n}")
@@ -235,18 +235,26 @@ def read_query_data(path: Path, name: str, entry: dict[str, Any], shape: tuple[i
                             f"has {len(entry['plans'])} plans")
     plan = plan.astype(plan_dtype(len(entry["plans"]))).reshape(shape)  # a copy: Arrow's goes
     cost = None
-    if costs and cost_file is None:
+    if costs and not separate_costs:
         cost = np.array(column("cost")).reshape(shape)
-    elif costs:
-        _, column = _read_columns(path, name, entry, ["cost"], *cost_file)
-        cost = np.array(column("cost"))
-        if len(cost) != n:
-            raise ChartSetError(f"{path}: damaged: query {name}'s costs hold {len(cost)} "
-                                f"cells, the axes make {n}")
-        cost = cost.reshape(shape)
     del column
+    if costs and separate_costs:
+        cost = read_query_costs(path, name, entry, shape)
     pa.default_memory_pool().release_unused()  # what Arrow read and freed goes back too
     return plan, cost
+
+
+def read_query_costs(path: Path, name: str, entry: dict[str, Any],
+                     shape: tuple[int, ...]) -> np.ndarray:
+    """The per-cell costs of one query's grid alone, checked against the manifest."""
+    if "cost_data" not in entry:  # versions 1 and 2 keep them beside the plan index
+        return read_query_data(path, name, entry, shape)[1]
+    _, column = _read_columns(path, name, entry, ["cost"], "cost_data", "cost_sha256")
+    cost = np.array(column("cost"))
+    if len(cost) != int(np.prod(shape)):
+        raise ChartSetError(f"{path}: damaged: query {name}'s costs hold {len(cost)} cells, "
+                            f"the axes make {int(np.prod(shape))}")
+    return cost.reshape(shape)
 
 
 def read_plans(path: Path, name: str, entry: dict[str, Any]) -> list | None:

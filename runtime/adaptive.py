@@ -174,12 +174,7 @@ class AdaptiveQuery:
         from cqopt.runtime.choice import chart_costing
 
         query_chart = _query_chart(chart, query)
-        plan_costs, switch_cost = chart_costing(query_chart, catalog)
-        position = {id(p): i for i, p in enumerate(query_chart.plans)}
-
-        def cost(plan, stats: Mapping[str, float]) -> float:  # one plan, at one point
-            return float(np.ravel(plan_costs(stats))[position[id(plan)]])
-
+        plan_costs, switch_cost, cost = chart_costing(query_chart, catalog)
         return cls(query_chart, cost=cost if options.get("hysteresis") else None,
                    plan_costs=plan_costs, switch_cost=switch_cost, **options)
 

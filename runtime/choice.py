@@ -193,8 +193,10 @@ def handover_bytes(model, old_plan, new_plan, stats: Mapping[str, float]) -> flo
 
 
 def chart_costing(chart, catalog) -> tuple[Callable[[Mapping[str, Any]], np.ndarray],
-                                           Callable[[Any, Any, Mapping[str, float]], float]]:
-    """``plan_costs(stats)`` (every plan's utility, vectorized) and ``switch_cost(a, b, stats)``.
+                                           Callable[[Any, Any, Mapping[str, float]], float],
+                                           Callable[[Any, Mapping[str, float]], float]]:
+    """``plan_costs(stats)`` (every plan's utility, vectorized), ``switch_cost(a, b, stats)``
+    and ``plan_cost(plan, stats)`` (one plan's utility at one point, for hysteresis).
 
     Costs use the chart's model, memory unit and weights; a switch's price is
     the handed-over bytes (PIPES) times the utility's memory weight.
@@ -213,4 +215,7 @@ def chart_costing(chart, catalog) -> tuple[Callable[[Mapping[str, Any]], np.ndar
     def switch_cost(old_plan, new_plan, stats: Mapping[str, float]) -> float:
         return utility.w_m * handover_bytes(pipes, old_plan, new_plan, stats)
 
-    return plan_costs, switch_cost
+    def plan_cost(plan, stats: Mapping[str, float]) -> float:  # the generated scalar path
+        return float(plan_utilities(model, utility, [plan], stats)[0])
+
+    return plan_costs, switch_cost, plan_cost
