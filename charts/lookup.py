@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -189,8 +189,8 @@ class QueryChart:
     def choose(self, stats: Mapping[str, float]) -> Choice:
         if len(stats) > len(self._axes):  # more than the axes: some may be no statistic here
             self.check_statistics(stats)
-        flat, cell, clamped = 0, [], []
-        for name, lo, hi, width, k, stride, is_rate in self._axes:
+        values = []
+        for name, _, _, _, _, _, is_rate in self._axes:
             try:
                 x = float(stats[name])
             except KeyError:
@@ -200,6 +200,18 @@ class QueryChart:
                 raise
             if not (0.0 <= x <= (math.inf if is_rate else 1.0)) or x == math.inf:
                 check_value(name, x)  # raises the message for NaN, negative, > 1, inf
+            values.append(x)
+        return self.locate(values)
+
+    def locate(self, values: Sequence[float]) -> Choice:
+        """The plan at valid statistic values given in axis order, unchecked.
+
+        :meth:`choose` without its checks, for a caller whose values are
+        valid already (a run-time step's estimates); a value outside an axis
+        is clamped to its end region and named in the answer.
+        """
+        flat, cell, clamped = 0, [], []
+        for (name, lo, hi, width, k, stride, _), x in zip(self._axes, values):
             if x < lo:
                 i = 0
                 clamped.append(name)
@@ -213,7 +225,7 @@ class QueryChart:
             cell.append(i)
             flat += i * stride
         plan = self.plans[self._flat[flat]]
-        return Choice(plan, plan.id, tuple(cell), tuple(clamped))
+        return Choice._make((plan, plan.id, tuple(cell), tuple(clamped)))  # tuple.__new__
 
     def choose_many(self, stats: Mapping[str, ArrayLike]) -> Choices:
         for axis in self.spec.axes:

@@ -32,10 +32,11 @@ regret-aware fallback (see :mod:`cqopt.runtime.choice`).
 from __future__ import annotations
 
 import math
+import operator
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -45,7 +46,7 @@ from cqopt.optimizer.errors import QueryError
 from cqopt.optimizer.statistic_check import check_given
 from cqopt.optimizer.statistics import check_value, split_name
 from cqopt.runtime.choice import ExpectedChoice, PricedSwitch, RegretFallback
-from cqopt.runtime.estimators import ThresholdHistogram, make_estimator
+from cqopt.runtime.estimators import DecayMeans, ThresholdHistograms, make_estimator
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,9 @@ class Hysteresis:
     rounds: int = 3
 
 
-@dataclass(frozen=True)
-class RoundOutcome:
+class RoundOutcome(NamedTuple):
+    """What one round of :meth:`AdaptiveQuery.step` did (a tuple: cheap to make every round)."""
+
     round: int
     estimate: dict[str, float]  # the statistics the plan was chosen for
     cell: tuple[int, ...]
@@ -126,22 +128,14 @@ class AdaptiveQuery:
         if on_invalid not in ("raise", "drop"):
             raise CqoptError(f"on_invalid={on_invalid!r}: expected 'raise' or 'drop'")
         self.on_invalid = on_invalid
-        chart = self.chart
         self.hysteresis = hysteresis
         self.cost = cost  # (plan, stats) -> utility, needed by the hysteresis only
         if hysteresis and cost is None:
             raise ValueError("hysteresis needs a cost function (plan, stats) -> utility")
-        self.estimators = {}
-        for name in self.statistics:
-            if split_name(name)[0] == "jsel":
-                self.estimators[name] = ThresholdHistogram(threshold=jsel_threshold)
-            else:
-                self.estimators[name] = make_estimator(estimator, d=d, decay=decay)
-        self.initial = chart.spec.centre()
+        self._estimators(estimator, d, decay, jsel_threshold)
         # Per statistic the largest valid value, for step's check without re-reading names.
-        self._upper = {name: math.inf if split_name(name)[0] == "rate" else 1.0
-                       for name in self.statistics}
-        self._axis_names = tuple(a.statistic for a in chart.spec.axes)
+        self._limits = tuple((name, math.inf if split_name(name)[0] == "rate" else 1.0)
+                             for name in self._names)
         self._policies(choice, residuals, fallback, plan_costs, switch_cost)
         self.rounds = self.moves = self.switches = 0
         self.cell: tuple[int, ...] | None = None
@@ -182,11 +176,46 @@ class AdaptiveQuery:
     def statistics(self) -> tuple[str, ...]:
         return tuple(a.statistic for a in self.chart.spec.axes) + tuple(self.chart.spec.fixed)
 
+    def _estimators(self, kind: str, d: int, decay: float, jsel_threshold: float) -> None:
+        """The statistics' estimators; with OM's decay mean, one window array for all.
+
+        ``self._names`` orders the statistics as the estimators hold them (the
+        decay means' first), and ``self._current`` is the next round's
+        estimate of each, in that order: a step reads it and a round's
+        observation brings it up to date.
+        """
+        statistics = self.statistics
+        self.initial = self.chart.spec.centre()
+        jsel = [n for n in statistics if split_name(n)[0] == "jsel"]
+        others = [n for n in statistics if n not in jsel]
+        means = others if kind == "decay" else []
+        scalar = [n for n in others if n not in means]
+        self._means = DecayMeans(
+            len(means), d, decay, [math.inf if split_name(n)[0] == "rate" else 1.0
+                                   for n in means], [self.initial[n] for n in means])
+        self._histograms = ThresholdHistograms(len(jsel), threshold=jsel_threshold,
+                                               initial=[self.initial[n] for n in jsel])
+        self._scalar = [make_estimator(kind, d=d, decay=decay) for n in scalar]
+        self._names = (*means, *jsel, *scalar)
+        self._n_means, self._n_vector = len(means), len(means) + len(jsel)
+        self._current = [self.initial[n] for n in self._names]
+        self._scalar_current = self._current[self._n_vector:]
+        axes = [self._names.index(a.statistic) for a in self.chart.spec.axes]
+        self._axis_values = (operator.itemgetter(*axes) if len(axes) > 1 else
+                             lambda current, i=axes[0]: (current[i],))
+
+    @property
+    def estimators(self) -> dict[str, Any]:
+        """Each statistic's estimator (the decay means show as views of their shared array)."""
+        k, m = self._n_means, self._n_vector
+        found = {n: _View(self._means, i) for i, n in enumerate(self._names[:k])}
+        found.update((n, _View(self._histograms, i)) for i, n in enumerate(self._names[k:m]))
+        found.update(zip(self._names[m:], self._scalar))
+        return {n: found[n] for n in self.statistics}
+
     def estimate(self) -> dict[str, float]:
         """The statistics expected for the next round."""
-        initial = self.initial
-        return {name: initial[name] if value is None else value
-                for name, value in ((n, e.estimate()) for n, e in self.estimators.items())}
+        return dict(zip(self._names, self._current))
 
     def _policies(self, choice: str, residuals: int, fallback: int | None,
                   plan_costs: Callable | None, switch_cost: Callable | None) -> None:
@@ -214,8 +243,9 @@ class AdaptiveQuery:
         self._observed = dict(self.initial)  # the last value seen of each statistic
 
     def choose(self) -> tuple[dict[str, float], Any]:
-        estimate = self.estimate()
-        choice = self.chart.choose({name: estimate[name] for name in self._axis_names})
+        current = self._current
+        estimate = dict(zip(self._names, current))
+        choice = self.chart.locate(self._axis_values(current))
         if self.expected is not None:
             index = self.expected.choose(estimate)
             if index is not None and self.chart.plans[index] is not choice.plan:
@@ -224,10 +254,27 @@ class AdaptiveQuery:
         return estimate, choice
 
     def observe(self, actual: Mapping[str, float]) -> None:
-        estimators = self.estimators
-        for name, value in actual.items():
-            if name in estimators:
-                estimators[name].observe(float(value))
+        """Feed a round's observed statistics (valid values) to the estimators."""
+        get, nan = actual.get, math.nan
+        self._observe([nan if (v := get(n)) is None else float(v) for n in self._names])
+
+    def _observe(self, values: list[float]) -> None:
+        """Feed one value per statistic, in ``self._names``' order (NaN: not observed)."""
+        k, m = self._n_means, self._n_vector
+        means, histograms = self._means, self._histograms
+        if k:
+            means.observe(values[:k])
+        if m > k:
+            histograms.observe(values[k:m])
+        current = self._scalar_current
+        if current:
+            for i, (estimator, x) in enumerate(zip(self._scalar, values[m:])):
+                if x == x:
+                    estimator.observe(x)
+                    forecast = estimator.estimate()
+                    if forecast is not None:
+                        current[i] = forecast
+        self._current = means.values + histograms.values + current
 
     def _learn(self, estimate: Mapping[str, float], chart_plan, actual: Mapping[str, float]
                ) -> None:
@@ -251,48 +298,57 @@ class AdaptiveQuery:
         QueryError
             ``actual`` names a statistic the query lacks, or holds an invalid value.
         """
-        actual, dropped = self._checked(actual)
+        values, dropped = self._checked(actual)
         estimate, choice = self.choose()
         plan = choice.plan
-        if self.fallback is not None and self.fallback.plan() is not None:
-            plan = self.chart.plans[self.fallback.plan()]
-        if self.hysteresis and self.plan is not None and plan is not self.plan:
+        previous, cell = self.plan, choice.cell
+        if self.fallback is not None and (fixed := self.fallback.plan()) is not None:
+            plan = self.chart.plans[fixed]
+        if self.hysteresis and previous is not None and plan is not previous:
             plan = self._hold(plan, estimate)
         else:
             self._pending = 0
-        move = self.cell is not None and choice.cell != self.cell
-        switch = self.plan is not None and plan is not self.plan
+        move = self.cell is not None and cell != self.cell
+        switch = previous is not None and plan is not previous
         self.moves += move
         self.switches += switch
-        outcome = RoundOutcome(self.rounds, estimate, choice.cell, plan, _id(plan),
-                               choice.plan_id, move, switch, dropped)
-        self.cell, self.plan = choice.cell, plan
+        # _make: tuple.__new__ without the named arguments' parsing, a third of the cost.
+        outcome = RoundOutcome._make((self.rounds, estimate, cell, plan,
+                                      choice.plan_id if plan is choice.plan else _id(plan),
+                                      choice.plan_id, move, switch, dropped))
+        self.cell, self.plan = cell, plan
         self.rounds += 1
-        self.observe(actual)
-        self._learn(estimate, choice.plan, actual)
+        self._observe(values)
+        if self.expected is not None or self.fallback is not None:
+            self._learn(estimate, choice.plan, {n: x for n, x in zip(self._names, values)
+                                                if x == x})
         return outcome
 
-    def _checked(self, actual: Mapping[str, Any]) -> tuple[dict[str, float],
-                                                           tuple[str, ...]]:
-        """The round's valid observations, and the names of those dropped."""
+    def _checked(self, actual: Mapping[str, Any]) -> tuple[list[float], tuple[str, ...]]:
+        """The round's values in ``self._names``' order (NaN where none is given or one
+        was dropped), and the names of those dropped."""
         if not isinstance(actual, Mapping):
             raise CqoptError(f"step needs a mapping of statistic name to value, e.g. "
                              f"{{'rate.S': 120.0}}, got {type(actual).__name__}")
-        upper = self._upper
-        good = {}
-        for name, value in actual.items():  # the common case, in floats: every value valid
-            hi = upper.get(name)
-            if hi is None:
+        values, given, inf = [], 0, math.inf
+        get, append = actual.get, values.append
+        for name, hi in self._limits:  # the common case, in floats: every value valid
+            x = get(name, _ABSENT)
+            if type(x) is not float:
+                if x is _ABSENT:
+                    append(math.nan)
+                    continue
+                try:
+                    x = float(x)
+                except (TypeError, ValueError, OverflowError):
+                    break  # the checks below say what is wrong
+            if not 0.0 <= x <= hi or x == inf:  # NaN fails the first test
                 break
-            try:
-                x = float(value)
-            except (TypeError, ValueError, OverflowError):
-                break  # the checks below say what is wrong
-            if not 0.0 <= x <= hi or x == math.inf:  # NaN fails the first test
-                break
-            good[name] = x
+            append(x)
+            given += 1
         else:
-            return good, ()
+            if given == len(actual):  # and no name the query lacks
+                return values, ()
         where = f"query {self.chart.spec.name}"
         check_given(actual, self.statistics, where=where)
         good, dropped = {}, []
@@ -306,7 +362,7 @@ class AdaptiveQuery:
                                      "on_invalid='drop')") from None
                 warnings.warn(f"{where}, round {self.rounds}: {err}; dropped", stacklevel=3)
                 dropped.append(name)
-        return good, tuple(dropped)
+        return [good.get(n, math.nan) for n in self._names], tuple(dropped)
 
     def _hold(self, new_plan, estimate: dict[str, float]):
         if isinstance(self.hysteresis, PricedSwitch):
@@ -337,6 +393,19 @@ def _query_chart(chart: Any, query: str | None) -> QueryChart:
         raise CqoptError(f"AdaptiveQuery needs a QueryChart (charts['Q1']) or a ChartSet and a "
                          f"query name, got {type(chart).__name__}")
     return chart
+
+
+class _View:
+    """One statistic's estimate inside an estimator of several (``estimators[name]``)."""
+
+    def __init__(self, estimators: DecayMeans | ThresholdHistograms, i: int):
+        self._estimators, self._i = estimators, i
+
+    def estimate(self) -> float | None:
+        return self._estimators.values[self._i]
+
+
+_ABSENT = object()  # a statistic the round does not give (None is a value, and refused)
 
 
 def _id(plan) -> str:

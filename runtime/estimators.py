@@ -4,6 +4,8 @@
   the last d observations weighted by ``G(r) = e^{−a·r}``, r = 0 for the most
   recent, ``x_e = Σ F(R−r)·G(r) / Σ G(r)``. We read "the previous d values"
   as d observations, r = 0..d−1 (the paper's sum runs to d, one more).
+  :class:`DecayMeans` is the same for several statistics in one window
+  array, updated in O(1); a run-time step uses it for all of a query's.
 - :class:`LastValue` and :class:`EWMA` are the usual alternatives.
 - Forecasters for bursts, which the decay mean lags behind:
   :class:`Holt` (linear trend: level and slope, each exponentially
@@ -12,7 +14,8 @@
   local-level model whose gain adapts to how noisy the series has been).
   ``scripts/chart_quality.py`` compares them by the regret they lead to; the
   default stays OM's decay mean unless another wins on the developers' traces.
-- :class:`ThresholdHistogram` is the join-selectivity estimator: it keeps a
+- :class:`ThresholdHistogram` (:class:`ThresholdHistograms` for several
+  statistics at once) is the join-selectivity estimator: it keeps a
   histogram of recent observations and re-estimates (the centre of the
   fullest bin, a robust mode) only when an observation leaves the current
   estimate by more than a relative threshold. The paper builds its
@@ -38,6 +41,7 @@ from __future__ import annotations
 import math
 import operator
 from collections import deque
+from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
@@ -49,32 +53,93 @@ class Estimator(Protocol):
     def estimate(self) -> float | None: ...
 
 
-class DecayMean:
-    """OM's decay-weighted mean over the last ``d`` observations.
+class DecayMeans:
+    """OM's decay-weighted mean for ``n`` statistics at once, each updated in O(1).
 
-    The estimate is worked out when an observation arrives (d products in
-    floats), so :meth:`estimate` is a read: a run-time step asks for it every
-    round.
+    A new observation updates its statistic's weighted sum as
+    ``S ← e^{−a}·S + x − e^{−a·d}·x_dropped`` (the value leaving the window);
+    once per d observations the sum is recomputed from the window, so
+    rounding never accumulates. :meth:`observe` takes one value per statistic
+    (NaN skips that statistic); the estimates are read from :attr:`values`.
+
+    The windows of all statistics lie in one ring of ``n·d`` slots, each
+    statistic with its own place in it (a NaN moves only the others).
+
+    >>> means = DecayMeans(2, d=3, decay=0.5)
+    >>> for round_ in ((1.0, 10.0), (2.0, float("nan")), (4.0, 30.0)):
+    ...     means.observe(round_)
+    >>> [round(v, 4) for v in means.values]  # the second skipped its NaN: (30 + 10·e^-0.5) / (1 + e^-0.5)
+    [2.8266, 22.4492]
+    """
+
+    def __init__(self, n: int, d: int = 5, decay: float = 0.5,
+                 upper: Sequence[float] | None = None,
+                 initial: Sequence[float] | None = None):
+        if d < 1 or decay < 0 or n < 0:
+            raise ValueError(f"need n >= 0, d >= 1 and decay >= 0, got n={n}, d={d}, "
+                             f"decay={decay}")
+        self.n, self.d = n, d
+        self.weights = tuple(math.exp(-decay * r) for r in range(d))  # weights[r], r = 0 newest
+        self._weight_sums = tuple(math.fsum(self.weights[:k]) for k in range(1, d + 1))
+        self._step, self._leaving = math.exp(-decay), math.exp(-decay * d)
+        # Each statistic's largest valid value (1 for a selectivity): a weighted mean of
+        # values in [0, upper] lies there too; the running update may miss by an ulp.
+        self._upper = [math.inf] * n if upper is None else [float(u) for u in upper]
+        self._sums = [0.0] * n
+        # The estimates: ``initial`` (or None) until a statistic's first observation.
+        self.values: list[float | None] = [None] * n if initial is None else list(initial)
+        self._ring = [0.0] * (n * d)  # statistic i's window: slots i·d .. i·d + d − 1
+        self._next = [0] * n  # per statistic, the slot (0..d−1) its next value goes to
+        self._counts = [0] * n
+
+    def observe(self, values: Sequence[float]) -> None:
+        """One round: one value per statistic, in order; NaN says nothing.
+
+        A loop in floats: for the few statistics of a query it beats numpy's
+        per-call overhead, and a list comprehension's.
+        """
+        ring, nexts, counts, sums, out = self._ring, self._next, self._counts, self._sums, \
+            self.values
+        d, step, leaving, norms, upper = (self.d, self._step, self._leaving,
+                                          self._weight_sums, self._upper)
+        for i, x in enumerate(values):
+            if x != x:
+                continue
+            slot = nexts[i]
+            j = i * d + slot
+            dropped = ring[j]  # 0.0 until the window is full
+            ring[j] = x
+            n = counts[i]
+            if n < d:
+                counts[i] = n = n + 1
+            slot += 1
+            if slot == d:  # once a window: the exact sum, newest first
+                slot = 0
+                s = math.fsum(map(operator.mul, self.weights, reversed(ring[j + 1 - d:j + 1])))
+            else:
+                s = step * sums[i] + x - leaving * dropped
+            nexts[i] = slot
+            sums[i] = s
+            e = s / norms[n - 1]
+            out[i] = 0.0 if e < 0.0 else upper[i] if e > upper[i] else e
+
+
+class DecayMean:
+    """OM's decay-weighted mean over the last ``d`` observations of one statistic.
+
+    :class:`DecayMeans` for one statistic: the estimate is worked out when an
+    observation arrives, so :meth:`estimate` is a read.
     """
 
     def __init__(self, d: int = 5, decay: float = 0.5):
-        if d < 1 or decay < 0:
-            raise ValueError(f"need d >= 1 and decay >= 0, got d={d}, decay={decay}")
-        self.d = d
-        self.weights = tuple(math.exp(-decay * r) for r in range(d))  # weights[r], r = 0 newest
-        self._weight_sums = tuple(math.fsum(self.weights[:n]) for n in range(1, d + 1))
-        self.history: deque[float] = deque(maxlen=d)  # newest first
-        self._estimate: float | None = None
+        self._means = DecayMeans(1, d, decay)
+        self.d, self.weights = d, self._means.weights
 
     def observe(self, value: float) -> None:
-        if value != value:  # NaN: a round without tuples says nothing
-            return
-        self.history.appendleft(value)
-        self._estimate = sum(map(operator.mul, self.history, self.weights)) / \
-            self._weight_sums[len(self.history) - 1]
+        self._means.observe((value,))
 
     def estimate(self) -> float | None:
-        return self._estimate
+        return self._means.values[0]
 
 
 class LastValue:
@@ -211,8 +276,66 @@ class LogKalman:
 ESTIMATORS = ("decay", "last", "ewma", "holt", "median", "kalman")
 
 
+class ThresholdHistograms:
+    """Histograms of recent observations for ``n`` statistics, re-read only when one strays.
+
+    Each statistic keeps its last ``window`` observations (in one ring of
+    ``n·window`` slots) and an estimate, the centre of its histogram's fullest
+    bin (a robust mode), worked out again only when an observation leaves the
+    estimate by more than ``threshold`` (relative). :meth:`observe` takes one
+    value per statistic (NaN skips it); the estimates are :attr:`values`
+    (``initial``, or None, before a statistic's first observation).
+
+    >>> est = ThresholdHistograms(2, threshold=0.5)
+    >>> for round_ in ((0.010, 0.3), (0.011, 0.3), (0.012, 0.9)):
+    ...     est.observe(round_)
+    >>> # 0.011, 0.012 stay within 50% of 0.01; 0.9 strays: the fullest of 8 bins over
+    >>> # (0.3, 0.3, 0.9) is [0.3, 0.375)
+    >>> est.values, est.reestimates
+    ([0.01, 0.3375], [1, 2])
+    """
+
+    def __init__(self, n: int, window: int = 20, bins: int = 8, threshold: float = 0.2,
+                 initial: Sequence[float] | None = None):
+        if window < 1 or bins < 1 or threshold < 0 or n < 0:
+            raise ValueError("need n >= 0, window >= 1, bins >= 1, threshold >= 0")
+        self.window, self.bins, self.threshold = window, bins, threshold
+        self._ring = [0.0] * (n * window)  # statistic i's window: slots i·window ...
+        self._next = [0] * n
+        self._counts = [0] * n
+        self._own: list[float | None] = [None] * n  # the estimate from observations
+        self.values: list[float | None] = [None] * n if initial is None else list(initial)
+        self.reestimates = [0] * n
+
+    def observe(self, values: Sequence[float]) -> None:
+        """One round: one value per statistic, in order; NaN says nothing."""
+        ring, nexts, counts, own = self._ring, self._next, self._counts, self._own
+        w, threshold = self.window, self.threshold
+        for i, x in enumerate(values):
+            if x != x:
+                continue
+            slot = nexts[i]
+            ring[i * w + slot] = x
+            nexts[i] = (slot + 1) % w
+            if counts[i] < w:
+                counts[i] += 1
+            v = own[i]
+            if v is None or abs(x - v) > threshold * abs(v):
+                own[i] = self.values[i] = self._mode(i)
+                self.reestimates[i] += 1
+
+    def _mode(self, i: int) -> float:
+        start = i * self.window
+        values = np.asarray(self._ring[start:start + self._counts[i]])
+        if values.min() == values.max():
+            return float(values[0])
+        counts, edges = np.histogram(values, bins=self.bins)
+        j = int(np.argmax(counts))
+        return float((edges[j] + edges[j + 1]) / 2)
+
+
 class ThresholdHistogram:
-    """A histogram of recent observations, re-read only when an observation strays.
+    """The join-selectivity estimator for one statistic: :class:`ThresholdHistograms` of one.
 
     >>> est = ThresholdHistogram(threshold=0.5)
     >>> for x in (0.010, 0.011, 0.012):
@@ -224,32 +347,17 @@ class ThresholdHistogram:
     """
 
     def __init__(self, window: int = 20, bins: int = 8, threshold: float = 0.2):
-        if window < 1 or bins < 1 or threshold < 0:
-            raise ValueError("need window >= 1, bins >= 1, threshold >= 0")
-        self.history: deque[float] = deque(maxlen=window)
-        self.bins = bins
-        self.threshold = threshold
-        self.value: float | None = None
-        self.reestimates = 0
+        self._histograms = ThresholdHistograms(1, window, bins, threshold)
 
     def observe(self, value: float) -> None:
-        if math.isnan(value):
-            return
-        self.history.append(value)
-        if self.value is None or abs(value - self.value) > self.threshold * abs(self.value):
-            self.value = self._mode()
-            self.reestimates += 1
-
-    def _mode(self) -> float:
-        values = np.asarray(self.history)
-        if values.min() == values.max():
-            return float(values[0])
-        counts, edges = np.histogram(values, bins=self.bins)
-        i = int(np.argmax(counts))
-        return float((edges[i] + edges[i + 1]) / 2)
+        self._histograms.observe((value,))
 
     def estimate(self) -> float | None:
-        return self.value
+        return self._histograms.values[0]
+
+    @property
+    def reestimates(self) -> int:
+        return self._histograms.reestimates[0]
 
 
 def make_estimator(kind: str, *, d: int = 5, decay: float = 0.5, alpha: float = 0.3):

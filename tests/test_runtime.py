@@ -22,6 +22,7 @@ from cqopt.runtime.adaptive import AdaptiveQuery, Hysteresis
 from cqopt.runtime.estimators import (
     EWMA,
     DecayMean,
+    DecayMeans,
     LastValue,
     ThresholdHistogram,
     decay_weighted_means,
@@ -44,6 +45,28 @@ def test_decay_mean_is_the_papers_formula(values, d, a):
     weights = [math.exp(-a * r) for r in range(len(recent))]
     expected = sum(f * g for f, g in zip(recent, weights)) / sum(weights)
     assert est.estimate() == pytest.approx(expected, rel=1e-12, abs=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.one_of(st.floats(0, 1e9), st.just(math.nan)), min_size=3,
+                         max_size=3), min_size=1, max_size=200),
+       st.integers(1, 8), st.floats(0, 3))
+def test_decay_means_update_in_place_matches_each_statistics_formula(rounds, d, a):
+    # The O(1) running sum against the formula over each statistic's own window
+    # (NaN skipped per statistic), over long series whose values jump by 1e9.
+    means = DecayMeans(3, d, a)
+    for values in rounds:
+        means.observe(values)
+    for i, estimate in enumerate(means.values):
+        seen = [v[i] for v in rounds if not math.isnan(v[i])]
+        if not seen:
+            assert estimate is None
+            continue
+        recent = seen[::-1][:d]
+        weights = [math.exp(-a * r) for r in range(len(recent))]
+        expected = math.fsum(f * g for f, g in zip(recent, weights)) / math.fsum(weights)
+        assert estimate == pytest.approx(expected, rel=1e-9, abs=1e-9 * max(recent))
+        assert estimate >= 0
 
 
 def test_estimators_skip_nan_and_start_empty():
