@@ -36,7 +36,6 @@ import numpy as np
 
 from cqopt.catalog import Catalog
 from cqopt.charts.spec import ChartSpec, candidate_plans
-from cqopt.charts.store import COST_DTYPE
 from cqopt.costmodel import Utility, make_model, plan_utilities
 from cqopt.errors import CqoptError
 from cqopt.optimizer.plan import Plan
@@ -157,7 +156,7 @@ class Chart:
     plan_ids: tuple[str, ...]
     plan_explains: tuple[str, ...]
     plan_index: np.ndarray  # spec.shape, uint16 into plan_ids
-    cost: np.ndarray  # spec.shape, float32 (cqopt.charts.store.COST_DTYPE)
+    cost: np.ndarray  # spec.shape, float64
     seconds: float = 0.0
     # A refined chart (cqopt.charts.refine.Leaves): plan_index and cost are per leaf then.
     leaves: Any = None
@@ -176,5 +175,5 @@ def chart_from_cells(context: ChartContext, plan_index: np.ndarray, cost: np.nda
     return Chart(context.spec, tuple(p.id for p in context.plans),
                  tuple(p.explain() for p in context.plans),
                  np.asarray(plan_index, dtype=np.uint16).reshape(shape),
-                 np.asarray(cost, dtype=COST_DTYPE).reshape(shape), seconds,
+                 np.asarray(cost, dtype=np.float64).reshape(shape), seconds,
                  plans=tuple(context.plans))

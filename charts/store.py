@@ -10,7 +10,7 @@ A chart set is a directory::
     <query>.parquet      one row per cell in C order: plan, into the query's
                          plans sorted by id, in the narrowest unsigned type
                          (uint8 up to 256 plans, else uint16)
-    <query>.cost.parquet one row per cell in C order: cost (float32, the
+    <query>.cost.parquet one row per cell in C order: cost (float64, the
                          winning utility), read only when asked for
     <query>.plans.json   the candidate plans themselves (plan trees as data,
                          :mod:`cqopt.optimizer.plan_codec`), so that loading
@@ -20,9 +20,9 @@ A refined chart (``cqopt build --refine``, :mod:`cqopt.charts.refine`) stores
 one row per leaf region instead: level (uint8), cell (int64, the flat index
 in its level's grid), plan, cost; its manifest entry says ``"layout":
 "refined"`` with the coarse k and the depth. Chart sets are written as format
-version 4; a cqopt that reads only version 1 (grids as cell, plan and cost in
+version 3; a cqopt that reads only version 1 (grids as cell, plan and cost in
 one file) refuses them with the advice to rebuild rather than misreading
-them, and this one still reads versions 1 to 3. A reduced chart
+them, and this one still reads versions 1 and 2. A reduced chart
 (``--reduce``) records its λ and the plans before the reduction under
 ``"reduce"``.
 
@@ -62,18 +62,12 @@ from cqopt.optimizer.plan_codec import plans_from_json, plans_json
 FORMAT = "cqopt-chart-set"
 # Versions: 1, grids as (cell, plan uint16, cost) in one file; 2, version 1 or refined
 # charts; 3 (written now), a grid's plan index alone in its file in the narrowest unsigned
-# type and its costs in a file of their own, so a lookup reads a byte or two a cell;
-# 4 (written now), version 3 with the costs in float32.
-FORMAT_VERSION = 4
-READ_VERSIONS = (1, 2, 3, FORMAT_VERSION)
+# type and its costs in a file of their own, so a lookup reads a byte or two a cell.
+FORMAT_VERSION = 3
+READ_VERSIONS = (1, 2, FORMAT_VERSION)
 MANIFEST = "manifest.json"
 MANIFEST_CHECKSUM = "manifest_sha256"
-# Per-cell costs are the winning plan's utility at each centroid, kept for inspection and
-# checks (a decision reads the plan index; the model costs any point exactly): float32 is
-# 7 significant digits at half the bytes of a build's results, on disk and in memory.
-COST_DTYPE = np.dtype(np.float32)
-COLUMN_TYPES = {"cell": (np.int64,), "plan": (np.uint8, np.uint16),
-                "cost": (np.float64, COST_DTYPE.type),
+COLUMN_TYPES = {"cell": (np.int64,), "plan": (np.uint8, np.uint16), "cost": (np.float64,),
                 "level": (np.uint8,)}
 
 
@@ -126,7 +120,7 @@ def _write_into(tmp: Path, charts: list, catalog: Catalog, engine: str,
         if leaves is None:  # cells in C order: the row is the cell
             table = pa.table({"plan": pa.array(chart.plan_index.ravel().astype(narrow))})
             costs = f"{chart.spec.name}.cost.parquet"
-            pq.write_table(pa.table({"cost": pa.array(chart.cost.ravel().astype(COST_DTYPE))}),
+            pq.write_table(pa.table({"cost": pa.array(chart.cost.ravel().astype(np.float64))}),
                            tmp / costs)
             layout = {"cost_data": costs, "cost_sha256": sha256_file(tmp / costs)}
         else:
@@ -134,7 +128,7 @@ def _write_into(tmp: Path, charts: list, catalog: Catalog, engine: str,
                 "level": pa.array(leaves.level.astype(np.uint8)),
                 "cell": pa.array(leaves.cell.astype(np.int64)),
                 "plan": pa.array(leaves.plan.astype(narrow)),
-                "cost": pa.array(leaves.cost.astype(COST_DTYPE)),
+                "cost": pa.array(leaves.cost.astype(np.float64)),
             })
             layout = {"layout": "refined",
                       "refine": {"k0": list(leaves.k0), "depth": leaves.depth}}

@@ -54,7 +54,6 @@ from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.build import build_local
 from cqopt.charts.kernel import CHUNK_CELLS, ChartContext, evaluate_cells
 from cqopt.charts.spec import Axis, ChartSpec
-from cqopt.charts.store import COST_DTYPE
 from cqopt.costmodel import plan_utilities
 from cqopt.charts.spec import workload_specs
 from cqopt.charts.workload import load_workload, workload_from_dict
@@ -208,8 +207,7 @@ def null_blocks(payload, batches):
             n = min(total, (block + 1) * size) - block * size
             yield pa.RecordBatch.from_arrays(
                 [pa.array([block], pa.int64()), pa.array([bytes(n * width)], pa.binary()),
-                 pa.array([bytes(n * COST_DTYPE.itemsize)], pa.binary())],
-                names=["block", "plan", "cost"])
+                 pa.array([bytes(n * 8)], pa.binary())], names=["block", "plan", "cost"])
 
 
 def null_job(spark, specs, catalog) -> float:

@@ -23,15 +23,14 @@ The job, and why it is shaped this way:
    chart's context once per job.
 4. **Result.** One row per block: its plan indices as bytes in the narrowest
    unsigned type that holds every chart's plan count (one byte up to 256
-   plans) and its winning utilities as float32 bytes (the chart set's cost
-   type, :data:`cqopt.charts.store.COST_DTYPE`). The rows are written as
+   plans) and its winning utilities as float64 bytes. The rows are written as
    Parquet to a scratch directory and read back on the driver with pyarrow
    (nothing large goes through py4j or the driver's result-size limit), and
    every block must be there exactly once.
 
 Both engines run the same elementwise numpy code on the same cell centroids,
 so their charts are identical: the same plan ids, the same plan index and
-bitwise-equal costs (float64 in the kernel, rounded to float32 once). A chart's ``seconds`` is the job's wall time (from
+bitwise-equal costs. A chart's ``seconds`` is the job's wall time (from
 submitting the job to the checked result; not the session's start-up) split
 in proportion to the chart's cell·plan evaluations.
 
@@ -68,7 +67,7 @@ from cqopt.charts.kernel import (
     evaluate_cells,
 )
 from cqopt.charts.spec import ChartSpec
-from cqopt.charts.store import COST_DTYPE, plan_dtype
+from cqopt.charts.store import plan_dtype
 from cqopt.spark.session import (
     SparkBuildError,
     _is_local,
@@ -84,7 +83,7 @@ if TYPE_CHECKING:  # pyspark and pyarrow load only when a Spark build runs
 PACKAGES = ("catalog", "optimizer", "costmodel", "charts")  # what executors must import
 PACKAGES_ZIP = "cqopt-packages.zip"
 MIN_BLOCK_CELLS = 1 << 15  # below this a task's fixed cost outweighs its kernel time
-MAX_BLOCK_CELLS = 1 << 22  # a block's result: at most 4 Mi cells, 20 MiB of plan and cost
+MAX_BLOCK_CELLS = 1 << 22  # a block's result: at most 4 Mi cells, 36 MiB of plan and cost
 TASKS_PER_CORE = 2  # two tasks per core balance charts whose plans cost unequally; every
 # task pays Spark's fixed cost of a task and of its Parquet file (tens of ms)
 RESULT_DDL = "block long, plan binary, cost binary"
@@ -257,11 +256,11 @@ def _place(table: pa.Table, specs: list[ChartSpec], total: int, size: int,
             f"{int((counts == 0).sum())} missing, {int((counts > 1).sum())} duplicated, "
             f"first block {wrong} (chart {specs[chart].name!r}){hint}")
     plan = np.empty(total, dtype=np.uint16)
-    cost = np.empty(total, dtype=COST_DTYPE)
+    cost = np.empty(total, dtype=np.float64)
     plans, costs = _binary_values(table.column("plan")), _binary_values(table.column("cost"))
     for b, p, c in zip(block.tolist(), plans, costs):
         lo, hi = b * size, min(total, (b + 1) * size)
-        p, c = np.frombuffer(p, dtype=plan_dtype), np.frombuffer(c, dtype=COST_DTYPE)
+        p, c = np.frombuffer(p, dtype=plan_dtype), np.frombuffer(c, dtype=np.float64)
         if len(p) != hi - lo or len(c) != hi - lo:
             raise SparkBuildError(f"the Spark job's block {b} holds {len(p)} plans and "
                                   f"{len(c)} costs for {hi - lo} cells")
@@ -382,7 +381,7 @@ def _cost_blocks(payload: dict[str, Any],
         for block in batch.column(0).to_numpy(zero_copy_only=False).tolist():
             lo, hi = block * size, min(total, (block + 1) * size)
             plan = np.empty(hi - lo, dtype=plan_dtype)
-            cost = np.empty(hi - lo, dtype=COST_DTYPE)
+            cost = np.empty(hi - lo, dtype=np.float64)
             chart = int(np.searchsorted(offsets, lo, side="right") - 1)
             while lo < hi:  # the block's cells of each chart it spans, one kernel call each
                 end = min(hi, int(offsets[chart + 1]))

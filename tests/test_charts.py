@@ -102,7 +102,7 @@ def test_chart_set_round_trip_and_choose(chart_dir, specs):
     cs = charts.load(chart_dir)
     assert set(cs.charts) == {"Q1", "Q2"}
     manifest = json.loads((chart_dir / "manifest.json").read_text())
-    assert manifest["format_version"] == 4 and manifest["catalog_fingerprint"]
+    assert manifest["format_version"] == 3 and manifest["catalog_fingerprint"]
     q1 = manifest["queries"]["Q1"]
     assert {"sql", "plans", "axes", "fixed", "data", "sha256", "model", "weights",
             "memory_unit"} <= set(q1)

@@ -109,7 +109,7 @@ def assert_identical(local: list[Chart], spark: list[Chart]) -> None:
         assert b.plan_index.dtype == a.plan_index.dtype and b.plan_index.shape == a.spec.shape
         assert np.array_equal(b.plan_index, a.plan_index), a.spec.name
         # Bitwise: the same elementwise kernel on the same centroids (inf included).
-        assert b.cost.dtype == np.float32 and b.cost.tobytes() == a.cost.tobytes(), a.spec.name
+        assert b.cost.dtype == np.float64 and b.cost.tobytes() == a.cost.tobytes(), a.spec.name
         assert b.seconds > 0
 
 
