@@ -96,8 +96,12 @@ class ChartContext:
             raise CqoptError(f"cannot unpack a chart's context sent by the driver "
                              f"({type(err).__name__}: {err}); every executor must run the "
                              "driver's cqopt version") from None
-        context.__dict__["plans"] = plans  # fills the cached property: no re-enumeration
-        return context
+        return context.with_plans(plans)
+
+    def with_plans(self, plans: list[Plan]) -> ChartContext:
+        """This context with its candidate plans given (stored ones): no re-enumeration."""
+        self.__dict__["plans"] = list(plans)  # fills the cached property
+        return self
 
 
 def evaluate_cells(context: ChartContext, flat_cells: np.ndarray) -> tuple[np.ndarray,
@@ -118,6 +122,52 @@ def evaluate_cells(context: ChartContext, flat_cells: np.ndarray) -> tuple[np.nd
         best[lo:lo + len(block)] = winner
         cost[lo:lo + len(block)] = scores[winner, np.arange(len(block))]
     return best, cost
+
+
+def winning_costs(context: ChartContext, plan_index: np.ndarray) -> np.ndarray:
+    """Each cell's utility under its plan in ``plan_index``: the chart's per-cell costs.
+
+    Each plan is costed on its own cells only, so this takes about one plan's
+    share of a build. The formulas are elementwise, so the floats are those
+    :func:`evaluate_cells` returned for the same cells: a chart set stores no
+    costs, and a loaded chart works them out from its plan index when asked.
+
+    Parameters
+    ----------
+    context : ChartContext
+        The chart's spec, catalog and plans.
+    plan_index : numpy.ndarray
+        Plan index per cell, of shape ``context.spec.shape`` (or flat).
+
+    Returns
+    -------
+    numpy.ndarray
+        float64 utilities, of ``plan_index``'s shape.
+
+    Examples
+    --------
+    >>> from cqopt.catalog import load_catalog
+    >>> from cqopt.charts.spec import ChartSpec, Axis
+    >>> from cqopt.examples import example
+    >>> catalog = load_catalog(example("dec-pkt.toml"))
+    >>> spec = ChartSpec("q", "SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host "
+    ...                  "WINDOW [1]", (Axis("rate.TCP", 100, 1000, 4),
+    ...                  Axis("rate.UDP", 100, 1000, 4)), fixed={"jsel.TCP.UDP": 0.01})
+    >>> context = ChartContext(spec, catalog)
+    >>> plan, cost = evaluate_cells(context, np.arange(spec.n_cells))
+    >>> bool(np.array_equal(winning_costs(context, plan), cost))
+    True
+    """
+    flat = np.ravel(plan_index)
+    cost = np.empty(flat.size, dtype=np.float64)
+    for p in np.unique(flat).tolist():
+        cells = np.flatnonzero(flat == p)
+        for lo in range(0, len(cells), BLOCK_CELLS):
+            block = cells[lo:lo + BLOCK_CELLS]
+            [scores] = plan_utilities(context.model, context.utility, [context.plans[p]],
+                                      context.spec.centroid_stats(block))
+            cost[block] = np.broadcast_to(scores, block.shape)
+    return cost.reshape(np.shape(plan_index))
 
 
 def point_utilities(context: ChartContext, stats: dict[str, np.ndarray]) -> np.ndarray:
@@ -156,7 +206,9 @@ class Chart:
     plan_ids: tuple[str, ...]
     plan_explains: tuple[str, ...]
     plan_index: np.ndarray  # spec.shape, uint16 into plan_ids
-    cost: np.ndarray  # spec.shape, float64
+    # spec.shape, float64; None where the engine returned plan indices only (Spark):
+    # winning_costs gives them.
+    cost: np.ndarray | None
     seconds: float = 0.0
     # A refined chart (cqopt.charts.refine.Leaves): plan_index and cost are per leaf then.
     leaves: Any = None
@@ -168,12 +220,13 @@ class Chart:
         return len(np.unique(self.plan_index))
 
 
-def chart_from_cells(context: ChartContext, plan_index: np.ndarray, cost: np.ndarray,
+def chart_from_cells(context: ChartContext, plan_index: np.ndarray, cost: np.ndarray | None,
                      seconds: float = 0.0) -> Chart:
     """A Chart from flat per-cell results in cell order."""
     shape = context.spec.shape
     return Chart(context.spec, tuple(p.id for p in context.plans),
                  tuple(p.explain() for p in context.plans),
                  np.asarray(plan_index, dtype=np.uint16).reshape(shape),
-                 np.asarray(cost, dtype=np.float64).reshape(shape), seconds,
+                 None if cost is None else np.asarray(cost, dtype=np.float64).reshape(shape),
+                 seconds,
                  plans=tuple(context.plans))

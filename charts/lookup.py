@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from cqopt.catalog import Catalog, load_catalog
+from cqopt.charts.kernel import ChartContext, winning_costs
 from cqopt.charts.spec import Axis, ChartSpec, candidate_plans
 from cqopt.charts.refine import MAX_DEPTH, MAX_INDEX_CELLS, Leaves, fine_spec
 from cqopt.charts.store import (
@@ -153,7 +154,10 @@ class QueryChart:
     def cost(self) -> np.ndarray:
         """The winning utility at every grid cell's centroid (grid charts only).
 
-        A loaded chart reads it from its data file the first time it is asked for.
+        A loaded chart works it out from its plan index with the model it was
+        built with (:func:`cqopt.charts.kernel.winning_costs`; a chart set of
+        format 3 or before reads it from its costs file) the first time it is
+        asked for: a lookup never pays for it.
         """
         self.require_grid("per-cell costs")
         if self._cost is None and self._read_cost is not None:
@@ -409,7 +413,6 @@ def load(path: str | Path) -> ChartSet:
         read_cost = None
         if layout == "grid":
             plan_index, cost = read_query_data(path, name, entry, spec.shape, costs=False)
-            read_cost = functools.partial(read_query_costs, path, name, entry, spec.shape)
         elif layout == "refined":
             leaves, plan_index, cost = _read_refined(path, name, entry, spec)
             spec = fine_spec(spec, leaves)
@@ -427,9 +430,22 @@ def load(path: str | Path) -> ChartSet:
             raise ChartSetError(f"{path}: query {name}'s plans are now "
                                 f"{[p.id for p in plans]}, the chart set has {stored_ids}: it "
                                 "was built by another version of cqopt; rebuild it")
+        if layout == "grid":
+            read_cost = functools.partial(_grid_costs, path, name, entry, spec, catalog, plans,
+                                          plan_index)
         charts[name] = QueryChart(spec, plans, plan_index, cost, leaves, entry.get("reduce"),
                                   read_cost)
     return ChartSet(path, manifest, charts)
+
+
+def _grid_costs(path: Path, name: str, entry: dict[str, Any], spec: ChartSpec,
+                catalog: Catalog, plans: list[Plan], plan_index: np.ndarray) -> np.ndarray:
+    """A loaded grid's per-cell costs: from its costs file (format 3 and before), or
+    worked out from its plan index with the model it was built with."""
+    cost = read_query_costs(path, name, entry, spec.shape)
+    if cost is None:
+        cost = winning_costs(ChartContext(spec, catalog).with_plans(plans), plan_index)
+    return cost
 
 
 def _read_refined(path: Path, name: str, entry: dict[str, Any],

@@ -10,8 +10,10 @@ A chart set is a directory::
     <query>.parquet      one row per cell in C order: plan, into the query's
                          plans sorted by id, in the narrowest unsigned type
                          (uint8 up to 256 plans, else uint16)
-    <query>.cost.parquet one row per cell in C order: cost (float64, the
-                         winning utility), read only when asked for
+    (no costs)           a grid's per-cell costs are not stored: a loaded chart
+                         works them out from its plan index when asked
+                         (:func:`cqopt.charts.kernel.winning_costs`), the
+                         same floats the build had
     <query>.plans.json   the candidate plans themselves (plan trees as data,
                          :mod:`cqopt.optimizer.plan_codec`), so that loading
                          never parses or enumerates
@@ -20,9 +22,10 @@ A refined chart (``cqopt build --refine``, :mod:`cqopt.charts.refine`) stores
 one row per leaf region instead: level (uint8), cell (int64, the flat index
 in its level's grid), plan, cost; its manifest entry says ``"layout":
 "refined"`` with the coarse k and the depth. Chart sets are written as format
-version 3; a cqopt that reads only version 1 (grids as cell, plan and cost in
+version 4; a cqopt that reads only version 1 (grids as cell, plan and cost in
 one file) refuses them with the advice to rebuild rather than misreading
-them, and this one still reads versions 1 and 2. A reduced chart
+them, and this one still reads versions 1 to 3 (3 kept a grid's costs in
+``<query>.cost.parquet``, read only when asked for). A reduced chart
 (``--reduce``) records its λ and the plans before the reduction under
 ``"reduce"``.
 
@@ -62,9 +65,11 @@ from cqopt.optimizer.plan_codec import plans_from_json, plans_json
 FORMAT = "cqopt-chart-set"
 # Versions: 1, grids as (cell, plan uint16, cost) in one file; 2, version 1 or refined
 # charts; 3 (written now), a grid's plan index alone in its file in the narrowest unsigned
-# type and its costs in a file of their own, so a lookup reads a byte or two a cell.
-FORMAT_VERSION = 3
-READ_VERSIONS = (1, 2, FORMAT_VERSION)
+# type and its costs in a file of their own, so a lookup reads a byte or two a cell;
+# 4 (written now), version 3 without the costs file: costs follow from the plan index
+# (kernel.winning_costs), so a build returns and stores a byte or two a cell.
+FORMAT_VERSION = 4
+READ_VERSIONS = (1, 2, 3, FORMAT_VERSION)
 MANIFEST = "manifest.json"
 MANIFEST_CHECKSUM = "manifest_sha256"
 COLUMN_TYPES = {"cell": (np.int64,), "plan": (np.uint8, np.uint16), "cost": (np.float64,),
@@ -119,10 +124,7 @@ def _write_into(tmp: Path, charts: list, catalog: Catalog, engine: str,
         narrow = plan_dtype(len(chart.plan_ids))
         if leaves is None:  # cells in C order: the row is the cell
             table = pa.table({"plan": pa.array(chart.plan_index.ravel().astype(narrow))})
-            costs = f"{chart.spec.name}.cost.parquet"
-            pq.write_table(pa.table({"cost": pa.array(chart.cost.ravel().astype(np.float64))}),
-                           tmp / costs)
-            layout = {"cost_data": costs, "cost_sha256": sha256_file(tmp / costs)}
+            layout = {"costs": "derived"}
         else:
             table = pa.table({
                 "level": pa.array(leaves.level.astype(np.uint8)),
@@ -210,14 +212,15 @@ def read_query_data(path: Path, name: str, entry: dict[str, Any], shape: tuple[i
     The plan index comes in the narrowest unsigned type that holds the
     query's plans (one byte a cell up to 256 plans), in memory of its own;
     ``costs=False`` leaves the costs unread (``None``): a lookup needs none,
-    and since format version 3 they are a file of their own.
+    and since format version 3 they are a file of their own; since version 4
+    they are not stored (``None``: :func:`cqopt.charts.kernel.winning_costs`).
     """
     if entry.get("layout", "grid") != "grid":
         raise ChartSetError(f"{path}: query {name}'s chart is {entry.get('layout')}, not a "
                             "k-regular grid; read it with cqopt.charts.load, or rebuild it "
                             "without --refine")
     n = int(np.prod(shape))
-    if "cost_data" in entry:  # version 3: the row is the cell
+    if "cost_data" in entry or entry.get("costs") == "derived":  # 3, 4: the row is the cell
         data, column = _read_columns(path, name, entry, ["plan"])
         separate_costs = True  # in a file of their own: read_query_costs
     else:  # versions 1 and 2: cell, plan and cost in one file
@@ -246,7 +249,10 @@ def read_query_data(path: Path, name: str, entry: dict[str, Any], shape: tuple[i
 
 def read_query_costs(path: Path, name: str, entry: dict[str, Any],
                      shape: tuple[int, ...]) -> np.ndarray:
-    """The per-cell costs of one query's grid alone, checked against the manifest."""
+    """The per-cell costs of one query's grid alone, checked against the manifest;
+    None if the chart set does not store them (version 4)."""
+    if entry.get("costs") == "derived":
+        return None
     if "cost_data" not in entry:  # versions 1 and 2 keep them beside the plan index
         return read_query_data(path, name, entry, shape)[1]
     _, column = _read_columns(path, name, entry, ["cost"], "cost_data", "cost_sha256")

@@ -23,14 +23,17 @@ The job, and why it is shaped this way:
    chart's context once per job.
 4. **Result.** One row per block: its plan indices as bytes in the narrowest
    unsigned type that holds every chart's plan count (one byte up to 256
-   plans) and its winning utilities as float64 bytes. The rows are written as
+   plans), and nothing else: the winning costs follow from the plan index
+   (:func:`cqopt.charts.kernel.winning_costs`), so a cell costs the job one
+   or two bytes, not ten. The rows are written as
    Parquet to a scratch directory and read back on the driver with pyarrow
    (nothing large goes through py4j or the driver's result-size limit), and
    every block must be there exactly once.
 
 Both engines run the same elementwise numpy code on the same cell centroids,
-so their charts are identical: the same plan ids, the same plan index and
-bitwise-equal costs. A chart's ``seconds`` is the job's wall time (from
+so their charts are identical: the same plan ids and the same plan index (and
+costs worked out from it equal the local build's bit for bit; a Spark-built
+``Chart`` leaves ``cost`` None). A chart's ``seconds`` is the job's wall time (from
 submitting the job to the checked result; not the session's start-up) split
 in proportion to the chart's cell·plan evaluations.
 
@@ -83,10 +86,10 @@ if TYPE_CHECKING:  # pyspark and pyarrow load only when a Spark build runs
 PACKAGES = ("catalog", "optimizer", "costmodel", "charts")  # what executors must import
 PACKAGES_ZIP = "cqopt-packages.zip"
 MIN_BLOCK_CELLS = 1 << 15  # below this a task's fixed cost outweighs its kernel time
-MAX_BLOCK_CELLS = 1 << 22  # a block's result: at most 4 Mi cells, 36 MiB of plan and cost
+MAX_BLOCK_CELLS = 1 << 22  # a block's result: at most 4 Mi cells, 8 MiB of plan indices
 TASKS_PER_CORE = 2  # two tasks per core balance charts whose plans cost unequally; every
 # task pays Spark's fixed cost of a task and of its Parquet file (tens of ms)
-RESULT_DDL = "block long, plan binary, cost binary"
+RESULT_DDL = "block long, plan binary"
 
 
 # -- the driver ----------------------------------------------------------------
@@ -166,7 +169,7 @@ def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | 
             if not _is_local(spark.sparkContext.master):
                 ship_packages(spark)
             start = time.perf_counter()
-            plan, cost = _run_job(spark, contexts, catalog, scratch, progress)
+            plan = _run_job(spark, contexts, catalog, scratch, progress)
             elapsed = time.perf_counter() - start
     finally:
         if own:
@@ -174,7 +177,8 @@ def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | 
     work = np.array([spec.n_cells * len(c.plans) for spec, c in zip(specs, contexts)], float)
     share = work / work.sum()
     offsets = _offsets(specs)
-    return [chart_from_cells(context, plan[lo:hi], cost[lo:hi], float(elapsed * part))
+    # Plan indices only: a chart's costs follow from them (winning_costs), where asked for.
+    return [chart_from_cells(context, plan[lo:hi], None, float(elapsed * part))
             for context, lo, hi, part in zip(contexts, offsets[:-1], offsets[1:], share)]
 
 
@@ -195,8 +199,8 @@ def _plan_dtype(contexts: list[ChartContext]) -> np.dtype:
 
 
 def _run_job(spark: SparkSession, contexts: list[ChartContext], catalog: Catalog,
-             scratch: Path | None, progress: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Run the job; the winning plan and cost of every global cell id, in id order."""
+             scratch: Path | None, progress: bool) -> np.ndarray:
+    """Run the job; the winning plan of every global cell id, in id order."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -221,12 +225,11 @@ def _run_job(spark: SparkSession, contexts: list[ChartContext], catalog: Catalog
         try:
             (spark.range(0, n_blocks, 1, n_blocks)
              .mapInArrow(functools.partial(_cost_blocks, payload), RESULT_DDL)
-             # Costs are incompressible floats: compressing only costs time.
              .write.mode("overwrite").option("compression", "none").parquet(out.as_uri()))
         finally:
             spark.sparkContext.setJobDescription(None)
         try:
-            table = pq.read_table(out, columns=["block", "plan", "cost"])
+            table = pq.read_table(out, columns=["block", "plan"])
         except (OSError, pa.ArrowInvalid) as err:
             raise SparkBuildError(f"cannot read the Spark job's result in {out}: {err}"
                                   f"{_SHARED_HINT}") from None
@@ -238,7 +241,7 @@ _SHARED_HINT = ("; on a cluster, pass scratch= a directory the driver and every 
 
 
 def _place(table: pa.Table, specs: list[ChartSpec], total: int, size: int,
-           plan_dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+           plan_dtype: np.dtype) -> np.ndarray:
     """Put every block's result at its cells; every block exactly once, whole, or an error."""
     n_blocks = math.ceil(total / size)
     block = table.column("block").to_numpy()
@@ -255,17 +258,15 @@ def _place(table: pa.Table, specs: list[ChartSpec], total: int, size: int,
             f"the Spark job's result has {len(block)} blocks for {n_blocks}: "
             f"{int((counts == 0).sum())} missing, {int((counts > 1).sum())} duplicated, "
             f"first block {wrong} (chart {specs[chart].name!r}){hint}")
-    plan = np.empty(total, dtype=np.uint16)
-    cost = np.empty(total, dtype=np.float64)
-    plans, costs = _binary_values(table.column("plan")), _binary_values(table.column("cost"))
-    for b, p, c in zip(block.tolist(), plans, costs):
+    plan = np.empty(total, dtype=plan_dtype)
+    for b, p in zip(block.tolist(), _binary_values(table.column("plan"))):
         lo, hi = b * size, min(total, (b + 1) * size)
-        p, c = np.frombuffer(p, dtype=plan_dtype), np.frombuffer(c, dtype=np.float64)
-        if len(p) != hi - lo or len(c) != hi - lo:
-            raise SparkBuildError(f"the Spark job's block {b} holds {len(p)} plans and "
-                                  f"{len(c)} costs for {hi - lo} cells")
-        plan[lo:hi], cost[lo:hi] = p, c
-    return plan, cost
+        p = np.frombuffer(p, dtype=plan_dtype)
+        if len(p) != hi - lo:
+            raise SparkBuildError(f"the Spark job's block {b} holds {len(p)} plans for "
+                                  f"{hi - lo} cells")
+        plan[lo:hi] = p
+    return plan
 
 
 def _binary_values(column: pa.ChunkedArray) -> Iterator[memoryview]:
@@ -371,7 +372,7 @@ def _context(payload: dict[str, Any], chart: int) -> ChartContext:
 
 def _cost_blocks(payload: dict[str, Any],
                  batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow's function: each block's winning plans and costs, as two byte strings."""
+    """mapInArrow's function: each block's winning plans, as one byte string."""
     import pyarrow as pa
 
     offsets = np.asarray(payload["offsets"], dtype=np.int64)
@@ -381,15 +382,14 @@ def _cost_blocks(payload: dict[str, Any],
         for block in batch.column(0).to_numpy(zero_copy_only=False).tolist():
             lo, hi = block * size, min(total, (block + 1) * size)
             plan = np.empty(hi - lo, dtype=plan_dtype)
-            cost = np.empty(hi - lo, dtype=np.float64)
             chart = int(np.searchsorted(offsets, lo, side="right") - 1)
             while lo < hi:  # the block's cells of each chart it spans, one kernel call each
                 end = min(hi, int(offsets[chart + 1]))
                 at = slice(lo - block * size, end - block * size)
-                plan[at], cost[at] = evaluate_cells(
+                plan[at], _ = evaluate_cells(  # the costs stay here: they follow from the plans
                     _context(payload, chart),
                     np.arange(lo - offsets[chart], end - offsets[chart]))
                 lo, chart = end, chart + 1
             yield pa.RecordBatch.from_arrays(
-                [pa.array([block], pa.int64()), pa.array([plan.tobytes()], pa.binary()),
-                 pa.array([cost.tobytes()], pa.binary())], names=["block", "plan", "cost"])
+                [pa.array([block], pa.int64()), pa.array([plan.tobytes()], pa.binary())],
+                names=["block", "plan"])

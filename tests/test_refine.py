@@ -318,27 +318,41 @@ def test_a_chart_set_from_before_sources_and_layouts_still_loads(dec_catalog, tm
     assert np.array_equal(loaded.plan_index, chart.plan_index)
 
 
-def test_a_version_1_chart_set_still_loads_with_its_costs(dec_catalog, tmp_path):
-    """Before format 3 a grid was one file of cell, plan (uint16) and cost."""
+def _older_chart_set(out, chart, version: int):
+    """Rewrite the one-query chart set ``out`` (of ``chart``) as format 1 or 3 wrote it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from cqopt.charts.store import MANIFEST_CHECKSUM, manifest_checksum, sha256_file
 
-    [chart] = build_local([q2_spec(dec_catalog)], dec_catalog, progress=False)
-    out = write_chart_set(tmp_path / "cs", [chart], dec_catalog)
     manifest = json.loads((out / "manifest.json").read_text())
     entry = manifest["queries"]["q"]
-    (out / entry.pop("cost_data")).unlink()
-    del entry["cost_sha256"], entry["sources"]
-    pq.write_table(pa.table({
-        "cell": pa.array(np.arange(chart.spec.n_cells, dtype=np.int64)),
-        "plan": pa.array(chart.plan_index.ravel().astype(np.uint16)),
-        "cost": pa.array(chart.cost.ravel())}), out / entry["data"])
-    entry["sha256"] = sha256_file(out / entry["data"])
-    manifest["format_version"] = 1
+    del entry["costs"]
+    if version == 1:  # one file of cell, plan (uint16) and cost
+        del entry["sources"]
+        pq.write_table(pa.table({
+            "cell": pa.array(np.arange(chart.spec.n_cells, dtype=np.int64)),
+            "plan": pa.array(chart.plan_index.ravel().astype(np.uint16)),
+            "cost": pa.array(chart.cost.ravel())}), out / entry["data"])
+        entry["sha256"] = sha256_file(out / entry["data"])
+    else:  # version 3: the costs in a file of their own
+        entry["cost_data"] = "q.cost.parquet"
+        pq.write_table(pa.table({"cost": pa.array(chart.cost.ravel())}), out / "q.cost.parquet")
+        entry["cost_sha256"] = sha256_file(out / "q.cost.parquet")
+    manifest["format_version"] = version
     manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
     (out / "manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+@pytest.mark.parametrize("version", [1, 3])
+def test_an_older_chart_set_still_loads_with_its_stored_costs(dec_catalog, tmp_path, version):
+    """Format 1 kept a grid's costs beside cell and plan; 3 in a file of their own."""
+    [chart] = build_local([q2_spec(dec_catalog)], dec_catalog, progress=False)
+    out = write_chart_set(tmp_path / "cs", [chart], dec_catalog)
+    # Costs no model gives, so that the test sees them read, not worked out again.
+    chart.cost = np.arange(chart.cost.size, dtype=np.float64).reshape(chart.cost.shape)
+    _older_chart_set(out, chart, version)
     loaded = charts.load(out)["q"]
     assert loaded.plan_index.dtype == np.uint8
     assert np.array_equal(loaded.plan_index, chart.plan_index)
@@ -347,7 +361,7 @@ def test_a_version_1_chart_set_still_loads_with_its_costs(dec_catalog, tmp_path)
 
 def test_a_grid_whose_costs_are_damaged_says_so_when_they_are_read(dec_catalog, tmp_path):
     [chart] = build_local([q2_spec(dec_catalog)], dec_catalog, progress=False)
-    out = write_chart_set(tmp_path / "cs", [chart], dec_catalog)
+    out = _older_chart_set(write_chart_set(tmp_path / "cs", [chart], dec_catalog), chart, 3)
     loaded = charts.load(out)["q"]  # a lookup reads no costs
     cost_file = out / "q.cost.parquet"
     cost_file.write_bytes(cost_file.read_bytes()[:-9] + b"x" * 9)

@@ -16,7 +16,7 @@ import pytest
 
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.build import build_local
-from cqopt.charts.kernel import Chart
+from cqopt.charts.kernel import Chart, ChartContext, winning_costs
 from cqopt.charts.spec import workload_specs
 from cqopt.charts.workload import load_workload, workload_from_dict
 from cqopt.errors import CqoptError
@@ -101,15 +101,19 @@ def extra_workload() -> dict:
     ]}
 
 
-def assert_identical(local: list[Chart], spark: list[Chart]) -> None:
+def assert_identical(local: list[Chart], spark: list[Chart], catalog: Catalog) -> None:
     assert [c.spec for c in spark] == [c.spec for c in local]
     for a, b in zip(local, spark):
         assert b.plan_ids == a.plan_ids, a.spec.name
         assert b.plan_explains == a.plan_explains, a.spec.name
         assert b.plan_index.dtype == a.plan_index.dtype and b.plan_index.shape == a.spec.shape
         assert np.array_equal(b.plan_index, a.plan_index), a.spec.name
-        # Bitwise: the same elementwise kernel on the same centroids (inf included).
-        assert b.cost.dtype == np.float64 and b.cost.tobytes() == a.cost.tobytes(), a.spec.name
+        # Spark returns plan indices only; the costs worked out from them are the local
+        # build's, bitwise: the same elementwise kernel on the same centroids (inf included).
+        assert b.cost is None
+        cost = winning_costs(ChartContext(a.spec, catalog).with_plans(list(a.plans)),
+                             b.plan_index)
+        assert cost.dtype == np.float64 and cost.tobytes() == a.cost.tobytes(), a.spec.name
         assert b.seconds > 0
 
 
@@ -118,14 +122,14 @@ def test_example_workload(example_specs, spark, dec):
     charts = build_spark(specs, dec, spark=spark, progress=False)
     assert [c.spec.name for c in charts] == ["Q1", "Q2"]
     assert [c.plan_index.shape for c in charts] == [(10, 10), (10, 10, 10)]
-    assert_identical(build_local(specs, dec, progress=False), charts)
+    assert_identical(build_local(specs, dec, progress=False), charts, dec)
 
 
 def test_three_axes_pipes_and_k_one(spark, dec):
     specs = [s for s, _ in workload_specs(workload_from_dict(extra_workload()), dec)]
     assert [s.shape for s in specs] == [(7, 7, 7), (12, 12), (6, 6, 6), (1, 1, 1), (1, 1)]
     charts = build_spark(specs, dec, spark=spark, progress=False)
-    assert_identical(build_local(specs, dec, progress=False), charts)
+    assert_identical(build_local(specs, dec, progress=False), charts, dec)
     assert charts[0].plans_used >= 1 and charts[3].plan_index.size == 1
 
 
@@ -139,7 +143,7 @@ def test_generated_workload_in_many_small_blocks(spark, monkeypatch):
     monkeypatch.setattr(chart_build, "MIN_BLOCK_CELLS", 97)
     monkeypatch.setattr(chart_build, "MAX_BLOCK_CELLS", 97)
     charts = build_spark(specs, catalog, spark=spark, progress=False)
-    assert_identical(build_local(specs, catalog, progress=False), charts)
+    assert_identical(build_local(specs, catalog, progress=False), charts, catalog)
     assert spark.range(3).count() == 3  # the caller's session is still running
 
 
@@ -147,9 +151,9 @@ def test_jobs_in_one_session_do_not_share_cached_contexts(example_specs, spark, 
     """Python workers outlive a job; chart 0 of the next job is another chart."""
     first, second = example_specs(k=4), example_specs(k=5)[::-1]
     assert_identical(build_local(first, dec, progress=False),
-                     build_spark(first, dec, spark=spark, progress=False))
+                     build_spark(first, dec, spark=spark, progress=False), dec)
     assert_identical(build_local(second, dec, progress=False),
-                     build_spark(second, dec, spark=spark, progress=False))
+                     build_spark(second, dec, spark=spark, progress=False), dec)
 
 
 def test_scratch_directory_is_cleaned_up(example_specs, spark, dec, tmp_path):
@@ -190,13 +194,12 @@ def test_task_costs_blocks_from_the_shipped_plans_without_spark(example_specs, d
     batches = [pa.RecordBatch.from_arrays([pa.array(part, pa.int64())], names=["id"])
                for part in np.array_split(order, [0, 2, 5])]
     out = pa.Table.from_batches(list(chart_build._cost_blocks(payload, iter(batches))))
-    assert out.schema.names == ["block", "plan", "cost"]
-    assert [str(t) for t in out.schema.types] == ["int64", "binary", "binary"]
-    plan, cost = chart_build._place(out, specs, total, 5, np.dtype(np.uint8))
+    assert out.schema.names == ["block", "plan"]  # plan indices only: one byte a cell
+    assert [str(t) for t in out.schema.types] == ["int64", "binary"]
+    plan = chart_build._place(out, specs, total, 5, np.dtype(np.uint8))
     monkeypatch.undo()
     local = build_local(specs, dec, progress=False)
     assert np.array_equal(plan, np.concatenate([c.plan_index.ravel() for c in local]))
-    assert cost.tobytes() == np.concatenate([c.cost.ravel() for c in local]).tobytes()
 
 
 def test_every_block_once_whole_or_a_clear_error(example_specs, dec):
@@ -212,8 +215,8 @@ def test_every_block_once_whole_or_a_clear_error(example_specs, dec):
             out = out.set_column(1, "plan", pa.array(plans, pa.binary()))
         return out
 
-    plan, cost = chart_build._place(table([2, 0, 1]), specs, total, 5, np.dtype(np.uint8))
-    assert plan.shape == cost.shape == (12,)
+    plan = chart_build._place(table([2, 0, 1]), specs, total, 5, np.dtype(np.uint8))
+    assert plan.shape == (12,) and plan.dtype == np.uint8
     with pytest.raises(SparkBuildError, match=r"2 blocks for 3: 1 missing, 0 duplicated, "
                                               r"first block 2 \(chart 'Q2'\).*scratch="):
         chart_build._place(table([0, 1]), specs, total, 5, np.dtype(np.uint8))
@@ -223,7 +226,7 @@ def test_every_block_once_whole_or_a_clear_error(example_specs, dec):
     with pytest.raises(SparkBuildError, match="block 3, outside the charts' 3 blocks"):
         chart_build._place(table([0, 1, 2]).set_column(
             0, "block", pa.array([0, 1, 3], pa.int64())), specs, total, 5, np.dtype(np.uint8))
-    with pytest.raises(SparkBuildError, match="block 1 holds 4 plans and 5 costs for 5 cells"):
+    with pytest.raises(SparkBuildError, match="block 1 holds 4 plans for 5 cells"):
         chart_build._place(table([0, 1, 2], cut=1), specs, total, 5, np.dtype(np.uint8))
 
 
