@@ -20,16 +20,30 @@ session's first jobs load classes and compile code), each query's first
 Spark run, and ``read_trace``'s own job (row counts, time span, order
 checks). Times are medians of ``--repeat`` runs.
 
-    python scripts/bench_round_stats.py [--tuples 2000000] [--repeat 5]
+With ``--large N`` (e.g. 40000000), Q2 also runs on traces of N tuples,
+written in parts of a million, where memory decides: pandas holds a trace
+whole, Spark streams it through groups per (round, key). Each pandas run is a
+child process whose peak resident memory is read back; measured at 1/4 and
+1/2 of N, it gives pandas' bytes per tuple, hence the largest trace pandas
+can take on this machine, and pandas runs on N tuples only if that is
+predicted to fit in 70% of the memory available. The Spark side reports
+its time and the JVM's peak resident memory.
+
+    python scripts/bench_round_stats.py [--tuples 2000000] [--repeat 5] [--large 0]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +121,139 @@ def _in_interval_set(values: np.ndarray, intervals: IntervalSet) -> np.ndarray:
     return mask
 
 
+# -- traces larger than pandas' memory -------------------------------------------------------
+PART_TUPLES = 1_000_000
+
+
+def _write_part(args: tuple[str, str, float, float, int, str]) -> int:
+    """One part of a large trace: ``duration`` seconds from ``start``, with its own seed."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    catalog_path, stream, start, duration, seed, path = args
+    frame = generate_trace(load_catalog(catalog_path).stream(stream), duration, seed=seed)
+    frame["ts"] += start
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    return len(frame)
+
+
+def write_large_traces(catalog, streams: tuple[str, ...], tuples: int, folder: Path
+                       ) -> dict[str, Path]:
+    """Traces of ``tuples`` tuples in all, one folder of Parquet parts per stream."""
+    rates = {name: sum(catalog.stream(name).rate) / 2 for name in streams}
+    duration = tuples / sum(rates.values())
+    jobs, paths = [], {}
+    for i, name in enumerate(streams):
+        paths[name] = folder / f"{name}.parquet"
+        paths[name].mkdir(parents=True)
+        part_s = PART_TUPLES / rates[name]
+        for j, begin in enumerate(np.arange(0.0, duration, part_s)):
+            jobs.append((str(EXAMPLES / "dec-pkt.toml"), name, float(begin),
+                         float(min(part_s, duration - begin)), 1000 * i + j,
+                         str(paths[name] / f"part-{j:05d}.parquet")))
+    with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
+        list(pool.map(_write_part, jobs))
+    return paths
+
+
+def pandas_child(paths: dict[str, Path]) -> dict[str, float]:
+    """Run the pandas baseline in a child process: its seconds and peak resident bytes."""
+    code = ("import json, resource, sys, time, pandas as pd\n"
+            f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "import bench_round_stats as b\n"
+            "from cqopt.catalog import load_catalog\n"
+            "from cqopt.optimizer.logical import parse_query\n"
+            f"query = parse_query(b.Q2, load_catalog(b.EXAMPLES / 'dec-pkt.toml'))\n"
+            "begin = time.perf_counter()\n"
+            f"frames = {{n: pd.read_parquet(p) for n, p in {dict((n, str(p)) for n, p in paths.items())!r}.items()}}\n"
+            "table = b.pandas_round_statistics(query, frames, 1.0)\n"
+            "seconds = time.perf_counter() - begin\n"
+            "print(json.dumps({'seconds': seconds, 'rounds': len(table), 'peak': "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if done.returncode:
+        return {"error": (done.stderr.strip().splitlines() or ["killed"])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _available_bytes() -> int:
+    with open("/proc/meminfo") as info:
+        for line in info:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _jvm_peak_bytes(spark) -> int | None:
+    """The JVM's peak resident memory (VmHWM), the driver and executors of local mode."""
+    try:
+        pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except Exception:  # not on Linux, or the gateway hides the JVM: say nothing
+        return None
+    return None
+
+
+def large_trace(spark, catalog, tuples: int, folder: Path) -> None:
+    """Q2 on traces of ``tuples`` tuples: where Spark is ahead of pandas (memory)."""
+    query = parse_query(Q2, catalog)
+    sizes = [tuples // 4, tuples // 2, tuples]
+    print(f"\nQ2 on large traces (parts of {PART_TUPLES:,} tuples); pandas in a child process",
+          flush=True)
+    header = (f"{'tuples':>12} {'engine':<8} {'seconds':>8} {'tuples/s':>11} "
+              f"{'peak resident':>14}")
+    print(header)
+    print("-" * len(header))
+    measured: list[tuple[int, int]] = []  # (tuples, pandas' peak resident bytes)
+
+    def predicted(n: int) -> float | None:
+        """pandas' peak at n tuples, along the line through its last two runs."""
+        if len(measured) < 2:
+            return None
+        (n0, p0), (n1, p1) = measured[-2:]
+        return p1 + (p1 - p0) / (n1 - n0) * (n - n1)
+
+    for n in sizes:
+        begin = time.perf_counter()
+        paths = write_large_traces(catalog, query.stream_names, n, folder / f"large-{n}")
+        written = time.perf_counter() - begin
+        frames = {name: read_trace(spark, path, catalog.stream(name))[0]
+                  for name, path in paths.items()}
+        begin = time.perf_counter()
+        spark_table = round_statistics(query, frames, 1.0)
+        spark_s = time.perf_counter() - begin
+        jvm = _jvm_peak_bytes(spark)
+        print(f"{n:>12,} {'Spark':<8} {spark_s:>8.2f} {n / spark_s:>11,.0f} "
+              f"{'?' if jvm is None else f'{jvm / 2**30:.2f} GiB':>14}"
+              f"  (the JVM's peak so far; traces written in {written:.0f} s)", flush=True)
+        available, guess = _available_bytes(), predicted(n)
+        if guess is not None and guess > 0.7 * available:
+            print(f"{n:>12,} {'pandas':<8} {'-':>8} {'-':>11} {guess / 2**30:>10.1f} GiB"
+                  f"  (predicted; more than 70% of the {available / 2**30:.1f} GiB "
+                  "available: not run)", flush=True)
+        else:
+            result = pandas_child(paths)
+            if "error" in result:
+                print(f"{n:>12,} {'pandas':<8} failed: {result['error']}", flush=True)
+            else:
+                assert result["rounds"] == len(spark_table)
+                measured.append((n, result["peak"]))
+                print(f"{n:>12,} {'pandas':<8} {result['seconds']:>8.2f} "
+                      f"{n / result['seconds']:>11,.0f} {result['peak'] / 2**30:>10.2f} GiB",
+                      flush=True)
+        shutil.rmtree(folder / f"large-{n}", ignore_errors=True)
+    if len(measured) >= 2:
+        (n0, p0), (n1, p1) = measured[-2:]
+        slope, room = (p1 - p0) / (n1 - n0), 0.7 * _available_bytes()
+        print(f"pandas grows by {slope:.0f} bytes a tuple at its peak: with "
+              f"{_available_bytes() / 2**30:.1f} GiB available it takes traces up to about "
+              f"{(n1 + (room - p1) / slope) / 1e6:,.0f} million tuples (70% of it); Spark's "
+              "memory does not grow with the trace (one small table per round and key).")
+
+
 # -- the runs ------------------------------------------------------------------------------
 def _median_time(run, repeat: int) -> tuple[float, float, object]:
     times, result = [], None
@@ -122,6 +269,8 @@ def main() -> None:
     parser.add_argument("--tuples", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--large", type=int, default=0,
+                        help="also run Q2 on traces of this many tuples (e.g. 40000000)")
     args = parser.parse_args()
 
     catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
@@ -182,6 +331,8 @@ def main() -> None:
             rows.append((label, "pandas", tuples, rounds, pandas_s, pandas_min))
             rows.append((label, "  read_trace job", tuples, rounds, read_s, read_min))
             rows.append((label, "  Spark first run", tuples, rounds, first_s, first_s))
+        if args.large:
+            large_trace(spark, catalog, args.large, folder)
     finally:
         spark.stop()
         shutil.rmtree(folder, ignore_errors=True)
