@@ -18,6 +18,7 @@ from cqopt.costmodel.base import (
     CostModelError,
     MissingStatisticError,
     OperatorCost,
+    SCALARS,
     PlanCost,
     is_point,
 )
@@ -80,11 +81,12 @@ def plan_utilities(model, utility: Utility, plans: Sequence,
         A plan's cost needs a statistic ``stats`` lacks.
     """
     if plans and is_point(stats) and hasattr(model, "point_cost"):
-        # One point: every plan's costs from the generated scalar path, then one
-        # vectorised utility over the plans (the same floats as the grid path).
-        costs = np.array([model.point_cost(plan, stats)[:3] for plan in plans],
-                         dtype=np.float64)
-        return np.asarray(utility(PlanCost(costs[:, 0], costs[:, 1], costs[:, 2])))
+        # One point: every plan's costs from the generated scalar path and its utility in
+        # floats (the same formulas and floats as the grid path, without numpy's per-call
+        # overhead, which a handful of plans would not amortise).
+        point_cost, of = model.point_cost, utility.of
+        return np.array([of(*point_cost(plan, stats)[:3], xp=SCALARS) for plan in plans],
+                        dtype=np.float64)
     scores = [utility(model.cost(plan, stats)) for plan in plans]
     return np.stack(np.broadcast_arrays(*scores))
 

@@ -29,12 +29,13 @@ The paper's own example (section 3.2):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from cqopt.costmodel.base import Array, CostModelError, PlanCost
+from cqopt.costmodel.base import ARRAYS, Array, CostModelError, PlanCost
 
 DEFAULT_WEIGHTS = (0.4, 0.6)
 ZERO_OUTPUT = ("memory", "infinite")
@@ -68,17 +69,27 @@ class Utility:
                                  f"got {len(values)}")
         return cls(*values)
 
-    def of(self, rate: ArrayLike, memory: ArrayLike, cpu: ArrayLike = 0.0) -> Array:
-        rate = np.asarray(rate, dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            rate_term = np.where(rate > 0, self.w_r / np.where(rate > 0, rate, 1.0),
-                                 np.inf if self.w_r > 0 and self.zero_output == "infinite"
-                                 else 0.0)
-        memory = np.asarray(memory, dtype=np.float64)
+    def of(self, rate: ArrayLike, memory: ArrayLike, cpu: ArrayLike = 0.0,
+           xp=ARRAYS) -> Array:
+        """The utility of output rate, memory and CPU (arrays that broadcast).
+
+        ``xp=SCALARS`` runs the same formula on Python floats (one plan at one
+        point, as :func:`cqopt.costmodel.plan_utilities` does), with numpy's
+        result bit for bit.
+
+        >>> from cqopt.costmodel.base import SCALARS
+        >>> u = Utility(0.1, 0.9)
+        >>> u.of(5.0, 775.0, xp=SCALARS) == float(u.of(5.0, 775.0))
+        True
+        """
+        rate, memory = xp.value(rate), xp.value(memory)
+        zero_output = math.inf if self.w_r > 0 and self.zero_output == "infinite" else 0.0
+        rate_term = xp.where(rate > 0, xp.divide(self.w_r, xp.where(rate > 0, rate, 1.0)),
+                             zero_output)
         # A zero weight drops its term: 0 · ∞ (an unbounded window's memory) is not NaN.
-        out = rate_term + (self.w_m * memory if self.w_m else np.zeros_like(memory))
+        out = rate_term + (self.w_m * memory if self.w_m else xp.full(memory, 0.0))
         if self.w_c:
-            out = out + self.w_c * np.asarray(cpu, dtype=np.float64)
+            out = out + self.w_c * xp.value(cpu)
         return out
 
     def __call__(self, cost: PlanCost) -> Array:
