@@ -248,7 +248,7 @@ def read_query_data(path: Path, name: str, entry: dict[str, Any], shape: tuple[i
 
 
 def read_query_costs(path: Path, name: str, entry: dict[str, Any],
-                     shape: tuple[int, ...]) -> np.ndarray:
+                     shape: tuple[int, ...]) -> np.ndarray | None:
     """The per-cell costs of one query's grid alone, checked against the manifest;
     None if the chart set does not store them (version 4)."""
     if entry.get("costs") == "derived":

@@ -132,10 +132,11 @@ class AdaptiveQuery:
         self.cost = cost  # (plan, stats) -> utility, needed by the hysteresis only
         if hysteresis and cost is None:
             raise ValueError("hysteresis needs a cost function (plan, stats) -> utility")
+        # Per statistic the largest valid value: step's check, and the decay means' bound.
+        self._upper = {name: math.inf if split_name(name)[0] == "rate" else 1.0
+                       for name in self.statistics}
         self._estimators(estimator, d, decay, jsel_threshold)
-        # Per statistic the largest valid value, for step's check without re-reading names.
-        self._limits = tuple((name, math.inf if split_name(name)[0] == "rate" else 1.0)
-                             for name in self._names)
+        self._limits = tuple((name, self._upper[name]) for name in self._names)
         self._policies(choice, residuals, fallback, plan_costs, switch_cost)
         self.rounds = self.moves = self.switches = 0
         self.cell: tuple[int, ...] | None = None
@@ -190,9 +191,8 @@ class AdaptiveQuery:
         others = [n for n in statistics if n not in jsel]
         means = others if kind == "decay" else []
         scalar = [n for n in others if n not in means]
-        self._means = DecayMeans(
-            len(means), d, decay, [math.inf if split_name(n)[0] == "rate" else 1.0
-                                   for n in means], [self.initial[n] for n in means])
+        self._means = DecayMeans(len(means), d, decay, [self._upper[n] for n in means],
+                                 [self.initial[n] for n in means])
         self._histograms = ThresholdHistograms(len(jsel), threshold=jsel_threshold,
                                                initial=[self.initial[n] for n in jsel])
         self._scalar = [make_estimator(kind, d=d, decay=decay) for n in scalar]
