@@ -310,18 +310,15 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
         return 0
-    print(f"{'query':<10} {'method':<18} {'rounds':>6} {'fidelity':>8} {'regret':>8} "
-          f"{'moves':>6} {'switches':>8}")
+    print(f"{'query':<10} {'method':<18} {'rounds':>6} {'regret':>8} {'mean':>8} "
+          f"{'fidelity':>8} {'within1%':>8} {'moves':>6} {'switches':>8}")
     for name, r in replays.items():
         s = r.summary
-        print(f"{name:<10} {'chart':<18} {s['rounds']:6d} {s['fidelity']:8.3f} "
-              f"{s['regret']:8.3f} {s['moves']:6d} {s['switches']:8d}")
-        for base, b in s["baselines"].items():
-            print(f"{'':<10} {base:<18} {s['rounds']:6d} {b['fidelity']:8.3f} "
-                  f"{b['regret']:8.3f} {b.get('moves', ''):>6} {b.get('switches', ''):>8}")
+        for method, b in (("chart", s), *s["baselines"].items()):
+            print(f"{name if method == 'chart' else '':<10} {method:<18} {b['scored_rounds']:6d} "
+                  f"{b['regret']:8.4f} {b['mean_regret']:8.4f} {b['fidelity']:8.3f} "
+                  f"{b['near_fidelity']:8.3f} {b.get('moves', ''):>6} {b['switches']:>8}")
         print(f"{'':<10} {headline(s)}")
-        if s["undefined_rounds"]:
-            print(f"{'':<10} ({s['undefined_rounds']} rounds without an optimal plan left out)")
     print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
     return 0
 

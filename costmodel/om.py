@@ -32,9 +32,12 @@ Readings the paper leaves open (COSTMODELS.md), each pinned by a test:
    (seconds of work per second), summed over operators.
 5. **0 · ∞ is 0** (``base.times``): a zero rate, a selectivity of 0 or a
    ``[NOW]`` window contributes no memory even beside an ``[UNBOUNDED]``
-   window or an infinite rate; an aggregate over an empty window
-   (``λ · W = 0`` tuples) has the formula's infinite rate. Costs are never
-   NaN, though they may be infinite.
+   window or an infinite rate. An aggregate over an empty window
+   (``λ · W = 0`` tuples) emits nothing (rate 0, no queue), where the
+   formula's ``1 / (C_Ω · λ · W)`` would be infinite: read literally, every
+   plan of an aggregate query would cost ∞ in a round without tuples and the
+   round could not be scored. Costs are never NaN, though they may be
+   infinite (an ``[UNBOUNDED]`` window).
 
 Sources cost nothing: the paper counts operator buffers only.
 
@@ -123,7 +126,11 @@ class OM(PointCosting):
                 busy = xp.divide(lam, tpr)
                 processed = xp.minimum(lam, tpr) if self.capacity else lam
                 if node["kind"] == "aggregate":
-                    out = xp.divide(tpr, times_(processed, window, xp=xp))  # 1 / (C_Ω · λ · W)
+                    # 1 / (C_Ω · λ · W); an empty window (λ · W = 0) aggregates
+                    # nothing and emits nothing, not the formula's ∞.
+                    tuples = times_(processed, window, xp=xp)
+                    out = xp.where(tuples > 0,
+                                   xp.divide(tpr, xp.where(tuples > 0, tuples, 1.0)), 0.0)
                 else:
                     out = times_(sel, processed, xp=xp)  # sel is 1 for a projection
                 buffered = times_(lam, busy, window, in_widths[0], xp=xp)

@@ -7,14 +7,19 @@ For each round of observed statistics (from :mod:`cqopt.spark.round_stats`):
 - the **optimal** plan: every candidate costed exactly at the round's actual
   statistics (the chart's model and weights); a round is a **hit** when the
   chosen plan costs no more than the optimum (ties count as hits);
-- **regret** ``cost(chosen) / cost(optimal) − 1`` at the actual statistics;
+- **regret** (the headline) the total cost of the chosen plans over the total
+  of the per-round optima, minus 1, at the actual statistics; the per-round
+  mean of ``cost(chosen) / cost(optimal) − 1`` beside it as ``mean_regret``,
+  and ``near_fidelity``, the share of rounds within 1% of the optimum
+  (:func:`cqopt.replay.baselines.score`);
 - **move** and **switch** as counted by the adaptive query.
 
 Baselines in the same run (:mod:`cqopt.replay.baselines`): **RAND** (a
 seeded random plan per round), **RATE** (one plan, the optimum at the mean
 statistics of the first d rounds that have an optimum, never switched),
 **BEST-STATIC** (the one plan with the lowest total cost over the rounds, in
-hindsight; its regret is the query's **headroom** on the trace) and
+hindsight, which is the lowest headline regret of any fixed plan; its regret
+is the query's **headroom** on the trace) and
 **ORACLE-CHART** (the chart looked up at the actual statistics). Misses split
 into *estimation* misses (the oracle chart hit, the estimate did not) and
 *discretization* misses (even the oracle chart missed).
@@ -125,19 +130,16 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     hit, regret = baselines.outcome(utilities, chosen, best)
 
     oracle = chart.choose_many({a.statistic: actual[a.statistic] for a in spec.axes})
-    oracle_hit, oracle_regret = baselines.outcome(utilities, oracle.plan_index, best)
     rand = baselines.rand(len(plans), n, seed)
-    rand_hit, rand_regret = baselines.outcome(utilities, rand, best)
     # RATE decides once, from the first d rounds that have an optimum at all.
     early = np.flatnonzero(defined)[:d] if defined.any() else np.arange(min(d, n))
     first = {k: np.array([np.mean(v[early])]) if len(early) else np.array([np.nan])
              for k, v in actual.items()}
     rate_plan = baselines.rate(plan_utilities(model, utility, plans, first)[:, 0])
-    rate = np.full(n, rate_plan)
-    rate_hit, rate_regret = baselines.outcome(utilities, rate, best)
     static_plan = baselines.best_static(utilities, defined)
-    static = np.full(n, static_plan)
-    static_hit, static_regret = baselines.outcome(utilities, static, best)
+    runs = {"rand": rand, "rate": np.full(n, rate_plan), "best_static": np.full(n, static_plan),
+            "oracle_chart": oracle.plan_index}
+    hits = {name: baselines.outcome(utilities, index, best)[0] for name, index in runs.items()}
 
     ids = np.array([p.id for p in plans], dtype=object)
     rounds = pd.DataFrame({
@@ -147,34 +149,31 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         **{f"estimate:{k}": v for k, v in estimates.items()},
         "plan": ids[chosen], "optimal": ids[best], "hit": hit, "regret": regret,
         "move": moves, "switch": switches,
-        "oracle_plan": ids[oracle.plan_index], "oracle_hit": oracle_hit,
-        "rand_hit": rand_hit, "rate_hit": rate_hit, "best_static_hit": static_hit,
+        "oracle_plan": ids[oracle.plan_index], "oracle_hit": hits["oracle_chart"],
+        "rand_hit": hits["rand"], "rate_hit": hits["rate"],
+        "best_static_hit": hits["best_static"],
     })
 
-    def stats(h, r, index=None):
-        return baselines.summary(h, r, defined, index)
-
-    best_static = {**stats(static_hit, static_regret, static), "plan": str(ids[static_plan])}
+    scored = {name: baselines.score(utilities, index, best, defined)
+              for name, index in runs.items()}
+    scored["rate"]["plan"] = str(ids[rate_plan])
+    scored["best_static"]["plan"] = str(ids[static_plan])
+    scored["oracle_chart"]["moves"] = baselines.changes(
+        np.ravel_multi_index(oracle.cells.T, spec.shape))
+    chart_score = baselines.score(utilities, chosen, best, defined)
     summary = {
         "rounds": n,
         "undefined_rounds": int(n - defined.sum()),
-        **stats(hit, regret),
+        **chart_score,
         "moves": int(moves.sum()),
         "switches": int(switches.sum()),
-        "headroom": best_static["regret"],
-        "no_headroom": bool(best_static["regret"] < baselines.NO_HEADROOM),
+        "headroom": scored["best_static"]["regret"],
+        "no_headroom": bool(scored["best_static"]["regret"] < baselines.NO_HEADROOM),
         "plans_used": int(len(np.unique(chosen))),
         "fallbacks": adaptive.fallback.fallbacks if adaptive.fallback else 0,
-        "misses": {"estimation": int(np.sum((oracle_hit == 1) & (hit == 0))),
-                   "discretization": int(np.sum((oracle_hit == 0) & (hit == 0)))},
-        "baselines": {
-            "rand": stats(rand_hit, rand_regret, rand),
-            "rate": {**stats(rate_hit, rate_regret, rate), "plan": str(ids[rate_plan])},
-            "best_static": best_static,
-            "oracle_chart": {**stats(oracle_hit, oracle_regret, oracle.plan_index),
-                             "moves": baselines.changes(np.ravel_multi_index(
-                                 oracle.cells.T, spec.shape))},
-        },
+        "misses": {"estimation": int(np.sum((hits["oracle_chart"] == 1) & (hit == 0))),
+                   "discretization": int(np.sum((hits["oracle_chart"] == 0) & (hit == 0)))},
+        "baselines": scored,
     }
     return Replay(name, rounds, summary, tuple(ids))
 
@@ -201,7 +200,8 @@ def k_sweep(name: str, spec: ChartSpec, catalog: Catalog, observed: pd.DataFrame
         result = replay(name, chart, catalog, observed, utilities=utilities, **kwargs).summary
         rows.append({"k": k, "cells": chart.spec.n_cells,
                      "plans_used": len(np.unique(chart.plan_index)),
-                     "fidelity": result["fidelity"], "regret": result["regret"],
+                     "fidelity": result["fidelity"], "near_fidelity": result["near_fidelity"],
+                     "regret": result["regret"], "mean_regret": result["mean_regret"],
                      "moves": result["moves"], "switches": result["switches"],
                      "oracle_fidelity": result["baselines"]["oracle_chart"]["fidelity"]})
     return pd.DataFrame(rows)

@@ -4,19 +4,22 @@ Per query: the plan diagram with the path of the estimated statistics drawn
 over it; fidelity per 100 s of trace time for the chart and every baseline
 (like Figure 3a of the OM paper); fidelity and regret against k; and a table
 of fidelity, regret, moves and switches for the chart and every baseline.
-Each query's headline is the chart's regret next to BEST-STATIC's (the
-headroom), then fidelity; where the headroom is below 0.1% the report says
-that no chart can help that query on that trace.
+Each query's headline is a verdict: how much less (or more) the chart's
+plans cost in total than the best fixed plan in hindsight, then its regret
+next to BEST-STATIC's (the headroom) and fidelity; where the headroom is
+below 0.1% the report says that no chart can help that query on that trace.
 
->>> headline({"regret": 0.01, "fidelity": 0.8, "headroom": 0.02, "no_headroom": False,
+>>> headline({"regret": 0.01, "fidelity": 0.8, "near_fidelity": 0.9, "headroom": 0.02,
+...           "no_headroom": False, "undefined_rounds": 0,
 ...           "baselines": {"best_static": {"plan": "P"}}})
-'regret 0.0100 against BEST-STATIC (P) 0.0200; fidelity 0.800'
+'the chart costs 1.0% less than the best fixed plan P (regret 0.0100 against BEST-STATIC 0.0200); fidelity 0.800, within 1% of the optimum 0.900'
 """
 
 from __future__ import annotations
 
 import html
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -35,31 +38,49 @@ def summary_json(replays: dict[str, Replay]) -> dict[str, Any]:
     return {"queries": {name: r.summary for name, r in replays.items()}}
 
 
+COLUMNS = ("method", "regret", "mean_regret", "fidelity", "near_fidelity", "moves", "switches")
+HEADERS = ("method", "regret", "mean regret", "fidelity", "within 1%", "moves", "switches")
+
+
 def table_rows(replay: Replay) -> list[dict[str, Any]]:
     s = replay.summary
-    rows = [{"method": LABELS["chart"], "fidelity": s["fidelity"], "regret": s["regret"],
-             "moves": s["moves"], "switches": s["switches"]}]
+    rows = [{"method": LABELS["chart"], **{c: s[c] for c in COLUMNS[1:]}}]
     for name in BASELINES:
         b = s["baselines"][name]
-        rows.append({"method": LABELS[name], "fidelity": b["fidelity"], "regret": b["regret"],
-                     "moves": b.get("moves", ""), "switches": b.get("switches", "")})
+        rows.append({"method": LABELS[name], **{c: b.get(c, "") for c in COLUMNS[1:]}})
     return rows
 
 
+def verdict(summary: dict[str, Any]) -> str:
+    """How the chart's total cost compares with the best fixed plan's, in one clause."""
+    plan = summary["baselines"]["best_static"]["plan"]
+    chart, static = 1.0 + summary["regret"], 1.0 + summary["headroom"]
+    if not (math.isfinite(chart) and math.isfinite(static)):
+        return f"the chart's total cost against the best fixed plan {plan} is not finite"
+    change = chart / static - 1.0
+    if abs(change) < 0.0005:
+        return f"the chart costs the same as the best fixed plan {plan}"
+    return (f"the chart costs {abs(change):.1%} {'less' if change < 0 else 'more'} than the "
+            f"best fixed plan {plan}")
+
+
 def headline(summary: dict[str, Any]) -> str:
-    """The chart's regret next to BEST-STATIC's, then fidelity, and the headroom's verdict."""
-    text = (f"regret {summary['regret']:.4f} against BEST-STATIC "
-            f"({summary['baselines']['best_static']['plan']}) {summary['headroom']:.4f}; "
-            f"fidelity {summary['fidelity']:.3f}")
+    """The verdict, the chart's regret next to BEST-STATIC's, fidelity, and the headroom's verdict."""
+    text = (f"{verdict(summary)} (regret {summary['regret']:.4f} against BEST-STATIC "
+            f"{summary['headroom']:.4f}); fidelity {summary['fidelity']:.3f}, within 1% of the "
+            f"optimum {summary['near_fidelity']:.3f}")
     if summary["no_headroom"]:
         text += (". The headroom is below 0.1%: no chart can help this query on this trace "
                  "(one fixed plan is as good as switching)")
+    if summary["undefined_rounds"]:
+        text += (f". {summary['undefined_rounds']} rounds in which every plan costs infinitely "
+                 "much are left out of every score")
     return text
 
 
 def _fmt(value) -> str:
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return f"{value:.4f}"
     return str(value)
 
 
@@ -124,18 +145,16 @@ def write_report(out: Path, replays: dict[str, Replay], charts: dict, sweeps: di
                f"{s['misses']['estimation']} from estimation, "
                f"{s['misses']['discretization']} from discretization "
                f"(the oracle chart missed too). RATE ran {s['baselines']['rate']['plan']}.", "",
-               "| method | fidelity | regret | moves | switches |", "|---|---|---|---|---|"]
-        md += [f"| {r['method']} | {_fmt(r['fidelity'])} | {_fmt(r['regret'])} | "
-               f"{r['moves']} | {r['switches']} |" for r in rows]
+               "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+        md += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in rows]
         body += [f"<h2>{html.escape(name)}</h2>", f"<p><b>{html.escape(headline(s))}.</b></p>",
                  f"<p>{s['rounds']} rounds; misses: {s['misses']['estimation']} from "
                  f"estimation, {s['misses']['discretization']} from discretization. RATE ran "
                  f"{html.escape(s['baselines']['rate']['plan'])}.</p>",
-                 "<table border='1' cellpadding='4'><tr><th>method</th><th>fidelity</th>"
-                 "<th>regret</th><th>moves</th><th>switches</th></tr>"]
-        body += [f"<tr><td>{html.escape(r['method'])}</td><td>{_fmt(r['fidelity'])}</td>"
-                 f"<td>{_fmt(r['regret'])}</td><td>{r['moves']}</td><td>{r['switches']}</td></tr>"
-                 for r in rows]
+                 "<table border='1' cellpadding='4'><tr>"
+                 + "".join(f"<th>{h}</th>" for h in HEADERS) + "</tr>"]
+        body += ["<tr>" + "".join(f"<td>{html.escape(_fmt(r[c]))}</td>" for c in COLUMNS)
+                 + "</tr>" for r in rows]
         body.append("</table>")
         if name in sweeps and len(sweeps[name]):
             sweep = sweeps[name]

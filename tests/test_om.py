@@ -289,3 +289,18 @@ def test_aggregate_over_unbounded_window_has_finite_utility_ranking(dec):
     for plan in enumerate_plans(q):
         cost = OM(dec).cost(plan, stats)
         assert not np.isnan(cost.memory) and not np.isnan(Utility()(cost))
+
+
+def test_an_aggregate_over_an_empty_window_is_costed_not_infinite(dec):
+    # Read literally, 1 / (C_Ω · λ · W) is ∞ at λ = 0: every plan of an aggregate query
+    # cost ∞ in a round without tuples, and the replay dropped those rounds from the score.
+    q = parse_query("SELECT TCP.src_host, COUNT(*) FROM TCP WHERE TCP.dest_host = 2 "
+                    "GROUP BY TCP.src_host WINDOW [1]", dec)
+    for stats in ({"rate.TCP": 0.0, "sel.TCP": 0.5}, {"rate.TCP": 500.0, "sel.TCP": 0.0}):
+        for plan in enumerate_plans(q):
+            cost = OM(dec).cost(plan, stats)
+            assert float(cost.rate) == 0.0 and np.isfinite(cost.memory), (plan.id, stats)
+            assert np.isfinite(Utility()(cost))
+    # Elsewhere the formula is untouched: λ = 500, W = 1 s, sel 0.5, tpr_Ω = 100,000.
+    cost = OM(dec).cost(enumerate_plans(q)[0], {"rate.TCP": 500.0, "sel.TCP": 0.5})
+    assert float(cost.rate) == pytest.approx(dec.operators.rate("aggregate") / 250.0)

@@ -249,3 +249,20 @@ def test_a_step_never_renders_a_plan():
     query = AdaptiveQuery(QueryChart(spec, [Plan("A"), Plan("B")], np.array([0, 1]), None),
                           estimator="last")
     assert [query.step({"sel.S": s}).plan_id for s in (0.2, 0.9)] == ["B", "A"]
+
+
+def test_rounds_without_tuples_of_an_aggregate_query_are_scored(examples):
+    # OM's aggregate formula made every plan cost ∞ in an empty round, and the replay left
+    # such rounds out of the score without a word; now they are costed.
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    sql = ("SELECT TCP.src_host, COUNT(*) FROM TCP WHERE TCP.dest_host = 2 "
+           "GROUP BY TCP.src_host WINDOW [1]")
+    spec = ChartSpec("A", sql, (Axis("sel.TCP", 0.0, 1.0, 2), Axis("rate.TCP", 0.0, 1000.0, 2)))
+    built = build_local([spec], catalog, progress=False)[0]
+    chart = QueryChart(spec, ChartContext(spec, catalog).plans, built.plan_index, built.cost)
+    observed = pd.DataFrame({"round": range(4), "start": np.arange(4.0),
+                             "rate.TCP": [0.0, 400.0, 0.0, 600.0],
+                             "sel.TCP": [np.nan, 0.2, np.nan, 0.8]})
+    s = replay("A", chart, catalog, observed, estimator="last").summary
+    assert s["undefined_rounds"] == 0 and s["scored_rounds"] == 4
+    assert np.isfinite(s["regret"]) and np.isfinite(s["baselines"]["best_static"]["regret"])
