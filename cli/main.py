@@ -222,6 +222,11 @@ class ArgumentParser(argparse.ArgumentParser):
         return text + "\n" + example + "\n" if example else text
 
 
+# Packages of the optional extras (setup.cfg) -> the extra that installs them.
+OPTIONAL = {"pyspark": "spark", "py4j": "spark", "pandas": "spark", "matplotlib": "report",
+            "scipy": "generate"}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -229,6 +234,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args)
     except CqoptError as err:
         print(f"cqopt: error: {printable(err)}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as err:
+        extra = OPTIONAL.get((err.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        print(f"cqopt: error: this command needs {err.name.partition('.')[0]}, which is not "
+              f"installed: pip install 'cqopt[{extra}]' (or 'cqopt[all]')", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("cqopt: interrupted", file=sys.stderr)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import textwrap
 import venv
+from pathlib import Path
 from collections.abc import Mapping
 
 import numpy as np
@@ -134,6 +137,10 @@ def test_the_wheel_installs_one_import_name(tmp_path, repo_root):
          "if not f.parts[0].endswith(('.dist-info', '.data')) and f.parts[0] != '..'}))"],
         capture_output=True, text=True, check=True, cwd=str(tmp_path)).stdout.strip()
     assert installed == "['cqopt']"
+    typed = subprocess.run([str(python), "-c", "import importlib.metadata as m; print(any("
+                            "f.name == 'py.typed' for f in m.distribution('cqopt').files))"],
+                           capture_output=True, text=True, check=True, cwd=str(tmp_path))
+    assert typed.stdout.strip() == "True"  # PEP 561: type checkers read cqopt's hints
     probe = ("import sys; sys.path.append(sys.argv[1]); import cqopt, cqopt.charts, "
              "cqopt.spark.session; print(cqopt.__version__, cqopt.charts.__file__.startswith("
              "sys.prefix)); import catalog")
@@ -141,3 +148,95 @@ def test_the_wheel_installs_one_import_name(tmp_path, repo_root):
                          cwd=str(tmp_path))
     assert run.stdout.split() == [cqopt.__version__, "True"]
     assert "No module named 'catalog'" in run.stderr
+
+
+def _base_requirements(wheel: Path) -> set[str]:
+    """The distribution names a wheel requires without any extra."""
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = archive.read(meta).decode().splitlines()
+    return {re.split(r"[<>=!~ ;\[]", line.partition(": ")[2], maxsplit=1)[0].lower()
+            for line in lines if line.startswith("Requires-Dist:") and "extra ==" not in line}
+
+
+def _expose(distributions: set[str], into: Path) -> None:
+    """Link the installed files of ``distributions`` (and what they require) into ``into``."""
+    from importlib import metadata
+
+    seen, todo = set(), list(distributions)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        dist = metadata.distribution(name)
+        for part in {f.parts[0] for f in dist.files or () if f.parts[0] != ".."}:
+            source = Path(dist.locate_file(part))
+            if source.exists() and not (into / part).exists():
+                (into / part).symlink_to(source)
+        todo += [r.split(";")[0].split("[")[0].strip().split(" ")[0].rstrip("<>=!~0123456789.,")
+                 for r in dist.requires or () if "extra ==" not in r]
+
+
+@pytest.mark.slow
+def test_the_base_install_loads_looks_up_and_steps_without_spark_or_matplotlib(
+        tmp_path, repo_root, examples):
+    """A service that only looks plans up installs numpy, pyarrow, networkx and sqlglot."""
+    from cqopt.cli.main import main
+
+    charts = tmp_path / "charts"
+    assert main(["build", "--catalog", str(examples / "dec-pkt.toml"), "--workload",
+                 str(examples / "workload.toml"), "--out", str(charts), "--engine", "local",
+                 "--k", "4"]) == 0
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
+                    str(repo_root)], check=True, capture_output=True)
+    (wheel,) = wheels.glob("cqopt-*.whl")
+    base = _base_requirements(wheel)
+    assert base == {"numpy", "pyarrow", "networkx", "sqlglot"}
+    env = tmp_path / "env"
+    venv.create(env, with_pip=True)
+    python = env / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "-q", str(wheel)],
+                   check=True, capture_output=True)
+    # The base requirements, and nothing else, from this environment (no download).
+    shelf = tmp_path / "base-packages"
+    shelf.mkdir()
+    _expose(base, shelf)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                           "['purelib'])"], capture_output=True, text=True, check=True)
+    (Path(site.stdout.strip()) / "base-packages.pth").write_text(f"{shelf}\n")
+    probe = textwrap.dedent(f"""
+        import importlib.util, json, cqopt
+        missing = [m for m in ("pyspark", "pandas", "matplotlib", "scipy")
+                   if importlib.util.find_spec(m) is None]
+        charts = cqopt.load({str(charts)!r})
+        choice = charts.choose("Q1", {{"sel.TCP": 0.1, "rate.TCP": 450.0}})
+        query = cqopt.AdaptiveQuery(charts, "Q1")
+        outcome = query.step({{"sel.TCP": 0.12, "rate.TCP": 610.0}})
+        print(json.dumps([missing, choice.plan_id, outcome.plan_id]))
+    """)
+    run = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
+                         cwd=str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    missing, plan_id, stepped = json.loads(run.stdout)
+    assert missing == ["pyspark", "pandas", "matplotlib", "scipy"]
+    here = cqopt.load(charts)
+    assert plan_id == here.choose("Q1", {"sel.TCP": 0.1, "rate.TCP": 450.0}).plan_id
+    assert stepped in here["Q1"].plan_ids
+    explain = subprocess.run([str(env / "bin" / "cqopt"), "explain", "--catalog",
+                              str(examples / "dec-pkt.toml"), "--workload",
+                              str(examples / "workload.toml"), "--query", "Q2"],
+                             capture_output=True, text=True, cwd=str(tmp_path))
+    assert explain.returncode == 0, explain.stderr
+    # A command that needs an extra says which, in one line, instead of a traceback.
+    build = subprocess.run([str(env / "bin" / "cqopt"), "build", "--catalog",
+                            str(examples / "dec-pkt.toml"), "--workload",
+                            str(examples / "workload.toml"), "--out", str(tmp_path / "c2")],
+                           capture_output=True, text=True, cwd=str(tmp_path))
+    assert build.returncode == 2
+    assert build.stderr.startswith("cqopt: error:") and "cqopt[spark]" in build.stderr
+    assert len(build.stderr.strip().splitlines()) == 1
