@@ -286,6 +286,12 @@ class AdaptiveQuery:
             costs = np.ravel(self.plan_costs(self._observed))
             self.fallback.record(self._position[id(chart_plan)], costs)
 
+    def __repr__(self) -> str:
+        plan = getattr(self.plan, "id", None)
+        return (f"<AdaptiveQuery {self.chart.spec.name}: round {self.rounds}, plan "
+                f"{plan if plan is not None else '(none yet)'}, {self.moves} moves, "
+                f"{self.switches} switches>")
+
     def step(self, actual: Mapping[str, float]) -> RoundOutcome:
         """Algorithm 2: estimate, look up, run one round, observe its statistics.
 

@@ -13,6 +13,8 @@ and is re-queued at the back, so no query starves another.
 >>> rr = RoundRobin({"a": AdaptiveQuery(chart), "b": AdaptiveQuery(chart)})
 >>> [name for name, _ in rr.run({"a": [{"sel.S": 0.1}] * 2, "b": [{"sel.S": 0.9}]})]
 ['a', 'b', 'a']
+>>> rr.queries["a"]
+<AdaptiveQuery q: round 2, plan A, 1 moves, 1 switches>
 """
 
 from collections import deque
@@ -31,6 +33,9 @@ class RoundRobin:
 
     def __post_init__(self):
         self.queue = deque(self.queries)
+
+    def __repr__(self) -> str:
+        return f"<RoundRobin: {len(self.queries)} queries, next {list(self.queue)[:5]}>"
 
     def run(self, feeds: Mapping[str, Iterable[Mapping[str, float]]],
             max_rounds: int | None = None) -> list[tuple[str, RoundOutcome]]:
