@@ -319,6 +319,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                   f"{b['regret']:8.4f} {b['mean_regret']:8.4f} {b['fidelity']:8.3f} "
                   f"{b['near_fidelity']:8.3f} {b.get('moves', ''):>6} {b['switches']:>8}")
         print(f"{'':<10} {headline(s)}")
+        for alarm in s["alarms"]:
+            print(f"cqopt: warning: {name}: {alarm['message']}", file=sys.stderr)
     print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
     return 0
 

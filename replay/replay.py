@@ -52,6 +52,7 @@ from cqopt.charts.lookup import QueryChart
 from cqopt.charts.spec import Axis, ChartSpec
 from cqopt.costmodel import Utility, make_model, plan_utilities
 from cqopt.replay import baselines
+from cqopt.replay.coverage import coverage_alarms
 from cqopt.runtime.adaptive import AdaptiveQuery, Hysteresis
 from cqopt.runtime.choice import PricedSwitch
 
@@ -174,6 +175,8 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         "misses": {"estimation": int(np.sum((hits["oracle_chart"] == 1) & (hit == 0))),
                    "discretization": int(np.sum((hits["oracle_chart"] == 0) & (hit == 0)))},
         "baselines": scored,
+        # Statistics the chart does not cover in more than 10% of the rounds.
+        "alarms": [a.to_dict() for a in coverage_alarms(spec, observed)],
     }
     return Replay(name, rounds, summary, tuple(ids))
 

@@ -266,3 +266,22 @@ def test_rounds_without_tuples_of_an_aggregate_query_are_scored(examples):
     s = replay("A", chart, catalog, observed, estimator="last").summary
     assert s["undefined_rounds"] == 0 and s["scored_rounds"] == 4
     assert np.isfinite(s["regret"]) and np.isfinite(s["baselines"]["best_static"]["regret"])
+
+
+def test_statistics_that_leave_the_chart_raise_one_alarm_each(q1_chart):
+    from cqopt.replay.coverage import coverage_alarms
+
+    catalog, chart = q1_chart  # sel.TCP on [0, 1]; rate.TCP fixed at 500
+    rng = np.random.default_rng(0)
+    n = 50
+    rate = np.where(np.arange(n) < 40, 500.0, 2000.0)  # 20% of rounds 4x the fixed 500
+    observed = pd.DataFrame({"round": range(n), "start": np.arange(n, dtype=float),
+                             "sel.TCP": rng.uniform(0.1, 0.9, n), "rate.TCP": rate})
+    alarms = replay("Q1", chart, catalog, observed).summary["alarms"]
+    assert [a["statistic"] for a in alarms] == ["rate.TCP"] and alarms[0]["fixed"]
+    assert alarms[0]["share"] == pytest.approx(0.2)
+    assert "rate.TCP" in alarms[0]["message"] and "ranges" in alarms[0]["message"]
+    # 10% or fewer is no alarm; NaN rounds do not count either way.
+    calm = observed.assign(rate=np.where(np.arange(n) < 45, 500.0, np.nan))
+    calm["rate.TCP"] = calm.pop("rate")
+    assert coverage_alarms(chart.spec, calm) == []
