@@ -49,6 +49,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from cqopt.errors import CqoptError
+from cqopt.optimizer.plan_nodes import PlanNode
 
 Array = NDArray[np.float64]
 
@@ -441,7 +442,7 @@ def elementwise(formula):
 _OPERATORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def plan_operators(plan) -> tuple[tuple[str, dict], ...]:
+def plan_operators(plan) -> tuple[tuple[str, PlanNode], ...]:
     """``plan``'s (key, node) pairs bottom-up, walked once per plan and then remembered."""
     try:
         return _OPERATORS[plan]

@@ -75,6 +75,15 @@ from cqopt.costmodel.base import (
     times,
     window_seconds,
 )
+from cqopt.optimizer.plan_nodes import (
+    AggregateNode,
+    JoinNode,
+    PlanNode,
+    ProjectionNode,
+    SelectionNode,
+    SourceNode,
+    consumer,
+)
 from cqopt.optimizer.statistics import rate_name
 
 
@@ -92,49 +101,94 @@ class OM(PointCosting):
         self.capacity = capacity
 
     def _cost(self, plan, stats: Mapping[str, ArrayLike], xp) -> PlanCost:
-        times_, window_seconds_ = times.raw, window_seconds.raw
         rates: dict[str, Array] = {}
         windows: dict[str, Array] = {}
         operators: dict[str, OperatorCost] = {}
-        bytes_ = self.memory_unit == "bytes"
         for key, node in plan_operators(plan):
-            if node["kind"] == "source":
-                lam = statistic(stats, rate_name(node["stream"]), xp=xp)
-                rates[key], windows[key] = lam, window_seconds_(node["window"], lam, xp=xp)
-                zero = xp.full(lam, 0.0)
-                operators[key] = OperatorCost(lam, zero, zero)
-                continue
-            inputs = node["inputs"]
-            tpr = self.catalog.operators.rate(node["rate_class"])
-            in_widths = node["in_widths"] if bytes_ else (1,) * len(inputs)
-            out_width = node["out_width"] if bytes_ else 1
-            sel = selectivity(stats, node["selectivity"], xp=xp)
-            window = sum_arrays((windows[i] for i in inputs), xp=xp) / len(inputs)
-            # times(): 0 · ∞ is 0, e.g. a selection passing nothing under an
-            # [UNBOUNDED] window queues nothing (base.py); no cost is NaN.
-            if node["kind"] == "join":
-                lam_l, lam_r = (rates[i] for i in inputs)
-                busy = xp.divide(lam_l + lam_r, tpr)  # seconds to process one second of input
-                throttle = xp.maximum(busy, 1.0) if self.capacity else busy
-                pairs = times_(sel, lam_l, lam_r, window, xp=xp)
-                # no arrivals: 0, not 0/0
-                out = xp.where(pairs > 0, xp.divide(pairs, throttle), 0.0)
-                buffered = times_(lam_l * in_widths[0] + lam_r * in_widths[1], busy, window,
-                                  xp=xp)
-            else:
-                lam = rates[inputs[0]]
-                busy = xp.divide(lam, tpr)
-                processed = xp.minimum(lam, tpr) if self.capacity else lam
-                if node["kind"] == "aggregate":
-                    # 1 / (C_Ω · λ · W); an empty window (λ · W = 0) aggregates
-                    # nothing and emits nothing, not the formula's ∞.
-                    tuples = times_(processed, window, xp=xp)
-                    out = xp.where(tuples > 0,
-                                   xp.divide(tpr, xp.where(tuples > 0, tuples, 1.0)), 0.0)
-                else:
-                    out = times_(sel, processed, xp=xp)  # sel is 1 for a projection
-                buffered = times_(lam, busy, window, in_widths[0], xp=xp)
-            queued = times_(out, window, out_width, xp=xp)
-            rates[key], windows[key] = out, window
-            operators[key] = OperatorCost(out, buffered + queued, busy)
+            inputs = tuple((rates[i], windows[i]) for i in node.inputs)
+            rates[key], windows[key], operators[key] = om_operator(node, self, stats, inputs,
+                                                                   xp)
         return plan_cost(rates[plan.root], operators, xp)
+
+
+@consumer("the OM model")
+def om_operator(node: PlanNode, model: OM, stats: Mapping[str, ArrayLike],
+                inputs: tuple[tuple[Array, Array], ...], xp
+                ) -> tuple[Array, Array, OperatorCost]:
+    """One operator's output rate, window (seconds) and cost, given its inputs' (rate,
+    window) pairs in order."""
+
+
+@om_operator.register
+def _(node: SourceNode, model: OM, stats, inputs, xp):
+    lam = statistic(stats, rate_name(node.stream), xp=xp)
+    zero = xp.full(lam, 0.0)
+    return lam, window_seconds.raw(node.window, lam, xp=xp), OperatorCost(lam, zero, zero)
+
+
+def _widths(node: PlanNode, model: OM) -> tuple[tuple[int, ...], int]:
+    """In and out widths in the model's memory unit."""
+    if model.memory_unit == "bytes":
+        return node.in_widths, node.out_width
+    return (1,) * len(node.inputs), 1
+
+
+def _window(inputs: tuple[tuple[Array, Array], ...], xp) -> Array:
+    """An operator's window: the mean of its inputs'."""
+    return sum_arrays((w for _, w in inputs), xp=xp) / len(inputs)
+
+
+@om_operator.register
+def _(node: JoinNode, model: OM, stats, inputs, xp):
+    times_ = times.raw
+    tpr = model.catalog.operators.rate(node.rate_class)
+    in_widths, out_width = _widths(node, model)
+    sel = selectivity(stats, node.selectivity, xp=xp)
+    window = _window(inputs, xp)
+    # times(): 0 · ∞ is 0, e.g. a selection passing nothing under an
+    # [UNBOUNDED] window queues nothing (base.py); no cost is NaN.
+    (lam_l, _), (lam_r, _) = inputs
+    busy = xp.divide(lam_l + lam_r, tpr)  # seconds to process one second of input
+    throttle = xp.maximum(busy, 1.0) if model.capacity else busy
+    pairs = times_(sel, lam_l, lam_r, window, xp=xp)
+    # no arrivals: 0, not 0/0
+    out = xp.where(pairs > 0, xp.divide(pairs, throttle), 0.0)
+    buffered = times_(lam_l * in_widths[0] + lam_r * in_widths[1], busy, window, xp=xp)
+    queued = times_(out, window, out_width, xp=xp)
+    return out, window, OperatorCost(out, buffered + queued, busy)
+
+
+def _unary(node: PlanNode, model: OM, stats, inputs, xp, *, aggregate: bool = False):
+    times_ = times.raw
+    tpr = model.catalog.operators.rate(node.rate_class)
+    in_widths, out_width = _widths(node, model)
+    sel = selectivity(stats, node.selectivity, xp=xp)
+    window = _window(inputs, xp)
+    lam = inputs[0][0]
+    busy = xp.divide(lam, tpr)
+    processed = xp.minimum(lam, tpr) if model.capacity else lam
+    if aggregate:
+        # 1 / (C_Ω · λ · W); an empty window (λ · W = 0) aggregates nothing and
+        # emits nothing, not the formula's ∞.
+        tuples = times_(processed, window, xp=xp)
+        out = xp.where(tuples > 0, xp.divide(tpr, xp.where(tuples > 0, tuples, 1.0)), 0.0)
+    else:
+        out = times_(sel, processed, xp=xp)  # sel is 1 for a projection
+    buffered = times_(lam, busy, window, in_widths[0], xp=xp)
+    queued = times_(out, window, out_width, xp=xp)
+    return out, window, OperatorCost(out, buffered + queued, busy)
+
+
+@om_operator.register
+def _(node: SelectionNode, model: OM, stats, inputs, xp):
+    return _unary(node, model, stats, inputs, xp)
+
+
+@om_operator.register
+def _(node: ProjectionNode, model: OM, stats, inputs, xp):
+    return _unary(node, model, stats, inputs, xp)
+
+
+@om_operator.register
+def _(node: AggregateNode, model: OM, stats, inputs, xp):
+    return _unary(node, model, stats, inputs, xp, aggregate=True)

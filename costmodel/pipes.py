@@ -76,6 +76,15 @@ from cqopt.costmodel.base import (
     window_seconds,
 )
 from cqopt.optimizer.join_closure import JoinPredicate
+from cqopt.optimizer.plan_nodes import (
+    AggregateNode,
+    JoinNode,
+    PlanNode,
+    ProjectionNode,
+    SelectionNode,
+    SourceNode,
+    consumer,
+)
 from cqopt.optimizer.statistics import rate_name
 
 FINEST_GRANULARITY_SECONDS = 1e-6
@@ -276,61 +285,94 @@ class PIPES(PointCosting):
         self.memory_unit = memory_unit
 
     def _cost(self, plan, stats: Mapping[str, ArrayLike], xp) -> PlanCost:
-        c = self.catalog.pipes
         unit = self.catalog.seconds_per_time_unit
-        instant = FINEST_GRANULARITY_SECONDS / unit  # one time instant, in time units
         chars: dict[str, tuple[Array, Array, Array]] = {}  # node -> (d, l, g)
         operators: dict[str, OperatorCost] = {}
         for key, node in plan_operators(plan):
-            kind = node["kind"]
-            memory = xp.value(0.0)
-            if kind == "source":
-                stream = self.catalog.stream(node["stream"])
-                lam = statistic(stats, rate_name(node["stream"]), xp=xp)
-                g = xp.value(stream.granularity if stream and stream.granularity
-                             else FINEST_GRANULARITY_SECONDS / unit)
-                d = xp.divide(1.0, lam * unit)
-                win = node["window"]
-                rows = win.rows if win is not None and win.kind == "rows" else None
-                # the shared reading: c/λ for [ROWS c]
-                w = window_seconds.raw(win, lam, xp=xp) / unit
-                d_out, l_out = window.raw(d, xp.broadcast(g, d), g, w, xp=xp)
-                cpu = window_cpu.raw(d, c, tuple_based=rows is not None, xp=xp)
-                if rows is not None:
-                    memory = xp.value(rows * node["out_width"])
-            elif kind in ("selection", "projection"):
-                d, l, g = chars[node["inputs"][0]]
-                if kind == "selection":
-                    sel = selectivity(stats, node["selectivity"], xp=xp)
-                    d_out, l_out = selection.raw(d, l, sel, xp=xp)
-                    cpu = stateless_cpu.raw(d, c.predicate, xp=xp)
-                else:
-                    d_out, l_out = projection.raw(d, l, xp=xp)
-                    cpu = stateless_cpu.raw(d, c.projection_function, xp=xp)
-            elif kind == "join":
-                (d1, l1, g), (d2, l2, _) = (chars[i] for i in node["inputs"])
-                jsel = selectivity(stats, node["selectivity"], xp=xp)
-                d_prod, l_prod = cartesian_product.raw(d1, l1, d2, l2, xp=xp)
-                d_out, l_out = selection.raw(d_prod, l_prod, jsel, xp=xp)
-                s1, s2 = node["in_widths"]
-                memory = join_memory.raw(d1, l1, s1, d2, l2, s2, xp=xp)
-                hashed = any(isinstance(p, JoinPredicate) for p in node["predicate"] or ())
-                cpu = join_cpu.raw(d1, l1, d2, l2, jsel, c, hashed=hashed, xp=xp)
-            elif kind == "aggregate":
-                d, l, g = chars[node["inputs"][0]]
-                s = node["out_width"]
-                if node.get("group_by"):
-                    n = self.groups
-                    d_out, l_out = groupby_aggregation.raw(d, l, g, n, instant, xp=xp)
-                    memory = n * aggregation_memory.raw(n * d, l, g, s, instant, xp=xp)
-                    cpu = n * aggregation_cpu.raw(n * d, l, g, d_out * n, c, instant, xp=xp)
-                else:
-                    d_out, l_out = scalar_aggregation.raw(d, l, g, instant, xp=xp)
-                    memory = aggregation_memory.raw(d, l, g, s, instant, xp=xp)
-                    cpu = aggregation_cpu.raw(d, l, g, d_out, c, instant, xp=xp)
-            else:  # pragma: no cover - the plan contract has no other kind
-                raise ValueError(f"unknown operator kind {kind!r}")
-            chars[key] = (d_out, l_out, g)
-            rate = xp.divide(1.0, d_out * unit)
+            inputs = tuple(chars[i] for i in node.inputs)
+            chars[key], memory, cpu = pipes_operator(node, self, stats, inputs, xp)
+            rate = xp.divide(1.0, chars[key][0] * unit)
             operators[key] = OperatorCost(rate, xp.value(memory), xp.value(cpu) / unit)
         return plan_cost(operators[plan.root].rate, operators, xp)
+
+
+Characteristics = tuple[Array, Array, Array]  # a stream's (d, l, g)
+
+
+@consumer("the PIPES model")
+def pipes_operator(node: PlanNode, model: PIPES, stats: Mapping[str, ArrayLike],
+                   inputs: tuple[Characteristics, ...], xp
+                   ) -> tuple[Characteristics, Array, Array]:
+    """One operator's output (d, l, g), memory and CPU (per time unit), given its inputs'
+    (d, l, g) in order."""
+
+
+def _instant(model: PIPES) -> float:
+    """One time instant, in time units."""
+    return FINEST_GRANULARITY_SECONDS / model.catalog.seconds_per_time_unit
+
+
+@pipes_operator.register
+def _(node: SourceNode, model: PIPES, stats, inputs, xp):
+    c, unit = model.catalog.pipes, model.catalog.seconds_per_time_unit
+    memory = xp.value(0.0)
+    stream = model.catalog.stream(node.stream)
+    lam = statistic(stats, rate_name(node.stream), xp=xp)
+    g = xp.value(stream.granularity if stream and stream.granularity
+                 else FINEST_GRANULARITY_SECONDS / unit)
+    d = xp.divide(1.0, lam * unit)
+    win = node.window
+    rows = win.rows if win is not None and win.kind == "rows" else None
+    # the shared reading: c/λ for [ROWS c]
+    w = window_seconds.raw(win, lam, xp=xp) / unit
+    d_out, l_out = window.raw(d, xp.broadcast(g, d), g, w, xp=xp)
+    cpu = window_cpu.raw(d, c, tuple_based=rows is not None, xp=xp)
+    if rows is not None:
+        memory = xp.value(rows * node.out_width)
+    return (d_out, l_out, g), memory, cpu
+
+
+@pipes_operator.register
+def _(node: SelectionNode, model: PIPES, stats, inputs, xp):
+    (d, l, g), = inputs
+    sel = selectivity(stats, node.selectivity, xp=xp)
+    d_out, l_out = selection.raw(d, l, sel, xp=xp)
+    cpu = stateless_cpu.raw(d, model.catalog.pipes.predicate, xp=xp)
+    return (d_out, l_out, g), xp.value(0.0), cpu
+
+
+@pipes_operator.register
+def _(node: ProjectionNode, model: PIPES, stats, inputs, xp):
+    (d, l, g), = inputs
+    d_out, l_out = projection.raw(d, l, xp=xp)
+    cpu = stateless_cpu.raw(d, model.catalog.pipes.projection_function, xp=xp)
+    return (d_out, l_out, g), xp.value(0.0), cpu
+
+
+@pipes_operator.register
+def _(node: JoinNode, model: PIPES, stats, inputs, xp):
+    (d1, l1, g), (d2, l2, _) = inputs
+    jsel = selectivity(stats, node.selectivity, xp=xp)
+    d_prod, l_prod = cartesian_product.raw(d1, l1, d2, l2, xp=xp)
+    d_out, l_out = selection.raw(d_prod, l_prod, jsel, xp=xp)
+    s1, s2 = node.in_widths
+    memory = join_memory.raw(d1, l1, s1, d2, l2, s2, xp=xp)
+    hashed = any(isinstance(p, JoinPredicate) for p in node.predicate or ())
+    cpu = join_cpu.raw(d1, l1, d2, l2, jsel, model.catalog.pipes, hashed=hashed, xp=xp)
+    return (d_out, l_out, g), memory, cpu
+
+
+@pipes_operator.register
+def _(node: AggregateNode, model: PIPES, stats, inputs, xp):
+    (d, l, g), = inputs
+    c, instant, s = model.catalog.pipes, _instant(model), node.out_width
+    if node.group_by:
+        n = model.groups
+        d_out, l_out = groupby_aggregation.raw(d, l, g, n, instant, xp=xp)
+        memory = n * aggregation_memory.raw(n * d, l, g, s, instant, xp=xp)
+        cpu = n * aggregation_cpu.raw(n * d, l, g, d_out * n, c, instant, xp=xp)
+    else:
+        d_out, l_out = scalar_aggregation.raw(d, l, g, instant, xp=xp)
+        memory = aggregation_memory.raw(d, l, g, s, instant, xp=xp)
+        cpu = aggregation_cpu.raw(d, l, g, d_out, c, instant, xp=xp)
+    return (d_out, l_out, g), memory, cpu

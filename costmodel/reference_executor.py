@@ -54,6 +54,15 @@ from cqopt.optimizer.join_closure import JoinPredicate
 from cqopt.optimizer.literals import literal_value
 from cqopt.optimizer.logical import AGGREGATES, ContinuousQuery, aggregate_text
 from cqopt.optimizer.plan import Plan, column_text
+from cqopt.optimizer.plan_nodes import (
+    AggregateNode,
+    JoinNode,
+    PlanNode,
+    ProjectionNode,
+    SelectionNode,
+    SourceNode,
+    consumer,
+)
 
 
 @dataclass(frozen=True)
@@ -79,22 +88,11 @@ def execute(plan: Plan, query: ContinuousQuery,
     counts: dict[str, OperatorCounts] = {}
     for key in plan.operators():
         node = plan.node(key)
-        inputs = [frames[k] for k in node["inputs"]]
-        kind = node["kind"]
-        if kind == "source":
-            out = _source(query, node["stream"], windows)
-        elif kind == "selection":
-            out = inputs[0][select_mask(node["predicate"], inputs[0])]
-        elif kind == "projection":
-            keys = [column_text(c) for c in node["columns"]]
-            out = inputs[0][list(dict.fromkeys(keys))]  # a repeated output column is kept once
-        elif kind == "join":
-            out = join(inputs[0], inputs[1], node["predicate"])
-        else:
-            out = aggregate(inputs[0], node["aggregates"], node["group_by"], node["having"])
+        inputs = [frames[k] for k in node.inputs]
+        out = run_operator(node, inputs, query, windows)
         frames[key] = out.reset_index(drop=True)
         sizes = tuple(len(f) for f in inputs)
-        read = len(out) if kind == "source" else sum(sizes)
+        read = len(out) if isinstance(node, SourceNode) else sum(sizes)
         counts[key] = OperatorCounts(read, len(out), read, sizes)
     root = frames[plan.root]
     result = pd.DataFrame({i: root[column_text(output_column_ref(c))].to_numpy()
@@ -126,6 +124,38 @@ def multiset(frame: pd.DataFrame, digits: int = 9) -> Counter:
 
 
 # -- operators ----------------------------------------------------------------
+@consumer("the reference executor")
+def run_operator(node: PlanNode, inputs: list[pd.DataFrame], query: ContinuousQuery,
+                 windows: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One operator's output over its inputs' outputs (in order)."""
+
+
+@run_operator.register
+def _(node: SourceNode, inputs, query, windows):
+    return _source(query, node.stream, windows)
+
+
+@run_operator.register
+def _(node: SelectionNode, inputs, query, windows):
+    return inputs[0][select_mask(node.predicate, inputs[0])]
+
+
+@run_operator.register
+def _(node: ProjectionNode, inputs, query, windows):
+    keys = [column_text(c) for c in node.columns]
+    return inputs[0][list(dict.fromkeys(keys))]  # a repeated output column is kept once
+
+
+@run_operator.register
+def _(node: JoinNode, inputs, query, windows):
+    return join(inputs[0], inputs[1], node.predicate)
+
+
+@run_operator.register
+def _(node: AggregateNode, inputs, query, windows):
+    return aggregate(inputs[0], node.aggregates, node.group_by, node.having)
+
+
 def _source(query: ContinuousQuery, stream: str,
             windows: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     if stream not in windows:

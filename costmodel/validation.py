@@ -43,6 +43,7 @@ from cqopt.costmodel.reference_executor import execute, join, select_mask
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.errors import UnsupportedQueryError
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.plan_nodes import SourceNode
 from cqopt.optimizer.statistics import rate_name, sel_name
 
 KEY_DOMAIN = 50  # join keys uniform over this many values: jsel about 1/50
@@ -127,20 +128,20 @@ def measure(catalog: Catalog, sqls: dict[str, str], settings: list[Setting],
                 costs = {m.name: m.cost(plan, stats) for m in models}
                 for key in plan.operators():
                     node, counts = plan.node(key), run.operators[key]
-                    if node["kind"] == "source":
-                        held = counts.held * node["out_width"]
+                    if isinstance(node, SourceNode):
+                        held = counts.held * node.out_width
                     else:
-                        held = sum(n * w for n, w in zip(counts.inputs, node["in_widths"]))
+                        held = sum(n * w for n, w in zip(counts.inputs, node.in_widths))
                     for model in models:
                         op = costs[model.name].operators[key]
                         rows.append({
                             "query": name, "rate": setting.rate, "sel": setting.sel,
                             "model": model.name, "plan": plan.id, "operator": key,
-                            "kind": node["kind"],
+                            "kind": node.kind,
                             "measured_rate": counts.emitted / window_s,
                             "predicted_rate": float(op.rate),
-                            "measured_emitted_bytes": counts.emitted * node["out_width"],
-                            "predicted_queue": float(op.rate) * window_s * node["out_width"],
+                            "measured_emitted_bytes": counts.emitted * node.out_width,
+                            "predicted_queue": float(op.rate) * window_s * node.out_width,
                             "measured_held_bytes": held,
                             "predicted_memory": float(op.memory),
                         })

@@ -33,7 +33,7 @@ budget bounds the join orders, never the per-stream σ/π choices.
 >>> [p.id for p in enumerate_plans(q2)]
 ['TCP⋈UDP⋈SF', 'TCP⋈SF⋈UDP', 'UDP⋈SF⋈TCP']
 >>> top = enumerate_plans(q2)[0].node("join:2")
->>> [str(p) for p in top["predicate"]], top["selectivity"]
+>>> [str(p) for p in top.predicate], top.selectivity
 (['SF.dest_host = TCP.src_host', 'SF.dest_host = UDP.dest_host'], ('jsel.SF.UDP',))
 """
 

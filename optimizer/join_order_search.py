@@ -32,6 +32,7 @@ from cqopt.catalog import Catalog
 from cqopt.optimizer.join_orders import cartesian_steps, is_cartesian
 from cqopt.optimizer.plan import Plan
 from cqopt.optimizer.plan_builder import PlanBuilder
+from cqopt.optimizer.plan_nodes import JoinNode, SourceNode
 from cqopt.optimizer.statistics import DEFAULT_SELECTIVITY, default_value, rate_name
 
 if TYPE_CHECKING:
@@ -115,9 +116,9 @@ def intermediate_size_cost(catalog: Catalog | None = None) -> CostFunction:
     and every counted join statistic passes half of its input.
     """
 
-    def window_tuples(node: dict) -> float:
-        rate = default_value(rate_name(node["stream"]), catalog) if catalog is not None else 1.0
-        window = node["window"]
+    def window_tuples(node: SourceNode) -> float:
+        rate = default_value(rate_name(node.stream), catalog) if catalog is not None else 1.0
+        window = node.window
         if window.kind == "rows":
             return float(window.rows)
         return rate * (window.seconds if window.kind == "range" else 1.0)
@@ -127,15 +128,15 @@ def intermediate_size_cost(catalog: Catalog | None = None) -> CostFunction:
         total = 0.0
         for key in plan.operators():
             node = plan.node(key)
-            inputs = [sizes[k] for k in node["inputs"]]
-            if node["kind"] == "source":
+            inputs = [sizes[k] for k in node.inputs]
+            if isinstance(node, SourceNode):
                 sizes[key] = window_tuples(node)
-            elif node["kind"] == "join":
+            elif isinstance(node, JoinNode):
                 sizes[key] = inputs[0] * inputs[1] * \
-                    DEFAULT_SELECTIVITY ** len(node["selectivity"])
+                    DEFAULT_SELECTIVITY ** len(node.selectivity)
                 total += sizes[key]
-            else:
-                sizes[key] = inputs[0] * DEFAULT_SELECTIVITY ** len(node["selectivity"])
+            else:  # a unary operator passes its selectivity's share
+                sizes[key] = inputs[0] * DEFAULT_SELECTIVITY ** len(node.selectivity)
         return total
 
     return cost

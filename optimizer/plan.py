@@ -1,8 +1,11 @@
 """Physical plans: trees of stream operators on a networkx DiGraph.
 
 A :class:`Plan` is a tree of operators whose edges point the way data flows
-(input -> consumer) and whose single root emits the query's result. Every
-node carries the attributes of the node contract that the cost models read:
+(input -> consumer) and whose single root emits the query's result. Each
+graph node holds its operator, one of the frozen dataclasses of
+:mod:`cqopt.optimizer.plan_nodes`, under the attribute ``op``
+(:meth:`Plan.node` returns it). Every operator has the fields of the node
+contract that the cost models read:
 
 ========== ==================================================================
 attribute  meaning
@@ -26,9 +29,10 @@ columns    the ``(stream, column)`` pairs a projection keeps; on the query's
            is ``(None, "COUNT(*)")`` (it belongs to no stream)
 ========== ==================================================================
 
-Other attributes: ``emits`` (the columns a node outputs, in order, as the
+Other fields: ``emits`` (the columns a node outputs, in order, as the
 pairs above) on every node; ``cartesian`` on a join (it applies no
-predicate); ``aggregates``, ``group_by`` and ``having`` on an aggregate.
+predicate); ``aggregates``, ``group_by`` and ``having`` on an aggregate. A
+kind has only its own fields (a join has no ``stream``).
 A per-stream projection has ``stream`` set; the query's final projection
 (key ``proj:out``) has ``stream`` None.
 
@@ -61,26 +65,35 @@ Project [S.a]  (8 B -> 4 B)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
 from cqopt.optimizer.dialect import CQL
+from cqopt.optimizer.plan_nodes import (
+    KINDS,
+    AggregateNode,
+    ColumnRef,
+    JoinNode,
+    PlanNode,
+    ProjectionNode,
+    SelectionNode,
+    SourceNode,
+    consumer,
+    node_attributes,
+)
 
 if TYPE_CHECKING:  # annotations only: importing the optimizer never imports pyspark
+    from collections.abc import Mapping
+
     from pyspark.sql import DataFrame
 
     from cqopt.optimizer.logical import ContinuousQuery
 
-KINDS = ("source", "selection", "projection", "join", "aggregate")
-# The node contract: every node has these attributes (see the module docstring).
-CONTRACT = ("kind", "streams", "inputs", "rate_class", "selectivity", "in_widths",
-            "out_width", "window", "stream", "predicate", "columns")
+__all__ = ["KINDS", "ColumnRef", "Plan", "column_text", "describe_node", "plan_id"]
+
 SELECT, PROJECT = "σ", "π"
 JOIN, CROSS = "⋈", "×"
-
-ColumnRef = tuple[str | None, str]
 
 
 class Plan:
@@ -93,22 +106,24 @@ class Plan:
 
     @property
     def join_order(self) -> tuple[str, ...]:
-        return self.graph.nodes[self.root]["streams"]
+        return self.node(self.root).streams
 
     @property
     def cartesian(self) -> bool:
         """Whether some join of the plan is a Cartesian product."""
-        return any(attrs.get("cartesian") for _, attrs in self.graph.nodes(data=True))
+        return any(isinstance(op, JoinNode) and op.cartesian
+                   for _, op in self.graph.nodes(data="op"))
 
-    def node(self, key: str) -> dict[str, Any]:
-        return self.graph.nodes[key]
+    def node(self, key: str) -> PlanNode:
+        """The operator at ``key``."""
+        return self.graph.nodes[key]["op"]
 
     def operators(self) -> tuple[str, ...]:
         """Node keys bottom-up: inputs before their consumer, left subtree first."""
         order: list[str] = []
 
         def visit(key: str) -> None:
-            for child in self.graph.nodes[key]["inputs"]:
+            for child in self.node(key).inputs:
                 visit(child)
             order.append(key)
 
@@ -120,8 +135,8 @@ class Plan:
         lines: list[str] = []
 
         def visit(key: str, lead: str, rest: str) -> None:
-            lines.append(lead + describe_node(self.graph.nodes[key]))
-            inputs = self.graph.nodes[key]["inputs"]
+            lines.append(lead + describe_node(self.node(key)))
+            inputs = self.node(key).inputs
             for i, child in enumerate(inputs):
                 last = i == len(inputs) - 1
                 visit(child, rest + ("└─ " if last else "├─ "), rest + ("   " if last else "│  "))
@@ -136,8 +151,7 @@ class Plan:
             "join_order": list(self.join_order),
             "cartesian": self.cartesian,
             "tree": self.explain(),
-            "nodes": [{"key": key, **_node_dict(self.graph.nodes[key])}
-                      for key in self.operators()],
+            "nodes": [{"key": key, **_node_dict(self.node(key))} for key in self.operators()],
         }
 
     def to_sql(self, dialect: str = "spark", *, query: ContinuousQuery | None = None,
@@ -166,74 +180,126 @@ class Plan:
         return to_spark(self, frames, query=query)
 
     def __repr__(self) -> str:
-        kinds = [self.graph.nodes[k]["kind"] for k in nx.topological_sort(self.graph)]
+        kinds = [self.node(k).kind for k in nx.topological_sort(self.graph)]
         return f"<Plan {self.id}: {len(kinds)} operators, {' '.join(kinds)}>"
 
 
 def plan_id(graph: nx.DiGraph, root: str) -> str:
     """The canonical id of the plan rooted at ``root`` (see the module docstring)."""
+    return _id_text(graph.nodes[root]["op"], graph)
 
-    def render(key: str) -> str:
-        node = graph.nodes[key]
-        if node["kind"] == "join":
-            left, right = node["inputs"]
-            right_text = render(right)
-            if graph.nodes[right]["kind"] == "join":
-                right_text = f"({right_text})"
-            return render(left) + (CROSS if node.get("cartesian") else JOIN) + right_text
-        if node["kind"] == "source":
-            return node["stream"]
-        if node["stream"] is None:  # aggregate or final projection: the same in every candidate
-            return render(node["inputs"][0])
-        ops = []  # the stream's own chain of σ and π, read top-down
-        while node["kind"] != "source":
-            ops.append(SELECT if node["kind"] == "selection" else PROJECT)
-            node = graph.nodes[node["inputs"][0]]
-        chain = "".join(reversed(ops))
-        both = SELECT in chain and PROJECT in chain
-        return node["stream"] + (f"[{chain}]" if both else "")
 
-    return render(root)
+@consumer("the plan id")
+def _id_text(node: PlanNode, graph: nx.DiGraph) -> str:
+    """The id of the subtree at ``node`` (see the module docstring)."""
+
+
+@_id_text.register
+def _(node: JoinNode, graph: nx.DiGraph) -> str:
+    left, right = (graph.nodes[k]["op"] for k in node.inputs)
+    right_text = _id_text(right, graph)
+    if isinstance(right, JoinNode):
+        right_text = f"({right_text})"
+    return _id_text(left, graph) + (CROSS if node.cartesian else JOIN) + right_text
+
+
+@_id_text.register
+def _(node: SourceNode, graph: nx.DiGraph) -> str:
+    return node.stream
+
+
+@_id_text.register
+def _(node: AggregateNode, graph: nx.DiGraph) -> str:
+    # the same in every candidate: left out of the id
+    return _id_text(graph.nodes[node.inputs[0]]["op"], graph)
+
+
+@_id_text.register
+def _(node: ProjectionNode, graph: nx.DiGraph) -> str:
+    if node.stream is None:  # the final projection: the same in every candidate
+        return _id_text(graph.nodes[node.inputs[0]]["op"], graph)
+    return _chain_id(node, graph)
+
+
+@_id_text.register
+def _(node: SelectionNode, graph: nx.DiGraph) -> str:
+    return _chain_id(node, graph)
+
+
+_CHAIN_SYMBOL = {SelectionNode: SELECT, ProjectionNode: PROJECT}
+
+
+def _chain_id(node: PlanNode, graph: nx.DiGraph) -> str:
+    """A stream and, when it has both, its σ/π order bottom-up."""
+    ops = []  # the stream's own chain of σ and π, read top-down
+    while not isinstance(node, SourceNode):
+        ops.append(_CHAIN_SYMBOL[type(node)])
+        node = graph.nodes[node.inputs[0]]["op"]
+    chain = "".join(reversed(ops))
+    both = SELECT in chain and PROJECT in chain
+    return node.stream + (f"[{chain}]" if both else "")
 
 
 def column_text(ref: ColumnRef) -> str:
     return ref[1] if ref[0] is None else f"{ref[0]}.{ref[1]}"
 
 
-def describe_node(node: dict[str, Any]) -> str:
+@consumer("explain")
+def describe_node(node: PlanNode) -> str:
     """One line of ``explain``: the operator, its key facts and its widths."""
-    kind = node["kind"]
-    if kind == "source":
-        return f"Stream {node['stream']} {node['window']}  ({node['out_width']} B)"
-    widths = " + ".join(f"{w} B" for w in node["in_widths"]) + f" -> {node['out_width']} B"
-    selectivity = "  " + " * ".join(node["selectivity"]) if node["selectivity"] else ""
-    if kind == "selection":
-        sel = node["predicate"]
-        return f"Select {sel.predicate_sql}{selectivity}  {node['rate_class']}  ({widths})"
-    if kind == "projection":
-        names = node.get("names") or [column_text(c) for c in node["columns"]]
-        return f"Project [{', '.join(names)}]  ({widths})"
-    if kind == "join":
-        if node.get("cartesian"):
-            return f"Cartesian product  ({widths})"
-        predicates = " AND ".join(str(p) for p in node["predicate"])
-        return f"Join {predicates}{selectivity}  ({widths})"
-    parts = ["Aggregate " + (", ".join(map(str, node["aggregates"])) or "(none)")]
-    if node["group_by"]:
-        parts.append("GROUP BY " + ", ".join(".".join(c) for c in node["group_by"]))
-    if node["having"] is not None:
-        parts.append("HAVING " + node["having"].sql(dialect=CQL))
-    return "  ".join(parts) + f"  ({widths})"
 
 
-def _node_dict(node: dict[str, Any]) -> dict[str, Any]:
+def _widths(node: PlanNode) -> str:
+    return " + ".join(f"{w} B" for w in node.in_widths) + f" -> {node.out_width} B"
+
+
+def _selectivity(node: PlanNode) -> str:
+    return "  " + " * ".join(node.selectivity) if node.selectivity else ""
+
+
+@describe_node.register
+def _(node: SourceNode) -> str:
+    return f"Stream {node.stream} {node.window}  ({node.out_width} B)"
+
+
+@describe_node.register
+def _(node: SelectionNode) -> str:
+    return (f"Select {node.predicate.predicate_sql}{_selectivity(node)}  {node.rate_class}  "
+            f"({_widths(node)})")
+
+
+@describe_node.register
+def _(node: ProjectionNode) -> str:
+    names = node.names or [column_text(c) for c in node.columns]
+    return f"Project [{', '.join(names)}]  ({_widths(node)})"
+
+
+@describe_node.register
+def _(node: JoinNode) -> str:
+    if node.cartesian:
+        return f"Cartesian product  ({_widths(node)})"
+    predicates = " AND ".join(str(p) for p in node.predicate)
+    return f"Join {predicates}{_selectivity(node)}  ({_widths(node)})"
+
+
+@describe_node.register
+def _(node: AggregateNode) -> str:
+    parts = ["Aggregate " + (", ".join(map(str, node.aggregates)) or "(none)")]
+    if node.group_by:
+        parts.append("GROUP BY " + ", ".join(".".join(c) for c in node.group_by))
+    if node.having is not None:
+        parts.append("HAVING " + node.having.sql(dialect=CQL))
+    return "  ".join(parts) + f"  ({_widths(node)})"
+
+
+def _node_dict(node: PlanNode) -> dict[str, Any]:
     """The node's attributes as JSON values (predicates as SQL text)."""
     out: dict[str, Any] = {}
-    for name, value in node.items():
+    for name, value in node_attributes(node).items():
         if name == "window":
             value = value.to_dict() if value is not None else None
         elif name == "predicate" and value is not None:
-            value = value.predicate_sql if node["kind"] == "selection" \
+            value = value.predicate_sql if isinstance(node, SelectionNode) \
                 else [str(p) for p in value]
         elif name in ("columns", "emits") and value is not None:
             value = [column_text(c) for c in value]

@@ -8,7 +8,7 @@ streams joined left-deep in the given order (each join applying
 of the OM paper, the aggregate last, with the query's HAVING. A final
 projection ``proj:out`` is added when what the last operator emits is not
 already, as a multiset, the output columns (the order of columns is free).
-Every node carries the attributes of :mod:`cqopt.optimizer.plan`'s contract.
+Every node is one of :mod:`cqopt.optimizer.plan_nodes`' operators.
 
 :class:`PlanBuilder` builds many plans of one query and computes what they
 share (per-stream operator chains, join steps) once.
@@ -35,6 +35,14 @@ import networkx as nx
 from cqopt.optimizer.classify import OutputColumn, output_column_ref
 from cqopt.optimizer.join_orders import counted_statistics, equivalence_classes, step_predicates
 from cqopt.optimizer.plan import SELECT, ColumnRef, Plan, column_text
+from cqopt.optimizer.plan_nodes import (
+    AggregateNode,
+    JoinNode,
+    PlanNode,
+    ProjectionNode,
+    SelectionNode,
+    SourceNode,
+)
 from cqopt.optimizer.pushdown import projection_columns, stream_orders
 
 if TYPE_CHECKING:
@@ -59,7 +67,7 @@ class PlanBuilder:
         self.query = query
         self.classes = equivalence_classes(query)
         self.orders = {s: stream_orders(query, s) for s in query.stream_names}
-        self._chains: dict[tuple[str, str], tuple[tuple[str, dict], ...]] = {}
+        self._chains: dict[tuple[str, str], tuple[tuple[str, PlanNode], ...]] = {}
         self._steps: dict[tuple[frozenset[str], str], tuple[tuple, tuple[str, ...]]] = {}
         self._outputs = tuple(output_column_ref(c) for c in query.projection)
 
@@ -71,8 +79,8 @@ class PlanBuilder:
         tops = []
         for s in join_order:
             chain = self.chain(s, orders.get(s) or self.orders[s][0])
-            graph.add_nodes_from(chain)
-            graph.add_edges_from((attrs["inputs"][0], key) for key, attrs in chain[1:])
+            graph.add_nodes_from((key, {"op": op}) for key, op in chain)
+            graph.add_edges_from((op.inputs[0], key) for key, op in chain[1:])
             tops.append(chain[-1][0])
         top = tops[0]
         for i in range(1, len(join_order)):
@@ -83,8 +91,8 @@ class PlanBuilder:
             top = self._output_projection(graph, top)
         return Plan(graph, top)
 
-    def chain(self, stream: str, order: str) -> tuple[tuple[str, dict], ...]:
-        """The (key, attributes) of ``stream``'s source and σ/π operators, bottom-up."""
+    def chain(self, stream: str, order: str) -> tuple[tuple[str, PlanNode], ...]:
+        """The (key, operator) of ``stream``'s source and σ/π operators, bottom-up."""
         if (stream, order) not in self._chains:
             self._chains[stream, order] = tuple(self._make_chain(stream, order))
         return self._chains[stream, order]
@@ -98,75 +106,66 @@ class PlanBuilder:
                                                              self.classes)
         return self._steps[key]
 
-    def _make_chain(self, stream: str, order: str) -> list[tuple[str, dict]]:
+    def _make_chain(self, stream: str, order: str) -> list[tuple[str, PlanNode]]:
         ref = self.query.stream(stream)
         widths = {c.name: c.width for c in ref.columns}
-        nodes = [(f"src:{stream}", _node("source", streams=(stream,), stream=stream,
-                                         window=ref.window, out_width=ref.width,
-                                         emits=tuple((stream, c.name) for c in ref.columns)))]
+        nodes: list[tuple[str, PlanNode]] = [(f"src:{stream}", SourceNode(
+            streams=(stream,), stream=stream, window=ref.window, out_width=ref.width,
+            emits=tuple((stream, c.name) for c in ref.columns)))]
         for i, op in enumerate(order):
             below = nodes[-1][1]
-            inputs, streams, in_widths = (nodes[-1][0],), (stream,), (below["out_width"],)
+            inputs, streams, in_widths = (nodes[-1][0],), (stream,), (below.out_width,)
             if op == SELECT:
                 selection = self.query.selections[stream]
-                nodes.append((f"sel:{stream}", _node(
-                    "selection", inputs=inputs, streams=streams, in_widths=in_widths,
+                nodes.append((f"sel:{stream}", SelectionNode(
+                    inputs=inputs, streams=streams, in_widths=in_widths,
                     stream=stream, rate_class=selection.rate_class,
                     selectivity=(selection.statistic,), predicate=selection,
-                    out_width=below["out_width"], emits=below["emits"])))
+                    out_width=below.out_width, emits=below.emits)))
             else:
                 kept = projection_columns(self.query, stream,
                                           below_selection=SELECT in order[i + 1:])
                 columns = tuple((stream, c) for c in kept)
-                nodes.append((f"proj:{stream}", _node(
-                    "projection", inputs=inputs, streams=streams, in_widths=in_widths,
+                nodes.append((f"proj:{stream}", ProjectionNode(
+                    inputs=inputs, streams=streams, in_widths=in_widths,
                     stream=stream, rate_class="projection", columns=columns, emits=columns,
                     out_width=sum(widths[c] for c in kept))))
         return nodes
 
     def _join(self, graph: nx.DiGraph, key: str, left: str, right: str, new: str) -> str:
-        a, b = graph.nodes[left], graph.nodes[right]
-        predicates, statistics = self.step(a["streams"], new)
-        return _add(graph, key, _node(
-            "join", inputs=(left, right), streams=(*a["streams"], new),
-            in_widths=(a["out_width"], b["out_width"]), rate_class="equi-join",
+        a, b = graph.nodes[left]["op"], graph.nodes[right]["op"]
+        predicates, statistics = self.step(a.streams, new)
+        return _add(graph, key, JoinNode(
+            inputs=(left, right), streams=(*a.streams, new),
+            in_widths=(a.out_width, b.out_width), rate_class="equi-join",
             predicate=predicates, selectivity=statistics, cartesian=not predicates,
-            out_width=a["out_width"] + b["out_width"], emits=a["emits"] + b["emits"]))
+            out_width=a.out_width + b.out_width, emits=a.emits + b.emits))
 
     def _aggregate(self, graph: nx.DiGraph, top: str) -> str:
-        q, below = self.query, graph.nodes[top]
+        q, below = self.query, graph.nodes[top]["op"]
         widths = _column_widths(q)
-        return _add(graph, "agg", _node(
-            "aggregate", inputs=(top,), streams=below["streams"],
-            in_widths=(below["out_width"],), rate_class="aggregate",
+        return _add(graph, "agg", AggregateNode(
+            inputs=(top,), streams=below.streams,
+            in_widths=(below.out_width,), rate_class="aggregate",
             aggregates=q.aggregates, group_by=q.group_by, having=q.having,
             emits=tuple(q.group_by) + tuple((None, str(a)) for a in q.aggregates),
             out_width=sum(widths[c] for c in q.group_by) + sum(a.width for a in q.aggregates)))
 
     def _output_projection(self, graph: nx.DiGraph, top: str) -> str:
         """Project to the output columns unless ``top`` already emits exactly them."""
-        below = graph.nodes[top]
-        if Counter(self._outputs) == Counter(below["emits"]):
+        below = graph.nodes[top]["op"]
+        if Counter(self._outputs) == Counter(below.emits):
             return top
-        return _add(graph, "proj:out", _node(
-            "projection", inputs=(top,), streams=below["streams"],
-            in_widths=(below["out_width"],), rate_class="projection",
+        return _add(graph, "proj:out", ProjectionNode(
+            inputs=(top,), streams=below.streams, stream=None,
+            in_widths=(below.out_width,), rate_class="projection",
             columns=self._outputs, emits=self._outputs, out_width=self.query.output_width,
             names=tuple(_output_text(c) for c in self.query.projection)))
 
 
-def _node(kind: str, **attributes) -> dict:
-    """A node's attributes: the contract's defaults, overridden by ``attributes``."""
-    node = {"kind": kind, "streams": (), "inputs": (), "rate_class": None, "selectivity": (),
-            "in_widths": (), "out_width": 0, "window": None, "stream": None,
-            "predicate": None, "columns": None}
-    node.update(attributes)
-    return node
-
-
-def _add(graph: nx.DiGraph, key: str, node: dict) -> str:
-    graph.add_node(key, **node)
-    graph.add_edges_from((k, key) for k in node["inputs"])
+def _add(graph: nx.DiGraph, key: str, node: PlanNode) -> str:
+    graph.add_node(key, op=node)
+    graph.add_edges_from((k, key) for k in node.inputs)
     return key
 
 

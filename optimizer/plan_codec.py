@@ -2,8 +2,11 @@
 
 :func:`plan_to_data` turns a :class:`~cqopt.optimizer.plan.Plan` into JSON-able
 data and :func:`plan_from_data` turns it back into an equal plan (the same
-id, nodes, edges and attributes), without parsing SQL or enumerating. Node
-attributes are plain values, tuples, dicts, the optimizer's frozen dataclasses
+id, nodes, edges and attributes), without parsing SQL or enumerating. A node
+is stored as its attribute dict (:func:`~cqopt.optimizer.plan_nodes.node_attributes`:
+``kind``, the contract's attributes, the kind's own), the form plans had
+before their nodes were typed, so chart sets written then and now read the
+same. Node attributes are plain values, tuples, dicts, the optimizer's frozen dataclasses
 (windows, selections and their interval sets, join and theta predicates,
 aggregates) and sqlglot expressions, which travel as sqlglot's own
 serialisation (:mod:`sqlglot.serde`). Decoding builds only those: a class
@@ -38,6 +41,7 @@ from cqopt.optimizer.group_selections import Selection
 from cqopt.optimizer.intervals import Interval, IntervalSet
 from cqopt.optimizer.join_closure import JoinPredicate, ThetaPredicate
 from cqopt.optimizer.plan import Plan
+from cqopt.optimizer.plan_nodes import node_attributes, node_from_attributes
 
 PLAN_FORMAT = 1  # what plan_to_data writes; plan_from_data reads only this
 _CLASSES = {cls.__name__: cls for cls in (Aggregate, Window, Selection, Interval, IntervalSet,
@@ -59,8 +63,8 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
     """
     return {"format": PLAN_FORMAT, "id": plan.id, "root": plan.root,
             "nodes": [[key, {name: _encode(value, f"{key}.{name}")
-                             for name, value in attrs.items()}]
-                      for key, attrs in plan.graph.nodes(data=True)],
+                             for name, value in node_attributes(op).items()}]
+                      for key, op in plan.graph.nodes(data="op")],
             "edges": [list(edge) for edge in plan.graph.edges]}
 
 
@@ -78,7 +82,8 @@ def plan_from_data(data: Any) -> Plan:
                                  f"reads format {PLAN_FORMAT}")
         graph = nx.DiGraph()
         for key, attrs in data["nodes"]:
-            graph.add_node(str(key), **{name: _decode(value) for name, value in attrs.items()})
+            graph.add_node(str(key), op=node_from_attributes(
+                {name: _decode(value) for name, value in attrs.items()}))
         graph.add_edges_from((str(a), str(b)) for a, b in data["edges"])
         plan = Plan(graph, str(data["root"]))
     except PlanCodecError:

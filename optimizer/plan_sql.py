@@ -48,7 +48,8 @@ and the dialect.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
@@ -59,6 +60,15 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 from cqopt.errors import CqoptError, did_you_mean
 from cqopt.optimizer.classify import output_column_ref
 from cqopt.optimizer.plan import ColumnRef, Plan, column_text
+from cqopt.optimizer.plan_nodes import (
+    AggregateNode,
+    JoinNode,
+    PlanNode,
+    ProjectionNode,
+    SelectionNode,
+    SourceNode,
+    consumer,
+)
 
 if TYPE_CHECKING:
     from cqopt.optimizer.logical import ContinuousQuery
@@ -126,30 +136,23 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
     joins that have a condition, and it leaves a hinted join alone. A
     Cartesian step then runs as Spark's Cartesian product, which it is.
     """
-    nodes = plan.graph.nodes
-    above = _above_joins(plan)  # the aggregate and the final projection, top-down
-    top = above[0]["inputs"][0] if above else plan.root
-    outputs = plan_outputs(plan, query)
-    aggregate = next((n for n in above if n["kind"] == "aggregate"), None)
-
-    select = exp.Select()
-    for ref, name in outputs:
-        value = _aggregate_call(ref[1], aggregate) if ref[0] is None else _column(*ref)
+    built: dict[str, _Sql] = {}
+    for key in plan.operators():
+        node = plan.node(key)
+        built[key] = node_sql(node, [built[k] for k in node.inputs], plan)
+    top = built[plan.root]
+    select = top.select if top.select is not None else exp.Select().from_(top.relation)
+    for ref, name in plan_outputs(plan, query):
+        value = _aggregate_call(ref[1], top.aggregate) if ref[0] is None else _column(*ref)
         select = select.select(exp.alias_(value, name, quoted=True), copy=False)
-    select = _from_joins(select, plan, top)
     if cartesian_hints:
-        crossed = [plan.node(plan.node(k)["inputs"][1])["stream"] for k in plan.operators()
-                   if plan.node(k)["kind"] == "join" and plan.node(k).get("cartesian")]
+        crossed = [plan.node(node.inputs[1]).stream for node in map(plan.node, plan.operators())
+                   if isinstance(node, JoinNode) and node.cartesian]
         if crossed:
             select.set("hint", exp.Hint(expressions=[
                 exp.JoinHint(this=CARTESIAN_HINT, expressions=[
                     exp.Table(this=exp.to_identifier(s, quoted=True))]) for s in crossed]))
-    if aggregate is not None:
-        if aggregate["group_by"]:
-            select = select.group_by(*[_column(*c) for c in aggregate["group_by"]], copy=False)
-        if aggregate["having"] is not None:
-            select = select.having(_quoted(aggregate["having"]), copy=False)
-    windows = ", ".join(f"{s} {nodes[f'src:{s}']['window']}" for s in plan.join_order)
+    windows = ", ".join(f"{s} {plan.node(f'src:{s}').window}" for s in plan.join_order)
     select.add_comments([f" cqopt plan {plan.id}; windows: {windows} "], prepend=True)
     return select
 
@@ -174,63 +177,83 @@ def plan_outputs(plan: Plan, query: ContinuousQuery | None = None
     if query is not None:
         return [(output_column_ref(c), c.name) for c in query.projection]
     root = plan.node(plan.root)
-    refs = root["columns"] if root["kind"] == "projection" and root["stream"] is None \
-        else root["emits"]
+    refs = root.columns if isinstance(root, ProjectionNode) and root.stream is None \
+        else root.emits
     return [(ref, column_text(ref)) for ref in refs]
 
 
-def _above_joins(plan: Plan) -> list[dict[str, Any]]:
-    """The nodes over every stream (aggregate, final projection), bottom-up."""
-    chain, key = [], plan.root
-    while True:
-        node = plan.node(key)
-        if node["kind"] in ("aggregate", "projection") and node["stream"] is None:
-            chain.append(node)
-            key = node["inputs"][0]
-        else:
-            return list(reversed(chain))
+@dataclass(frozen=True)
+class _Sql:
+    """What an operator's SQL is so far: a stream's relation (its chain of operators as
+    nested subqueries, aliased with the stream's name) or, from the first join up, the
+    outer SELECT's FROM and JOINs (with GROUP BY and HAVING once the aggregate is in)."""
+
+    relation: exp.Expression | None = None
+    select: exp.Select | None = None
+    aggregate: AggregateNode | None = None
+
+    def outer(self) -> exp.Select:
+        """The outer SELECT, started from the stream's relation if there is none yet."""
+        return self.select if self.select is not None else exp.Select().from_(self.relation)
 
 
-def _from_joins(select: exp.Select, plan: Plan, top: str) -> exp.Select:
-    """``FROM first JOIN second ON ... JOIN ...`` in the plan's left-deep order."""
-    steps = []
-    key = top
-    while plan.node(key)["kind"] == "join":
-        node = plan.node(key)
-        left, right = node["inputs"]
-        if plan.node(right)["kind"] == "join":
-            raise PlanSqlError(f"plan {plan.id} joins the result of a join as its right "
-                               "input (a bushy plan): only left-deep plans become SQL")
-        steps.append((right, node))
-        key = left
-    select = select.from_(_stream_relation(plan, key), copy=False)
-    for right, node in reversed(steps):
-        relation = _stream_relation(plan, right)
-        if node.get("cartesian") or not node["predicate"]:
-            select = select.join(relation, join_type="cross", copy=False)
-        else:
-            condition = exp.and_(*[_quoted(p.expression) for p in node["predicate"]])
-            select = select.join(relation, on=condition, join_type="inner", copy=False)
-    return select
+@consumer("the SQL writer")
+def node_sql(node: PlanNode, inputs: list[_Sql], plan: Plan) -> _Sql:
+    """One operator's SQL over its inputs' (see the module docstring)."""
 
 
-def _stream_relation(plan: Plan, key: str) -> exp.Expression:
-    """A stream's chain of operators ending at ``key``, aliased with the stream's name."""
-    node = plan.node(key)
-    stream = node["stream"]
-    if node["kind"] == "source":
-        return exp.alias_(exp.Table(this=exp.to_identifier(stream, quoted=True)), stream,
-                          table=True, quoted=True)
-    below = _stream_relation(plan, node["inputs"][0])
-    if node["kind"] == "selection":
-        inner = exp.select(*[_column(*c) for c in node["emits"]]).from_(below) \
-            .where(_quoted(node["predicate"].predicate))
-    elif node["kind"] == "projection":
-        inner = exp.select(*[_column(*c) for c in dict.fromkeys(node["columns"])]).from_(below)
+@node_sql.register
+def _(node: SourceNode, inputs: list[_Sql], plan: Plan) -> _Sql:
+    return _Sql(exp.alias_(exp.Table(this=exp.to_identifier(node.stream, quoted=True)),
+                           node.stream, table=True, quoted=True))
+
+
+@node_sql.register
+def _(node: SelectionNode, inputs: list[_Sql], plan: Plan) -> _Sql:
+    inner = exp.select(*[_column(*c) for c in node.emits]) \
+        .from_(_chain_input(node, inputs, plan)).where(_quoted(node.predicate.predicate))
+    return _Sql(inner.subquery(exp.to_identifier(node.stream, quoted=True), copy=False))
+
+
+@node_sql.register
+def _(node: ProjectionNode, inputs: list[_Sql], plan: Plan) -> _Sql:
+    if node.stream is None:  # the final projection: the outer SELECT's columns (plan_outputs)
+        return inputs[0]
+    inner = exp.select(*[_column(*c) for c in dict.fromkeys(node.columns)]) \
+        .from_(_chain_input(node, inputs, plan))
+    return _Sql(inner.subquery(exp.to_identifier(node.stream, quoted=True), copy=False))
+
+
+@node_sql.register
+def _(node: JoinNode, inputs: list[_Sql], plan: Plan) -> _Sql:
+    left, right = inputs
+    if right.relation is None:
+        raise PlanSqlError(f"plan {plan.id} joins the result of a join as its right "
+                           "input (a bushy plan): only left-deep plans become SQL")
+    select = left.outer()
+    if node.cartesian or not node.predicate:
+        select = select.join(right.relation, join_type="cross", copy=False)
     else:
-        raise PlanSqlError(f"plan {plan.id}: a {node['kind']} inside stream {stream}'s chain "
-                           "has no SQL form here")
-    return inner.subquery(exp.to_identifier(stream, quoted=True), copy=False)
+        condition = exp.and_(*[_quoted(p.expression) for p in node.predicate])
+        select = select.join(right.relation, on=condition, join_type="inner", copy=False)
+    return _Sql(select=select)
+
+
+@node_sql.register
+def _(node: AggregateNode, inputs: list[_Sql], plan: Plan) -> _Sql:
+    select = inputs[0].outer()
+    if node.group_by:
+        select = select.group_by(*[_column(*c) for c in node.group_by], copy=False)
+    if node.having is not None:
+        select = select.having(_quoted(node.having), copy=False)
+    return _Sql(select=select, aggregate=node)
+
+
+def _chain_input(node: PlanNode, inputs: list[_Sql], plan: Plan) -> exp.Expression:
+    """The relation below a stream's selection or projection."""
+    if inputs[0].relation is None:
+        raise PlanSqlError(f"plan {plan.id}: a {node.kind} above a join has no SQL form here")
+    return inputs[0].relation
 
 
 def _column(stream: str, name: str) -> exp.Column:
@@ -243,9 +266,10 @@ def _quoted(node: exp.Expression) -> exp.Expression:
         lambda n: _column(n.table, n.name) if isinstance(n, exp.Column) else n)
 
 
-def _aggregate_call(text: str, aggregate: dict[str, Any] | None) -> exp.Expression:
+def _aggregate_call(text: str, aggregate: AggregateNode | None) -> exp.Expression:
     """The call of the plan's aggregate whose text is ``text`` (``SUM(S.a)``)."""
-    found = next((a for a in (aggregate or {}).get("aggregates", ()) if str(a) == text), None)
+    found = next((a for a in (aggregate.aggregates if aggregate else ()) if str(a) == text),
+                 None)
     if found is None:
         raise PlanSqlError(f"the plan computes no aggregate {text}")
     argument = exp.Star() if found.argument is None else _column(*found.argument)

@@ -164,17 +164,15 @@ class PricedSwitch:
 def join_signatures(plan) -> dict[frozenset, str]:
     """Each join of ``plan`` by the pair of stream sets it joins: its state's identity."""
     from cqopt.costmodel.base import plan_operators
+    from cqopt.optimizer.plan_nodes import JoinNode
 
     streams: dict[str, frozenset] = {}
     joins = {}
     for key, node in plan_operators(plan):
-        if node["kind"] == "source":
-            streams[key] = frozenset([node["stream"]])
-        else:
-            inputs = [streams[i] for i in node["inputs"]]
-            streams[key] = frozenset().union(*inputs)
-            if node["kind"] == "join":
-                joins[frozenset(inputs)] = key
+        # a node's streams, as a set: the same for every kind (see the plan contract)
+        streams[key] = frozenset(node.streams)
+        if isinstance(node, JoinNode):
+            joins[frozenset(streams[i] for i in node.inputs)] = key
     return joins
 
 

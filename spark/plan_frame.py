@@ -47,13 +47,23 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from cqopt.errors import CqoptError
 from cqopt.optimizer.logical import AGGREGATES
 from cqopt.optimizer.plan import Plan
+from cqopt.optimizer.plan_nodes import (
+    AggregateNode,
+    JoinNode,
+    PlanNode,
+    ProjectionNode,
+    SelectionNode,
+    SourceNode,
+    consumer,
+)
 from cqopt.optimizer.plan_sql import CARTESIAN_HINT, plan_outputs
 from cqopt.spark.round_stats import predicate_condition, spark_condition
 from cqopt.spark.session import spark_errors
@@ -105,52 +115,76 @@ def _build(plan: Plan, frames: Mapping[str, DataFrame],
     from pyspark.sql import functions as F
 
     by_lower = {name.lower(): df for name, df in frames.items()}
-    built: dict[str, DataFrame] = {}
-    aggregated: dict[tuple, str] = {}  # after the aggregate: its columns' internal names
+    built: dict[str, _Frame] = {}
     for key in plan.operators():
         node = plan.node(key)
-        kind = node["kind"]
-        inputs = [built[k] for k in node["inputs"]]
-        if kind == "source":
-            out = _source(plan, node, by_lower)
-        elif kind == "selection":
-            out = inputs[0].where(spark_condition(node["predicate"].predicate, _column)) \
-                .alias(node["stream"])
-        elif kind == "projection" and node["stream"] is not None:
-            out = inputs[0].select(*[_column(*c) for c in dict.fromkeys(node["columns"])]) \
-                .alias(node["stream"])
-        elif kind == "projection":
-            continue  # the final projection: the output columns, below
-        elif kind == "join":
-            out = _join(inputs[0], inputs[1], node)
-        else:
-            out, aggregated = _aggregate(inputs[0], node)
-        built[key] = out
-    top = plan.root
-    while top not in built:  # the final projection was skipped
-        top = plan.node(top)["inputs"][0]
-    result = built[top]
+        built[key] = node_frame(node, [built[k] for k in node.inputs], plan, by_lower)
+    top = built[plan.root]
 
     def output(ref: tuple) -> Column:
-        return F.col(aggregated[ref]) if aggregated else _column(*ref)
+        return F.col(top.aggregated[ref]) if top.aggregated else _column(*ref)
 
-    return result.select(*[output(ref).alias(name) for ref, name in plan_outputs(plan, query)])
+    return top.df.select(*[output(ref).alias(name)
+                           for ref, name in plan_outputs(plan, query)])
 
 
-def _source(plan: Plan, node: dict[str, Any], by_lower: dict[str, DataFrame]) -> DataFrame:
+@dataclass(frozen=True)
+class _Frame:
+    """An operator's DataFrame and, after the aggregate, its columns' internal names."""
+
+    df: DataFrame
+    aggregated: dict[tuple, str] = field(default_factory=dict)
+
+
+@consumer("the DataFrame builder")
+def node_frame(node: PlanNode, inputs: list[_Frame], plan: Plan,
+               by_lower: dict[str, DataFrame]) -> _Frame:
+    """One operator's DataFrame step over its inputs' frames (see the module docstring)."""
+
+
+@node_frame.register
+def _(node: SourceNode, inputs, plan, by_lower):
+    return _Frame(_source(plan, node, by_lower))
+
+
+@node_frame.register
+def _(node: SelectionNode, inputs, plan, by_lower):
+    return _Frame(inputs[0].df.where(spark_condition(node.predicate.predicate, _column))
+                  .alias(node.stream))
+
+
+@node_frame.register
+def _(node: ProjectionNode, inputs, plan, by_lower):
+    if node.stream is None:  # the final projection: the output columns, in _build
+        return inputs[0]
+    return _Frame(inputs[0].df.select(*[_column(*c) for c in dict.fromkeys(node.columns)])
+                  .alias(node.stream))
+
+
+@node_frame.register
+def _(node: JoinNode, inputs, plan, by_lower):
+    return _Frame(_join(inputs[0].df, inputs[1].df, node))
+
+
+@node_frame.register
+def _(node: AggregateNode, inputs, plan, by_lower):
+    return _Frame(*_aggregate(inputs[0].df, node))
+
+
+def _source(plan: Plan, node: SourceNode, by_lower: dict[str, DataFrame]) -> DataFrame:
     from pyspark.sql import functions as F
 
-    stream = node["stream"]
+    stream = node.stream
     df = by_lower.get(stream.lower())
     if df is None:
         raise PlanFrameError(f"plan {plan.id} reads stream {stream}, but no frame is given for "
                              f"it; frames given: {', '.join(by_lower) or 'none'}")
     have = {c.lower(): c for c in df.columns}
-    missing = [c for _, c in node["emits"] if c.lower() not in have]
+    missing = [c for _, c in node.emits if c.lower() not in have]
     if missing:
         raise PlanFrameError(f"the frame of stream {stream} has no column "
                              f"{', '.join(missing)}; its columns are {', '.join(df.columns)}")
-    return df.select(*[F.col(f"`{have[c.lower()]}`").alias(c) for _, c in node["emits"]]) \
+    return df.select(*[F.col(f"`{have[c.lower()]}`").alias(c) for _, c in node.emits]) \
         .alias(stream)
 
 
@@ -160,39 +194,39 @@ def _column(stream: str, name: str) -> Column:
     return F.col(f"`{stream}`.`{name}`")
 
 
-def _join(left: DataFrame, right: DataFrame, node: dict[str, Any]) -> DataFrame:
-    if node.get("cartesian") or not node["predicate"]:
+def _join(left: DataFrame, right: DataFrame, node: JoinNode) -> DataFrame:
+    if node.cartesian or not node.predicate:
         # Hinted, or Spark's ReorderJoin would move the product above the joins with a
         # condition (see cqopt.optimizer.plan_sql.plan_expression).
         return left.crossJoin(right.hint(CARTESIAN_HINT.lower()))
     condition = functools.reduce(lambda a, b: a & b,
-                                 [predicate_condition(p, _column) for p in node["predicate"]])
+                                 [predicate_condition(p, _column) for p in node.predicate])
     return left.join(right, condition, "inner")
 
 
 _SPARK_AGGREGATES = {"COUNT": "count", "SUM": "sum", "AVG": "avg", "MIN": "min", "MAX": "max"}
 
 
-def _aggregate(df: DataFrame, node: dict[str, Any]) -> tuple[DataFrame, dict[tuple, str]]:
+def _aggregate(df: DataFrame, node: AggregateNode) -> tuple[DataFrame, dict[tuple, str]]:
     """GROUP BY and aggregates under internal names, then HAVING over them."""
     from pyspark.sql import functions as F
 
     names: dict[tuple, str] = {}
     keys = []
-    for i, ref in enumerate(node["group_by"]):
+    for i, ref in enumerate(node.group_by):
         names[tuple(ref)] = f"_g{i}"
         keys.append(_column(*ref).alias(f"_g{i}"))
     calls = []
-    for i, agg in enumerate(node["aggregates"]):
+    for i, agg in enumerate(node.aggregates):
         names[(None, str(agg))] = f"_a{i}"
         argument = F.lit(1) if agg.argument is None else _column(*agg.argument)
         calls.append(getattr(F, _SPARK_AGGREGATES[agg.function])(argument).alias(f"_a{i}"))
     out = df.groupBy(*keys).agg(*calls) if calls else df.groupBy(*keys).agg(F.count(F.lit(1)))
-    if node["having"] is not None:
+    if node.having is not None:
         def resolve(stream: str, column: str) -> Column:
             return F.col(names[(stream, column)])
 
-        having = node["having"].transform(
+        having = node.having.transform(
             lambda n: exp.column(names[_aggregate_ref(n)]) if type(n) in AGGREGATES else n)
         out = out.where(spark_condition(having, lambda s, c: F.col(c) if not s else resolve(s, c)))
     return out, names

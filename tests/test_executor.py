@@ -24,6 +24,7 @@ from cqopt.catalog import Catalog, load_catalog
 from cqopt.costmodel.reference_executor import execute, multiset, select_mask
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.plan_nodes import node_attributes
 
 ROOT = Path(__file__).resolve().parent.parent
 ABCD = Catalog.from_dict({"streams": {s: {"rate": [10, 100], "columns": {
@@ -231,7 +232,7 @@ def check_counts(plan, run, windows, query, case: Case, matches: int) -> None:
     """Per-operator counts: reads are the inputs' emissions, and what is known exactly."""
     assert list(run.operators) == list(plan.operators())
     for key in plan.operators():
-        node, counts = plan.node(key), run.operators[key]
+        node, counts = node_attributes(plan.node(key)), run.operators[key]
         fed = tuple(run.operators[k].emitted for k in node["inputs"])
         assert counts.inputs == fed
         kind = node["kind"]
@@ -262,7 +263,7 @@ def test_selection_counts_agree_across_plans():
     windows = windows_for(case)
     emitted = {(k, execute(p, query, windows).operators[k].emitted)
                for p in enumerate_plans(query) for k in p.operators()
-               if p.node(k)["kind"] in ("selection", "source")}
+               if p.node(k).kind in ("selection", "source")}
     assert len({k for k, _ in emitted}) == len(emitted)  # one count per operator key
 
 

@@ -15,6 +15,7 @@ from cqopt.costmodel import OM, PIPES, Utility, plan_utilities
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.logical import Window, parse_query
 from cqopt.optimizer.plan import Plan
+from cqopt.optimizer.plan_nodes import SelectionNode, SourceNode
 
 
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"
@@ -30,16 +31,15 @@ def dec(examples) -> Catalog:
 def chain_plan(selections: list[tuple[str, str]], window_s: float = 1.0) -> Plan:
     """source S -> σ -> σ ...: each (statistic, rate class) in order, bottom-up."""
     g = nx.DiGraph()
-    base = dict(streams=("S",), stream="S", predicate=None, columns=None, window=None,
-                in_widths=(10,), out_width=10)
-    g.add_node("src:S", **{**base, "kind": "source", "inputs": (), "rate_class": None,
-                           "selectivity": (), "in_widths": (),
-                           "window": Window("range", seconds=window_s)})
+    g.add_node("src:S", op=SourceNode(streams=("S",), stream="S", out_width=10,
+                                      window=Window("range", seconds=window_s)))
     below = "src:S"
     for i, (stat, rate_class) in enumerate(selections):
         key = f"sel:{i}"
-        g.add_node(key, **{**base, "kind": "selection", "inputs": (below,),
-                           "rate_class": rate_class, "selectivity": (stat,)})
+        # the models read no predicate: a selection's statistic stands for it
+        g.add_node(key, op=SelectionNode(streams=("S",), stream="S", predicate=None,
+                                         inputs=(below,), in_widths=(10,), out_width=10,
+                                         rate_class=rate_class, selectivity=(stat,)))
         g.add_edge(below, key)
         below = key
     return Plan(g, below)
@@ -149,7 +149,7 @@ def test_join_reading_each_input_buffers_its_own_arrivals(dec):
     (plan,) = enumerate_plans(q)
     lam_l, lam_r, jsel = 300.0, 200.0, 0.01
     cost = OM(dec).cost(plan, {"rate.TCP": lam_l, "rate.UDP": lam_r, "jsel.TCP.UDP": jsel})
-    join = next(k for k in plan.operators() if plan.node(k)["kind"] == "join")
+    join = next(k for k in plan.operators() if plan.node(k).kind == "join")
     tpr, w = 3000.0, 2.0
     busy = (lam_l + lam_r) / tpr
     out = jsel * lam_l * lam_r * w  # busy < 1 s: not throttled

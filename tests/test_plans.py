@@ -22,8 +22,9 @@ from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.join_order_search import intermediate_size_cost
 from cqopt.optimizer.join_orders import join_orders
 from cqopt.optimizer.logical import parse_query
-from cqopt.optimizer.plan import CONTRACT, KINDS, Plan
+from cqopt.optimizer.plan import KINDS, Plan
 from cqopt.optimizer.plan_builder import build_plan
+from cqopt.optimizer.plan_nodes import CONTRACT_DEFAULTS, node_attributes
 from cqopt.optimizer.pushdown import stream_orders
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,7 +126,7 @@ def test_om_paper_queries():
     q2 = enumerate_plans(parse_query(Q2, cat))
     assert [p.id for p in q2] == ["TCP⋈UDP⋈SF", "TCP⋈SF⋈UDP", "UDP⋈SF⋈TCP"]
     # SELECT *: no projection anywhere, the plans differ only in join order
-    assert all(p.node(k)["kind"] in ("source", "join") for p in q2 for k in p.operators())
+    assert all(p.node(k).kind in ("source", "join") for p in q2 for k in p.operators())
 
 
 def test_sigma_pi_variants_multiply_join_orders():
@@ -193,7 +194,8 @@ def test_ids_are_structural():
 
 
 def _stream_order(plan: Plan, stream: str) -> str:
-    ops = [plan.node(k)["kind"] for k in plan.operators() if plan.node(k)["stream"] == stream]
+    ops = [plan.node(k).kind for k in plan.operators()
+           if getattr(plan.node(k), "stream", None) == stream]
     return "".join({"selection": "σ", "projection": "π"}[k] for k in ops if k != "source")
 
 
@@ -202,8 +204,8 @@ def test_disconnected_query_is_cartesian():
     cat = stream_catalog(3)
     plans = enumerate_plans(parse_query("SELECT S1.k, S2.k FROM S1, S2 WINDOW [1]", cat))
     assert [p.id for p in plans] == ["S1×S2"]
-    assert plans[0].cartesian and plans[0].node("join:1")["selectivity"] == ()
-    assert plans[0].node("join:1")["rate_class"] == "equi-join"
+    assert plans[0].cartesian and plans[0].node("join:1").selectivity == ()
+    assert plans[0].node("join:1").rate_class == "equi-join"
     plans = enumerate_plans(parse_query(
         "SELECT * FROM S1, S2, S3 WHERE S1.a = S2.a WINDOW [1]", cat))
     assert sorted(p.id for p in plans) == ["S1×S3⋈S2", "S1⋈S2×S3", "S2×S3⋈S1"]
@@ -217,7 +219,7 @@ def test_theta_over_three_streams_links_the_last_one():
     plans = enumerate_plans(q)
     assert [p.id for p in plans] == ["S1⋈S2⋈S3"]
     top = plans[0].node("join:2")
-    assert top["selectivity"] == ("jsel.S1.S2.S3",)
+    assert top.selectivity == ("jsel.S1.S2.S3",)
 
 
 def test_redundant_predicates_counted_once():
@@ -228,13 +230,13 @@ def test_redundant_predicates_counted_once():
     top = plans["S1⋈S2⋈S3"].node("join:2")
     # S1.k = S3.k (implied) and S2.k = S3.k are one class; S1.a = S3.a another,
     # with the same statistic; the theta too: jsel.S1.S3 once, jsel.S2.S3 for the class
-    assert len(top["predicate"]) == 4
-    assert top["selectivity"] == ("jsel.S1.S3", "jsel.S2.S3")
+    assert len(top.predicate) == 4
+    assert top.selectivity == ("jsel.S1.S3", "jsel.S2.S3")
     q = parse_query("SELECT * FROM S1, S2, S3 WHERE S1.k = S2.k AND S2.k = S3.k WINDOW [1]",
                     cat)
     top = enumerate_plans(q)[0].node("join:2")
-    assert [str(p) for p in top["predicate"]] == ["S1.k = S3.k", "S2.k = S3.k"]
-    assert top["selectivity"] == ("jsel.S2.S3",)  # the written one, not the implied
+    assert [str(p) for p in top.predicate] == ["S1.k = S3.k", "S2.k = S3.k"]
+    assert top.selectivity == ("jsel.S2.S3",)  # the written one, not the implied
 
 
 # -- local search ------------------------------------------------------------------
@@ -332,19 +334,19 @@ def check_structure(plan: Plan, query) -> None:
     assert [n for n in g if g.out_degree(n) == 0] == [plan.root]
     ops = plan.operators()
     assert sorted(ops) == sorted(g.nodes) and len(set(ops)) == len(ops)
-    assert plan.join_order == g.nodes[plan.root]["streams"]
+    assert plan.join_order == plan.node(plan.root).streams
     assert sorted(plan.join_order) == sorted(query.stream_names)
     widths = {(s.name, c.name): c.width for s in query.streams for c in s.columns}
     seen = set()
     for key in ops:
-        node = plan.node(key)
-        assert set(CONTRACT) <= set(node), key
+        node = node_attributes(plan.node(key))  # the contract, as attributes
+        assert {"kind", *CONTRACT_DEFAULTS} <= set(node), key
         assert node["kind"] in KINDS
         assert all(i in seen for i in node["inputs"])  # inputs come first
         seen.add(key)
         assert set(g.predecessors(key)) == set(node["inputs"])
-        assert node["in_widths"] == tuple(plan.node(i)["out_width"] for i in node["inputs"])
-        inputs = [plan.node(i) for i in node["inputs"]]
+        assert node["in_widths"] == tuple(plan.node(i).out_width for i in node["inputs"])
+        inputs = [node_attributes(plan.node(i)) for i in node["inputs"]]
         below = set().union(*(i["emits"] for i in inputs)) if inputs else set()
         kind = node["kind"]
         if kind == "source":
@@ -369,7 +371,7 @@ def check_structure(plan: Plan, query) -> None:
                 assert kept < {c.name for c in query.stream(stream).columns}
                 assert node["out_width"] == sum(widths[c] for c in node["columns"])
                 consumers = list(g.successors(key))
-                if consumers and plan.node(consumers[0])["kind"] == "selection":
+                if consumers and plan.node(consumers[0]).kind == "selection":
                     assert set(query.selections[stream].columns_used) <= kept
             else:
                 assert key == plan.root and node["out_width"] == query.output_width
@@ -383,11 +385,11 @@ def check_structure(plan: Plan, query) -> None:
             assert set(node["selectivity"]) <= {p.statistic for p in node["predicate"]}
             assert bool(node["selectivity"]) == bool(node["predicate"])
         if kind == "aggregate":
-            assert key in (plan.root, plan.node(plan.root)["inputs"][0])
+            assert key in (plan.root, plan.node(plan.root).inputs[0])
             assert node["aggregates"] == query.aggregates and node["having"] is query.having
             assert set(query.group_by) <= below
             assert {a.argument for a in query.aggregates if a.argument} <= below
-    assert Counter(plan.node(plan.root)["emits"]) == Counter(
+    assert Counter(plan.node(plan.root).emits) == Counter(
         (None, f"{c.aggregate}({'.'.join(c.source) if c.source else '*'})")
         if c.aggregate else c.source for c in query.projection)
-    assert query.is_aggregate == any(plan.node(k)["kind"] == "aggregate" for k in ops)
+    assert query.is_aggregate == any(plan.node(k).kind == "aggregate" for k in ops)
