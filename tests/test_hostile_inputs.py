@@ -127,6 +127,26 @@ def test_huge_literal_and_control_characters(dec_toml, capsys):
     assert "\\n" in err and ("\\x1b" in err or "\\033" in err)
 
 
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM TCP WHERE 1 IN (" + ", ".join(map(str, range(9000))) + ") WINDOW [1]",
+    "SELECT * FROM TCP WHERE TCP.dest_host = '" + "x" * 200_000 + "' + 1 WINDOW [1]",
+    "SELECT * FROM TCP WHERE " + "TCP.bytes + " * 20_000 + "1 > 2 WINDOW [1]",
+])
+def test_an_error_quotes_a_few_hundred_characters_of_the_input(dec_toml, capsys, sql):
+    from cqopt.errors import MAX_ERROR_CHARS
+
+    err = _one_line_error(capsys, main(["explain", "--catalog", dec_toml, "--sql", sql]))
+    assert len(err) <= len("cqopt: error: \n") + MAX_ERROR_CHARS, len(err)
+    assert "characters" in err  # says how much it left out
+
+
+def test_an_overlong_option_value_is_quoted_short(dec_toml, capsys):
+    with pytest.raises(SystemExit):
+        main(["explain", "--catalog", dec_toml, "--sql", "x", "--model", "m" * 100_000])
+    err = capsys.readouterr().err
+    assert err.startswith("cqopt: error: ") and err.count("\n") == 1 and len(err) < 700
+
+
 def test_h_as_an_option_value_is_one_line(dec_toml, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["explain", "--catalog", dec_toml, "--sql", "-h"])
