@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import errno
 import os
+import re
 import stat
 from collections.abc import Iterable
 
@@ -60,3 +61,49 @@ def printable(text: object) -> str:
     "bad 'a\\\\nb\\\\x1b[31m'"
     """
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
+MAX_QUOTE = 200  # characters of a user's input that an error message quotes
+MAX_ERROR_CHARS = 600  # an error line; a longer one is cut in the middle
+
+
+def shorten(text: object, limit: int = MAX_QUOTE) -> str:
+    """``text``, or its first ``limit`` characters with an ellipsis and its length.
+
+    >>> shorten("SELECT " + "x, " * 100, limit=12)
+    'SELECT x, x,... (307 characters)'
+    """
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+# A quoted stretch of a message: the offending input, as the messages quote it.
+_QUOTED = re.compile(r"'([^'\n]{%d,})'" % (MAX_QUOTE + 1))
+
+
+def error_line(message: object, limit: int = MAX_ERROR_CHARS) -> str:
+    """An error message as one line a terminal shows: quoted input shortened, at most ``limit``.
+
+    Each quoted stretch longer than :data:`MAX_QUOTE` is cut (:func:`shorten`);
+    a message still longer than ``limit`` keeps its start, which says what was
+    wrong, and its end, which says what to do, around a note of what was cut.
+    Control characters are escaped (:func:`printable`).
+
+    >>> error_line("bad query '" + "1, " * 100_000 + "': use BETWEEN")[-50:]
+    " 1, 1, 1, 1,... (300,000 characters)': use BETWEEN"
+    >>> error_line("x" * 1000, limit=60)
+    'xxxxxxxxxxxxx... (980 characters cut) ...xxxxxxx'
+    """
+    text = _QUOTED.sub(lambda m: "'" + shorten(m.group(1)) + "'", str(message))
+    text = _cut_middle(text, limit)
+    return _cut_middle(printable(text), limit)  # escapes may lengthen it again
+
+
+def _cut_middle(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 40, 2)  # 40: room for the note of what was cut
+    head = keep * 2 // 3
+    tail = keep - head
+    return (f"{text[:head]}... ({len(text) - head - tail:,} characters cut) ..."
+            f"{text[len(text) - tail:]}")

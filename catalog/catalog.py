@@ -59,6 +59,10 @@ TYPE_WIDTHS: dict[str, int] = {
     "int": 4, "long": 8, "double": 8, "bool": 1, "timestamp": 8,
 }
 NUMERIC_TYPES = frozenset({"int", "long", "double", "timestamp"})
+# The largest arrival rate cqopt takes, in tuples/s, in a catalog or as a statistic: a
+# million times the fastest link's packet rate, and far enough below the float range
+# that sums and products of rates over a window (estimators, cost models) stay finite.
+MAX_RATE = 1e15
 TIME_UNITS: dict[str, float] = {"seconds": 1.0, "milliseconds": 1e-3}
 _STRING_TYPE = re.compile(r"string\((\d+)\)")
 _TYPE_FORM = "one of int, long, double, bool, timestamp, string(n)"
@@ -324,9 +328,9 @@ class _Loader:
             raise self.fail(f"{key}.rate", f"must be a pair of numbers, got {rate!r}",
                             "rate = [lo, hi] with 0 < lo < hi, tuples/s")
         lo, hi = (float(r) for r in rate)
-        if not (0 < lo < hi and math.isfinite(hi)):
-            raise self.fail(f"{key}.rate", f"needs 0 < lo < hi, got [{lo:g}, {hi:g}]",
-                            "rate = [lo, hi] with 0 < lo < hi, tuples/s")
+        if not (0 < lo < hi <= MAX_RATE):
+            raise self.fail(f"{key}.rate", f"needs 0 < lo < hi <= {MAX_RATE:g}, got "
+                            f"[{lo:g}, {hi:g}]", "rate = [lo, hi] with 0 < lo < hi, tuples/s")
         granularity = spec.get("granularity")
         if granularity is not None:
             granularity = self.positive(granularity, f"{key}.granularity")

@@ -42,6 +42,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from cqopt.catalog import Catalog, load_catalog
+from cqopt.catalog.catalog import MAX_RATE
 from cqopt.charts.kernel import ChartContext, winning_costs
 from cqopt.charts.spec import Axis, ChartSpec, candidate_plans
 from cqopt.charts.refine import MAX_DEPTH, MAX_INDEX_CELLS, Leaves, fine_spec
@@ -202,7 +203,7 @@ class QueryChart:
             except (TypeError, ValueError, OverflowError):
                 check_value(name, stats[name])  # raises the message naming the statistic
                 raise
-            if not (0.0 <= x <= (math.inf if is_rate else 1.0)) or x == math.inf:
+            if not 0.0 <= x <= (MAX_RATE if is_rate else 1.0):
                 check_value(name, x)  # raises the message for NaN, negative, > 1, inf
             values.append(x)
         return self.locate(values)

@@ -20,7 +20,7 @@ from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, run_command
 from cqopt.cli.chart_commands import parse_stat, parse_weights
 from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model, plan_utilities
-from cqopt.errors import CqoptError, printable
+from cqopt.errors import CqoptError, error_line
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
 from cqopt.optimizer.statistics import DEFAULT_SELECTIVITY, default_value
@@ -214,7 +214,7 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str):
         command = self.prog.removeprefix("cqopt").strip()
         hint = f"cqopt {command} --help" if command else "cqopt --help"
-        self.exit(EXIT_USAGE, f"cqopt: error: {printable(message)} (see {hint})\n")
+        self.exit(EXIT_USAGE, f"cqopt: error: {error_line(message)} (see {hint})\n")
 
     def format_help(self) -> str:
         example = EXAMPLES.get(self.prog.removeprefix("cqopt").strip())
@@ -233,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         return args.run(args)
     except CqoptError as err:
-        print(f"cqopt: error: {printable(err)}", file=sys.stderr)
+        print(f"cqopt: error: {error_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     except ModuleNotFoundError as err:
         extra = OPTIONAL.get((err.name or "").partition(".")[0])

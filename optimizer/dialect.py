@@ -97,6 +97,9 @@ class StreamWindow(exp.Expression):
         return bool(self.args.get("preceding"))
 
 
+_AFTER_TABLE = -1  # a join whose table has been read (CQLParser._parse_joins)
+
+
 def _is_number(text: str) -> bool:
     # The tokenizer's NUMBER scanner accepts any str.isdigit() character (e.g. "²"),
     # so check that Python can actually read the size.
@@ -111,6 +114,29 @@ class CQLParser(BaseParser):
         **BaseParser.QUERY_MODIFIER_PARSERS,
         TokenType.WINDOW: lambda self: self._parse_window_modifier(),
     }
+
+    def reset(self) -> None:
+        super().reset()
+        # One entry per _parse_join under way: the table depth its own table is parsed
+        # at, then AFTER_TABLE once that table is read (see _parse_joins).
+        self._join_marks: list[int] = []
+        self._table_depth = 0
+
+    def _parse_join(self, *args: t.Any, **kwargs: t.Any) -> exp.Join | None:
+        self._join_marks.append(self._table_depth)
+        try:
+            return super()._parse_join(*args, **kwargs)
+        finally:
+            self._join_marks.pop()
+
+    def _parse_joins(self, alias_tokens: t.Any = None) -> t.Iterator[exp.Join]:
+        # After `JOIN S` without ON, sqlglot reads the joins that follow as nested in S
+        # (`A JOIN S JOIN T ON .. ON ..`), and reads them again when no ON closes the
+        # nest: two tries per join, 2^n for a chain of n. A continuous query has no
+        # nested joins (check_supported refuses them), so that try is never made.
+        if self._join_marks and self._join_marks[-1] == _AFTER_TABLE:
+            return iter(())
+        return super()._parse_joins(alias_tokens=alias_tokens)
 
     def _warn_unsupported(self) -> None:
         # Instead of logging and falling back to an opaque exp.Command (SHOW, SET, ...),
@@ -180,7 +206,14 @@ class CQLParser(BaseParser):
         return table
 
     def _parse_table(self, *args: t.Any, **kwargs: t.Any) -> exp.Expr | None:
-        this = super()._parse_table(*args, **kwargs)
+        depth = self._table_depth
+        self._table_depth += 1
+        try:
+            this = super()._parse_table(*args, **kwargs)
+        finally:
+            self._table_depth = depth
+        if self._join_marks and self._join_marks[-1] == depth:
+            self._join_marks[-1] = _AFTER_TABLE  # the join's own table, not one inside it
 
         # `FROM S AS s [RANGE 1 SECOND]`: the window written after the alias
         if isinstance(this, exp.Table) and self._match(TokenType.L_BRACKET):
@@ -348,14 +381,87 @@ def _parse_error(error: ParseError) -> CQLSyntaxError:
     )
 
 
+# Bounds on a query, checked before sqlglot parses it (parse time grows with each).
+MAX_QUERY_CHARS = 250_000  # a 10,000-value IN list of six-digit numbers is 80,000
+MAX_STREAMS = 32  # FROM items and JOINs; OM's exhaustive search stops at 6
+MAX_IN_VALUES = 10_000  # one IN list; it groups in n log n, but parses at ~20 µs a value
+MAX_NESTING = 32  # parentheses within parentheses
+
+# The clauses that end a FROM list (whose commas separate streams).
+_AFTER_FROM = frozenset({TokenType.WHERE, TokenType.GROUP_BY, TokenType.HAVING,
+                         TokenType.WINDOW, TokenType.ORDER_BY, TokenType.QUALIFY,
+                         TokenType.LIMIT, TokenType.SEMICOLON, TokenType.ON,
+                         TokenType.USING})
+
+
+def check_size(token_list: list[Token]) -> None:
+    """Refuse a query beyond :data:`MAX_STREAMS`, :data:`MAX_IN_VALUES` or :data:`MAX_NESTING`.
+
+    One pass over the tokens (the tokenizer is linear): counts the streams
+    (FROM items, JOINs, commas of a FROM list), the values of each IN list and
+    the depth of parentheses, so that no query makes the parser run long.
+
+    >>> check_size(CQL().tokenize("SELECT S.a FROM S WHERE S.a IN (1, 2) WINDOW [1]"))
+    >>> check_size(CQL().tokenize("SELECT S.a FROM S" + " JOIN S" * 40))
+    Traceback (most recent call last):
+    ...
+    cqopt.optimizer.errors.CQLSyntaxError: syntax error: line 1, column 239: the query reads more than 32 streams (FROM items and JOINs); a query may read at most 32 (near 'JOIN')
+    """
+    streams, depth, from_depth = 0, 0, None
+    in_lists: list[list[int]] = []  # per open IN list: [its depth, its values so far]
+    previous = None
+    for tok in token_list:
+        kind = tok.token_type
+        if kind == TokenType.L_PAREN:
+            depth += 1
+            if depth > MAX_NESTING:
+                raise _too_large(tok, f"the query nests parentheses more than {MAX_NESTING} "
+                                      f"deep; at most {MAX_NESTING} levels")
+            if previous == TokenType.IN:
+                in_lists.append([depth, 1])
+        elif kind == TokenType.R_PAREN:
+            if in_lists and in_lists[-1][0] == depth:
+                in_lists.pop()
+            depth -= 1
+        elif kind == TokenType.COMMA:
+            if in_lists and in_lists[-1][0] == depth:
+                in_lists[-1][1] += 1
+                if in_lists[-1][1] > MAX_IN_VALUES:
+                    raise _too_large(tok, f"an IN list has more than {MAX_IN_VALUES:,} values; "
+                                          f"at most {MAX_IN_VALUES:,}: split the query or "
+                                          "use a range (BETWEEN)")
+            elif from_depth == depth:
+                streams += 1
+        elif kind in (TokenType.FROM, TokenType.JOIN):
+            streams += 1
+            from_depth = depth
+        elif kind in _AFTER_FROM and from_depth == depth:
+            from_depth = None
+        if streams > MAX_STREAMS:
+            raise _too_large(tok, f"the query reads more than {MAX_STREAMS} streams (FROM "
+                                  f"items and JOINs); a query may read at most {MAX_STREAMS}")
+        previous = kind
+
+
+def _too_large(tok: Token, message: str) -> CQLSyntaxError:
+    return CQLSyntaxError(message, tok.line, tok.col, tok.text)
+
+
 def parse(sql: str) -> exp.Select:
     """Parses one CQL continuous query.
 
+    The query's size is checked first (:data:`MAX_QUERY_CHARS`, then
+    :func:`check_size` on its tokens), so parsing takes milliseconds.
+
     Raises:
-        CQLSyntaxError: the text is not exactly one well-formed SELECT statement.
+        CQLSyntaxError: the text is not exactly one well-formed SELECT statement, or
+        is larger than the bounds above.
     """
     if not isinstance(sql, str):
         raise CQLSyntaxError(f"a query must be a string, not {type(sql).__name__}")
+    if len(sql) > MAX_QUERY_CHARS:
+        raise CQLSyntaxError(f"the query has {len(sql):,} characters; at most "
+                             f"{MAX_QUERY_CHARS:,}")
 
     dialect = CQL()
     tokenizer = dialect.tokenizer()
@@ -368,6 +474,7 @@ def parse(sql: str) -> exp.Select:
 
     if not any(tok.token_type != TokenType.SEMICOLON for tok in token_list):
         raise CQLSyntaxError("empty query, expected a SELECT continuous query", 1, 1)
+    check_size(token_list)
 
     parser = dialect.parser(error_level=ErrorLevel.IMMEDIATE)
     try:

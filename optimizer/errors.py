@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, shorten
 
 
 class QueryError(CqoptError):
@@ -16,7 +16,7 @@ class CQLSyntaxError(QueryError):
                  token: str | None = None):
         self.line, self.col, self.token = line, col, token
         where = f"line {line}, column {col}: " if line is not None else ""
-        near = f" (near '{token}')" if token else ""
+        near = f" (near '{shorten(token)}')" if token else ""
         super().__init__(f"syntax error: {where}{message}{near}")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from cqopt.catalog.catalog import MAX_RATE
 from cqopt.optimizer.errors import QueryError
 
 KINDS = ("rate", "sel", "jsel")
@@ -109,7 +110,8 @@ def check_value(name: str, value: float) -> float:
 
     Anything that is no finite number in the statistic's range is refused:
     text that is no number, a value too large for a float (``10**400``),
-    NaN, an infinite or negative rate, a selectivity outside [0, 1].
+    NaN, a negative rate or one above :data:`~cqopt.catalog.catalog.MAX_RATE`
+    (1e15 tuples/s), a selectivity outside [0, 1].
 
     >>> check_value("sel.S", "0.25")
     0.25
@@ -128,9 +130,9 @@ def check_value(name: str, value: float) -> float:
         raise QueryError(f"statistic {name} must be a number, got {_short(value)}") from None
     if x != x:
         raise QueryError(f"statistic {name} is NaN")
-    if kind == "rate" and not (0 <= x < float("inf")):
-        raise QueryError(f"statistic {name} is a rate in tuples/s and must be finite and "
-                         f">= 0, got {x:g}")
+    if kind == "rate" and not 0 <= x <= MAX_RATE:
+        raise QueryError(f"statistic {name} is a rate in tuples/s and must be finite, >= 0 "
+                         f"and at most {MAX_RATE:g}, got {x:g}")
     if kind != "rate" and not 0 <= x <= 1:
         raise QueryError(f"statistic {name} is a selectivity and must lie in [0, 1], "
                          f"got {x:g}")
@@ -149,7 +151,7 @@ def check_values(name: str, values) -> None:
     except (TypeError, ValueError):
         raise QueryError(f"statistic {name} must be numbers, got "
                          f"{_short(values)}") from None
-    bad = np.isnan(x) | ((x < 0) | np.isinf(x) if kind == "rate" else (x < 0) | (x > 1))
+    bad = np.isnan(x) | (x < 0) | (x > (MAX_RATE if kind == "rate" else 1.0))
     if bad.any():
         row = int(np.argmax(bad.ravel()))
         try:

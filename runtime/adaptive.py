@@ -40,6 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from cqopt.catalog.catalog import MAX_RATE
 from cqopt.charts.lookup import ChartSet, QueryChart
 from cqopt.errors import CqoptError
 from cqopt.optimizer.errors import QueryError
@@ -132,8 +133,9 @@ class AdaptiveQuery:
         self.cost = cost  # (plan, stats) -> utility, needed by the hysteresis only
         if hysteresis and cost is None:
             raise ValueError("hysteresis needs a cost function (plan, stats) -> utility")
-        # Per statistic the largest valid value: step's check, and the decay means' bound.
-        self._upper = {name: math.inf if split_name(name)[0] == "rate" else 1.0
+        # Per statistic the largest valid value: step's check, and the estimates' bound.
+        # A rate above MAX_RATE is refused, so no sum over a window can overflow.
+        self._upper = {name: MAX_RATE if split_name(name)[0] == "rate" else 1.0
                        for name in self.statistics}
         self._estimators(estimator, d, decay, jsel_threshold)
         self._limits = tuple((name, self._upper[name]) for name in self._names)
@@ -268,23 +270,29 @@ class AdaptiveQuery:
             histograms.observe(values[k:m])
         current = self._scalar_current
         if current:
+            upper = self._limits[m:]
             for i, (estimator, x) in enumerate(zip(self._scalar, values[m:])):
                 if x == x:
                     estimator.observe(x)
                     forecast = estimator.estimate()
-                    if forecast is not None:
-                        current[i] = forecast
+                    if forecast is not None:  # a trend may forecast past the range
+                        current[i] = min(max(forecast, 0.0), upper[i][1])
         self._current = means.values + histograms.values + current
 
-    def _learn(self, estimate: Mapping[str, float], chart_plan, actual: Mapping[str, float]
-               ) -> None:
-        """After a round: keep its estimation errors and score every plan at its statistics."""
-        if self.expected is not None:
-            self.expected.record(estimate, actual)
-        if self.fallback is not None:
-            self._observed.update({k: float(v) for k, v in actual.items()})
-            costs = np.ravel(self.plan_costs(self._observed))
-            self.fallback.record(self._position[id(chart_plan)], costs)
+    def _learning(self, estimate: Mapping[str, float], chart_plan,
+                  actual: Mapping[str, float]) -> Callable[[], None]:
+        """What a round teaches the policies: scores every plan at its statistics now
+        (``plan_costs`` may fail) and returns the update, which cannot."""
+        observed = {**self._observed, **actual} if self.fallback is not None else None
+        costs = np.ravel(self.plan_costs(observed)) if observed is not None else None
+
+        def learn() -> None:
+            if self.expected is not None:
+                self.expected.record(estimate, actual)
+            if observed is not None:
+                self._observed = observed
+                self.fallback.record(self._position[id(chart_plan)], costs)
+        return learn
 
     def __repr__(self) -> str:
         plan = getattr(self.plan, "id", None)
@@ -304,30 +312,36 @@ class AdaptiveQuery:
         QueryError
             ``actual`` names a statistic the query lacks, or holds an invalid value.
         """
+        # Whatever can fail (the checks, a lookup, the cost functions a policy calls)
+        # runs before anything changes: a failed step leaves the query as it was.
         values, dropped = self._checked(actual)
         estimate, choice = self.choose()
         plan = choice.plan
         previous, cell = self.plan, choice.cell
         if self.fallback is not None and (fixed := self.fallback.plan()) is not None:
             plan = self.chart.plans[fixed]
+        pending = 0
         if self.hysteresis and previous is not None and plan is not previous:
-            plan = self._hold(plan, estimate)
-        else:
-            self._pending = 0
+            plan, pending = self._hold(plan, estimate)
+        learn = None
+        if self.expected is not None or self.fallback is not None:
+            learn = self._learning(estimate, choice.plan, {n: x for n, x in
+                                                           zip(self._names, values) if x == x})
         move = self.cell is not None and cell != self.cell
         switch = previous is not None and plan is not previous
-        self.moves += move
-        self.switches += switch
         # _make: tuple.__new__ without the named arguments' parsing, a third of the cost.
         outcome = RoundOutcome._make((self.rounds, estimate, cell, plan,
                                       choice.plan_id if plan is choice.plan else _id(plan),
                                       choice.plan_id, move, switch, dropped))
+        # From here on, float arithmetic on values within their bounds: nothing can fail.
+        self._observe(values)
+        if learn is not None:
+            learn()
+        self._pending = pending
+        self.moves += move
+        self.switches += switch
         self.cell, self.plan = cell, plan
         self.rounds += 1
-        self._observe(values)
-        if self.expected is not None or self.fallback is not None:
-            self._learn(estimate, choice.plan, {n: x for n, x in zip(self._names, values)
-                                                if x == x})
         return outcome
 
     def _checked(self, actual: Mapping[str, Any]) -> tuple[list[float], tuple[str, ...]]:
@@ -336,7 +350,7 @@ class AdaptiveQuery:
         if not isinstance(actual, Mapping):
             raise CqoptError(f"step needs a mapping of statistic name to value, e.g. "
                              f"{{'rate.S': 120.0}}, got {type(actual).__name__}")
-        values, given, inf = [], 0, math.inf
+        values, given = [], 0
         get, append = actual.get, values.append
         for name, hi in self._limits:  # the common case, in floats: every value valid
             x = get(name, _ABSENT)
@@ -348,7 +362,7 @@ class AdaptiveQuery:
                     x = float(x)
                 except (TypeError, ValueError, OverflowError):
                     break  # the checks below say what is wrong
-            if not 0.0 <= x <= hi or x == inf:  # NaN fails the first test
+            if not 0.0 <= x <= hi:  # NaN fails it too
                 break
             append(x)
             given += 1
@@ -370,19 +384,20 @@ class AdaptiveQuery:
                 dropped.append(name)
         return [good.get(n, math.nan) for n in self._names], tuple(dropped)
 
-    def _hold(self, new_plan, estimate: dict[str, float]):
+    def _hold(self, new_plan, estimate: dict[str, float]) -> tuple[Any, int]:
+        """The plan to run instead of ``new_plan`` under the hysteresis, and the rounds
+        the chart will then have preferred another plan (a read: step commits it)."""
         if isinstance(self.hysteresis, PricedSwitch):
             saving = self.cost(self.plan, estimate) - self.cost(new_plan, estimate)
             price = self.switch_cost(self.plan, new_plan, estimate)
-            return new_plan if saving * self.hysteresis.horizon > price else self.plan
+            return (new_plan if saving * self.hysteresis.horizon > price else self.plan), 0
         current = self.cost(self.plan, estimate)
         better = self.cost(new_plan, estimate)
         gain = current / better - 1 if better > 0 else math.inf
-        self._pending = self._pending + 1 if gain > self.hysteresis.margin else 0
-        if self._pending >= self.hysteresis.rounds:
-            self._pending = 0
-            return new_plan
-        return self.plan
+        pending = self._pending + 1 if gain > self.hysteresis.margin else 0
+        if pending >= self.hysteresis.rounds:
+            return new_plan, 0
+        return self.plan, pending
 
 
 def _query_chart(chart: Any, query: str | None) -> QueryChart:

@@ -42,6 +42,8 @@ import numpy as np
 
 from cqopt.optimizer.statistics import split_name
 
+_MAX_RATIO = 1e6  # a rate's estimation error, actual / estimate, counts up to this
+
 
 class ExpectedChoice:
     """The plan with the lowest mean cost over the estimate moved by recent residuals.
@@ -75,8 +77,8 @@ class ExpectedChoice:
             if name not in actual:
                 continue
             e, a = float(estimate[name]), float(actual[name])
-            if self.is_rate[i]:
-                error[i] = a / e if e > 0 else 1.0
+            if self.is_rate[i]:  # finite: an inf ratio times a zero estimate is NaN
+                error[i] = min(a / e, _MAX_RATIO) if e > 0 else 1.0
             else:
                 error[i] = a - e
         self.errors.append(error)
@@ -87,7 +89,8 @@ class ExpectedChoice:
             return None
         errors = np.asarray(self.errors)
         point = np.array([float(estimate[a]) for a in self.axes])
-        scenarios = np.where(self.is_rate, point * errors, point + errors)
+        with np.errstate(over="ignore"):  # beyond the chart is its edge anyway
+            scenarios = np.where(self.is_rate, point * errors, point + errors)
         scenarios = np.clip(scenarios, self.lo, self.hi)  # the chart's edge cells hold beyond
         cells = self.chart.choose_many(dict(zip(self.axes, scenarios.T))).cells
         flat = np.ravel_multi_index(tuple(cells.T), self.shape)

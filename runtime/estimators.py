@@ -329,7 +329,10 @@ class ThresholdHistograms:
         values = np.asarray(self._ring[start:start + self._counts[i]])
         if values.min() == values.max():
             return float(values[0])
-        counts, edges = np.histogram(values, bins=self.bins)
+        try:
+            counts, edges = np.histogram(values, bins=self.bins)
+        except ValueError:  # a range too narrow for finite bins: [0, 5e-324], [1 - ulp, 1]
+            return float(np.median(values))
         j = int(np.argmax(counts))
         return float((edges[j] + edges[j + 1]) / 2)
 

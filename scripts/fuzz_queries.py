@@ -3,7 +3,8 @@
 Each case mutates a valid CQL query over the DEC-PKT catalog (a character
 dropped, inserted or doubled, tokens swapped, a keyword or parenthesis put
 in, a literal replaced by thousands of digits, 1e999, a string with
-newlines and control characters, a long IN list, deep nesting) and runs
+newlines and control characters, a long IN list, deep nesting, a chain of
+up to 40 joins with or without ON) and runs
 what ``cqopt explain`` runs: parse and check the query, enumerate its plans,
 cost them. The outcome of a case is
 
@@ -62,7 +63,7 @@ def in_list(rng: random.Random, n: int) -> str:
 def mutate(rng: random.Random, sql: str, max_in: int = 5000) -> str:
     """One random mutation (or a few) of ``sql``."""
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
-        kind = rng.randrange(9)
+        kind = rng.randrange(10)
         i = rng.randrange(len(sql) + 1)
         if kind == 0 and sql:  # drop a character
             sql = sql[:i] + sql[i + 1:]
@@ -97,6 +98,14 @@ def mutate(rng: random.Random, sql: str, max_in: int = 5000) -> str:
             where = sql.find("WHERE ")
             chain = " OR ".join(f"TCP.src_port = {k}" for k in range(n))
             sql = (sql[:where + 6] + f"({chain}) AND " + sql[where + 6:]) if where >= 0 else sql
+        elif kind == 8:  # a chain of joins, with or without ON (sqlglot once took 2^n)
+            n = rng.choice((4, 16, 24, 40))
+            joins = "".join(
+                f", {rng.choice(('TCP', 'UDP', 'SF'))} AS j{k}" if rng.random() < 0.2 else
+                f" {rng.choice(('JOIN', 'CROSS JOIN'))} {rng.choice(('TCP', 'UDP', 'SF'))} "
+                f"AS j{k}" + rng.choice(("", f" ON j{k}.src_host = 1")) for k in range(n))
+            at = sql.find(" WHERE") if " WHERE" in sql else sql.find(" WINDOW")
+            sql = sql[:at] + joins + sql[at:] if at >= 0 else sql
         else:  # duplicate a stretch
             j = rng.randrange(len(sql) + 1)
             sql = sql[:i] + sql[min(i, j):max(i, j)] + sql[i:]
@@ -125,13 +134,13 @@ def run_case(sql: str, catalog) -> str:
 
 def outcome(sql: str, catalog, budget: float) -> tuple[str, str]:
     """(outcome, detail) of one case; see the module docstring."""
-    from cqopt.errors import CqoptError, printable
+    from cqopt.errors import CqoptError, error_line
 
     start = time.perf_counter()
     try:
         result, detail = run_case(sql, catalog), ""
     except CqoptError as err:
-        line = printable(err)
+        line = error_line(err)  # what the CLI prints
         result, detail = ("error", line) if "\n" not in line else ("failure", line)
     except Exception:  # noqa: BLE001 - any other exception is what the fuzzer looks for
         result, detail = "failure", traceback.format_exc(limit=3)

@@ -83,3 +83,74 @@ def IntervalSetOf(s):  # normal form is a fixed point
     from cqopt.optimizer.intervals import IntervalSet
 
     return IntervalSet.of(s.intervals)
+
+
+# -- bounds before parsing: join chains, long IN lists, deep nesting, long texts -------
+def test_a_chain_of_joins_without_on_is_read_in_one_pass(monkeypatch):
+    from cqopt.optimizer import dialect
+
+    calls = []
+    original = dialect.CQLParser._parse_join
+    monkeypatch.setattr(dialect.CQLParser, "_parse_join",
+                        lambda self, *a, **k: calls.append(1) or original(self, *a, **k))
+    for n in (4, 12, 24):
+        calls.clear()
+        select = dialect.parse("SELECT TCP.src_host FROM TCP" + " JOIN UDP" * n + " WINDOW [1]")
+        assert len(select.args["joins"]) == n
+        # one call per join and one that finds none; sqlglot's nested-join retry made 2^n
+        assert len(calls) <= 2 * (n + 1), (n, len(calls))
+
+
+@pytest.mark.parametrize("sql, limit", [
+    ("SELECT TCP.src_host FROM TCP WHERE TCP.dest_host = 1 " + " " * 250_000 + "WINDOW [1]",
+     "at most 250,000"),
+    ("SELECT TCP.src_host FROM TCP" + " JOIN UDP" * 40 + " WINDOW [1]", "at most 32"),
+    ("SELECT TCP.src_host FROM TCP" + ", UDP" * 40 + " WINDOW [1]", "at most 32"),
+    ("SELECT TCP.src_host FROM TCP WHERE TCP.dest_host IN (" + ", ".join(map(str, range(10_001)))
+     + ") WINDOW [1]", "at most 10,000"),
+    ("SELECT TCP.src_host FROM TCP WHERE " + "(" * 33 + "TCP.dest_host = 1" + ")" * 33
+     + " WINDOW [1]", "at most 32 levels"),
+])
+def test_a_query_beyond_a_bound_is_refused_before_parsing_and_names_it(sql, limit):
+    from cqopt.optimizer.dialect import parse
+    from cqopt.optimizer.errors import CQLSyntaxError
+
+    with pytest.raises(CQLSyntaxError, match=limit) as info:
+        parse(sql)
+    assert len(str(info.value)) < 300
+
+
+def test_a_query_at_the_bounds_parses():
+    from cqopt.optimizer.dialect import MAX_IN_VALUES, MAX_NESTING, MAX_STREAMS, parse
+
+    values = ", ".join(map(str, range(MAX_IN_VALUES)))
+    deep = MAX_NESTING - 1  # and the IN list's own parenthesis
+    select = parse("SELECT TCP.src_host FROM TCP" + " JOIN UDP" * (MAX_STREAMS - 1)
+                   + f" WHERE {'(' * deep}TCP.dest_host IN (1, 2){')' * deep}"
+                   f" AND TCP.src_host IN ({values}) WINDOW [1]")
+    assert len(select.args["joins"]) == MAX_STREAMS - 1
+
+
+_STREAMS = ("TCP", "UDP", "SF")
+
+
+@st.composite
+def join_chains(draw):
+    """A FROM list of up to 40 items: JOIN with or without ON, commas, aliases, nesting."""
+    n = draw(st.integers(1, 40))
+    parts = ["SELECT * FROM TCP AS s0"]
+    for i in range(1, n):
+        stream = draw(st.sampled_from(_STREAMS))
+        how = draw(st.sampled_from(("JOIN", ",", "CROSS JOIN", "INNER JOIN", "LEFT JOIN")))
+        on = draw(st.sampled_from(("", f" ON s{i - 1}.src_host = s{i}.src_host",
+                                   f" ON s0.src_host = s{i}.dest_host ON s0.a = s1.a")))
+        parts.append(f"{how} {stream} AS s{i}{on if how != ',' else ''}")
+    tail = draw(st.sampled_from((" WINDOW [1]", " WHERE s0.src_host = 1 WINDOW [1]", "")))
+    return " ".join(parts) + tail
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(sql=join_chains())
+def test_a_join_chain_ends_in_a_result_or_one_line_error(fuzz, dec_catalog, sql):
+    result, detail = fuzz.outcome(sql, dec_catalog, BUDGET_S)
+    assert result in ("ok", "error"), f"{result} for {sql[:200]!r}:\n{detail}"

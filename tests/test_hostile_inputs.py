@@ -117,6 +117,110 @@ def test_check_given_returns_what_the_chart_does_not_use():
                        where="query Q") == ("sel.A",)
 
 
+# -- arithmetic that cannot wedge: extreme finite values over many rounds ---------------
+_EXTREMES = [0.0, -0.0, 5e-324, 2.2250738585072014e-308, 1e-300, 0.5, 1.0, 0.9999999999999999,
+             1.0000000000000002, 1e15, 999999999999999.9, 1.000000000000001e15, 1e300, 1e308,
+             1.7976931348623157e308, math.inf, math.nan, -5e-324, 500.0]
+
+
+def _toy_chart():
+    from types import SimpleNamespace as Plan
+
+    from cqopt.charts.lookup import QueryChart
+    from cqopt.charts.spec import Axis, ChartSpec
+
+    spec = ChartSpec("q", "SELECT 1", (Axis("rate.S", 0.0, 1000.0, 2), Axis("sel.S", 0.0, 1.0, 2),
+                                       Axis("jsel.S.T", 0.0, 0.2, 2)))
+    return QueryChart(spec, [Plan(id="A"), Plan(id="B")], np.array([0, 1, 1, 0, 1, 0, 0, 1]),
+                      np.zeros(8))
+
+
+def _toy_costs(stats):
+    """Both plans' utility, vectorized: A grows with the selectivity, B with its complement."""
+    r, s, j = (np.asarray(stats[n], dtype=float) for n in ("rate.S", "sel.S", "jsel.S.T"))
+    return np.stack([r * s + j, r * (1 - s) + 1])
+
+
+def _valid(name, x):
+    from cqopt.catalog.catalog import MAX_RATE
+
+    return 0.0 <= x <= (MAX_RATE if name == "rate.S" else 1.0)
+
+
+@pytest.mark.parametrize("estimator", ["decay", "last", "ewma", "holt", "median", "kalman"])
+@pytest.mark.parametrize("policy", [{}, {"choice": "expected", "fallback": 3},
+                                    {"hysteresis": "margin"}])
+def test_extreme_finite_values_never_wedge_a_query(estimator, policy):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from cqopt.optimizer.errors import QueryError
+    from cqopt.runtime.adaptive import Hysteresis
+
+    value = st.one_of(st.sampled_from(_EXTREMES), st.floats(allow_nan=True, allow_infinity=True))
+    rounds = st.lists(st.fixed_dictionaries({"rate.S": value, "sel.S": value,
+                                             "jsel.S.T": value}), min_size=1, max_size=40)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(rounds=rounds)
+    def run(rounds):
+        options = dict(policy)
+        if options.pop("hysteresis", None):
+            options.update(hysteresis=Hysteresis(0.05, 2),
+                           cost=lambda plan, stats: float(_toy_costs(stats)["AB".index(plan.id)]))
+        if options:
+            options["plan_costs"] = _toy_costs
+        aq = AdaptiveQuery(_toy_chart(), estimator=estimator, **options)
+        for stats in rounds:
+            before = (aq.rounds, aq.moves, aq.switches, aq.estimate(), aq.cell, aq.plan)
+            try:
+                aq.step(stats)
+            except QueryError:
+                assert not all(_valid(n, x) for n, x in stats.items()), stats
+                assert (aq.rounds, aq.moves, aq.switches, aq.estimate(), aq.cell,
+                        aq.plan) == before
+            else:
+                assert all(_valid(n, x) for n, x in stats.items()), stats
+            assert all(_valid(n, x) for n, x in aq.estimate().items()), aq.estimate()
+        # and a valid round still works after all of them
+        assert aq.step({"rate.S": 500.0, "sel.S": 0.5, "jsel.S.T": 0.1}).round == aq.rounds - 1
+
+    run()
+
+
+def test_the_largest_float_is_refused_and_the_estimate_stays_put():
+    aq = AdaptiveQuery(_toy_chart(), estimator="decay")
+    aq.step({"rate.S": 500.0, "sel.S": 0.5})
+    for _ in range(6):
+        with pytest.raises(CqoptError, match="at most 1e\\+15"):
+            aq.step({"rate.S": 1.7976931348623157e308, "sel.S": 0.5})
+    assert aq.rounds == 1 and aq.estimate()["rate.S"] == 500.0
+    for _ in range(200):
+        outcome = aq.step({"rate.S": 500.0, "sel.S": 0.5})
+    assert outcome.estimate["rate.S"] == pytest.approx(500.0) and aq.rounds == 201
+
+
+def test_a_step_whose_cost_function_fails_changes_nothing():
+    calls = []
+
+    def flaky(stats):
+        calls.append(1)
+        if len(calls) == 3:  # the third round
+            raise RuntimeError("the cost service is down")
+        return _toy_costs(stats)
+
+    aq = AdaptiveQuery(_toy_chart(), estimator="last", fallback=2, plan_costs=flaky)
+    aq.step({"rate.S": 900.0, "sel.S": 0.9})
+    aq.step({"rate.S": 100.0, "sel.S": 0.1})
+    before = (aq.rounds, aq.moves, aq.switches, aq.estimate(), aq.cell, aq.plan,
+              list(aq.fallback.chart_costs), dict(aq._observed))
+    with pytest.raises(RuntimeError):
+        aq.step({"rate.S": 700.0, "sel.S": 0.7})
+    assert (aq.rounds, aq.moves, aq.switches, aq.estimate(), aq.cell, aq.plan,
+            list(aq.fallback.chart_costs), dict(aq._observed)) == before
+    assert aq.step({"rate.S": 700.0, "sel.S": 0.7}).round == 2
+
+
 # -- 3. one line, exit 2, never a traceback, never a hang -----------------------------
 def test_huge_literal_and_control_characters(dec_toml, capsys):
     base = ["explain", "--catalog", dec_toml, "--sql"]
@@ -125,6 +229,26 @@ def test_huge_literal_and_control_characters(dec_toml, capsys):
     err = _one_line_error(capsys, main([*base, "SELECT * FROM TCP WHERE TCP.dest_host = "
                                                "'a\nb\x1b[31m' WINDOW [1]"]))
     assert "\\n" in err and ("\\x1b" in err or "\\033" in err)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM TCP WHERE 1 IN (" + ", ".join(map(str, range(9000))) + ") WINDOW [1]",
+    "SELECT * FROM TCP WHERE TCP.dest_host = '" + "x" * 200_000 + "' + 1 WINDOW [1]",
+    "SELECT * FROM TCP WHERE " + "TCP.bytes + " * 20_000 + "1 > 2 WINDOW [1]",
+])
+def test_an_error_quotes_a_few_hundred_characters_of_the_input(dec_toml, capsys, sql):
+    from cqopt.errors import MAX_ERROR_CHARS
+
+    err = _one_line_error(capsys, main(["explain", "--catalog", dec_toml, "--sql", sql]))
+    assert len(err) <= len("cqopt: error: \n") + MAX_ERROR_CHARS, len(err)
+    assert "characters" in err  # says how much it left out
+
+
+def test_an_overlong_option_value_is_quoted_short(dec_toml, capsys):
+    with pytest.raises(SystemExit):
+        main(["explain", "--catalog", dec_toml, "--sql", "x", "--model", "m" * 100_000])
+    err = capsys.readouterr().err
+    assert err.startswith("cqopt: error: ") and err.count("\n") == 1 and len(err) < 700
 
 
 def test_h_as_an_option_value_is_one_line(dec_toml, capsys):
