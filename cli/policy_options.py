@@ -21,8 +21,11 @@ def add_policy_arguments(p: argparse.ArgumentParser) -> None:
     """Add the estimator, choice, fallback and hysteresis options to ``p``."""
     p.add_argument("--d", type=int, default=5, help="rounds the estimator looks back (5)")
     p.add_argument("--decay", type=float, default=0.5, help="OM's decay a (default 0.5)")
-    p.add_argument("--estimator", choices=list(ESTIMATORS), default="decay",
-                   help="rate and selectivity estimator (default: OM's decay mean)")
+    p.add_argument("--estimator", type=_estimator, default="decay",
+                   metavar="{" + ",".join(ESTIMATORS) + ",sample[:RATIO]}",
+                   help="rate and selectivity estimator (default: OM's decay mean); "
+                        "sample[:RATIO] decides each round on its own statistics, counted "
+                        "exactly and sampled from RATIO of its tuples (default 0.1)")
     p.add_argument("--choice", choices=["point", "expected"], default="point",
                    help="run the chart's plan at the point estimate (OM), or the plan of "
                         "lowest expected cost over recent estimation errors")
@@ -38,6 +41,22 @@ def add_policy_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hold-rounds", type=int, default=3, help="hysteresis rounds (3)")
     p.add_argument("--horizon", type=float, default=100.0,
                    help="rounds a priced switch must pay back in (100)")
+
+
+def _estimator(text: str) -> str:
+    """An estimator's name, or ``sample[:RATIO]`` with its ratio checked."""
+    if text.startswith("sample"):
+        from cqopt.replay.sampling import parse_sample_ratio
+
+        try:
+            parse_sample_ratio(text)
+        except CqoptError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        return text
+    if text not in ESTIMATORS:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected one of "
+                                         f"{', '.join(ESTIMATORS)} or sample[:RATIO]")
+    return text
 
 
 def check_policy_options(args: argparse.Namespace) -> None:

@@ -53,6 +53,7 @@ from cqopt.charts.spec import Axis, ChartSpec
 from cqopt.costmodel import Utility, make_model, plan_utilities
 from cqopt.replay import baselines
 from cqopt.replay.coverage import coverage_alarms
+from cqopt.replay.sampling import parse_sample_ratio, sampled_statistics
 from cqopt.runtime.adaptive import AdaptiveQuery, Hysteresis
 from cqopt.runtime.choice import PricedSwitch
 
@@ -79,6 +80,16 @@ def actual_statistics(chart: QueryChart, observed: pd.DataFrame) -> dict[str, np
     return out
 
 
+def round_length(observed: pd.DataFrame) -> float:
+    """The rounds' length in seconds: as the round statistics recorded it, else from ``start``."""
+    recorded = observed.attrs.get("window_s")
+    if recorded:
+        return float(recorded)
+    if "start" in observed and len(observed) > 1:
+        return float(np.median(np.diff(observed["start"].to_numpy(dtype=np.float64))))
+    return 1.0
+
+
 def exact_utilities(chart: QueryChart, catalog: Catalog, observed: pd.DataFrame) -> np.ndarray:
     """Every candidate plan costed at each round's actual statistics: (plans, rounds)."""
     spec = chart.spec
@@ -97,7 +108,10 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     """Replay observed rounds through the chart and every baseline.
 
     ``utilities`` (from :func:`exact_utilities`) spares recosting every plan when
-    several charts of one query replay the same rounds. ``choice``,
+    several charts of one query replay the same rounds. ``estimator="sample:RATIO"``
+    chooses each round's plan at that round's own statistics as a sampler of
+    ``RATIO`` of its tuples would measure them (:mod:`cqopt.replay.sampling`),
+    not at a prediction from earlier rounds. ``choice``,
     ``residuals``, ``fallback`` and ``hysteresis`` are
     :class:`~cqopt.runtime.adaptive.AdaptiveQuery`'s options.
     """
@@ -111,6 +125,13 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         utilities = exact_utilities(chart, catalog, observed)
     best, defined = baselines.optimal(utilities)
 
+    sampled = None
+    if estimator.startswith("sample"):
+        # The round's own statistics from a simulated sampler (replay/sampling.py); OM's
+        # decay mean predicts what a round cannot measure (a stream without tuples).
+        sampled = sampled_statistics(observed, list(actual), parse_sample_ratio(estimator),
+                                     window_s=round_length(observed), seed=seed)
+        estimator = "decay"
     adaptive = AdaptiveQuery.costed(chart, catalog, estimator=estimator, d=d, decay=decay,
                                     hysteresis=hysteresis, choice=choice,
                                     residuals=residuals, fallback=fallback)
@@ -123,7 +144,10 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     # not, NaN in the rounds table); the filled-in values serve only to cost the optimum.
     raw = {k: observed[k].to_numpy(dtype=np.float64) for k in actual if k in observed}
     for t in range(n):
-        outcome = adaptive.step({k: v[t] for k, v in raw.items() if not math.isnan(v[t])})
+        measured = None if sampled is None else {
+            k: v[t] for k, v in sampled.items() if not math.isnan(v[t])}
+        outcome = adaptive.step({k: v[t] for k, v in raw.items() if not math.isnan(v[t])},
+                                measured=measured)
         chosen[t] = position[id(outcome.plan)]
         moves[t], switches[t] = outcome.move, outcome.switch
         for k in estimates:

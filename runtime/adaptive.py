@@ -244,8 +244,10 @@ class AdaptiveQuery:
                                                                  int(fallback))
         self._observed = dict(self.initial)  # the last value seen of each statistic
 
-    def choose(self) -> tuple[dict[str, float], Any]:
-        current = self._current
+    def choose(self, current: list[float] | None = None) -> tuple[dict[str, float], Any]:
+        """The estimate (by default the next round's) and the chart's choice there."""
+        if current is None:
+            current = self._current
         estimate = dict(zip(self._names, current))
         choice = self.chart.locate(self._axis_values(current))
         if self.expected is not None:
@@ -300,22 +302,54 @@ class AdaptiveQuery:
                 f"{plan if plan is not None else '(none yet)'}, {self.moves} moves, "
                 f"{self.switches} switches>")
 
-    def step(self, actual: Mapping[str, float]) -> RoundOutcome:
+    def step(self, actual: Mapping[str, float], *,
+             measured: Mapping[str, float] | None = None) -> RoundOutcome:
         """Algorithm 2: estimate, look up, run one round, observe its statistics.
 
         ``actual`` is checked before anything changes: a statistic the query
         does not have is refused, and so is an invalid value unless
         ``on_invalid="drop"``; a refused round leaves the query as it was.
 
+        Parameters
+        ----------
+        actual : mapping of str to float
+            The round's observed statistics, fed to the estimators after the choice.
+        measured : mapping of str to float, optional
+            The round's own statistics as the engine measured or sampled them
+            before running it (a micro-batch engine holds the round when it
+            chooses: RTStream's sampler plan). The plan is chosen at these, for
+            the statistics they give, instead of at the prediction from earlier
+            rounds; the others are predicted as usual.
+
         Raises
         ------
         QueryError
-            ``actual`` names a statistic the query lacks, or holds an invalid value.
+            ``actual`` or ``measured`` names a statistic the query lacks, or holds an
+            invalid value.
+
+        Examples
+        --------
+        >>> from types import SimpleNamespace as Plan
+        >>> from cqopt.charts.spec import Axis, ChartSpec
+        >>> from cqopt.charts.lookup import QueryChart
+        >>> spec = ChartSpec("q", "SELECT 1", (Axis("sel.S", 0.0, 1.0, 2),))
+        >>> chart = QueryChart(spec, [Plan(id="A"), Plan(id="B")], np.array([0, 1]), None)
+        >>> aq = AdaptiveQuery(chart, estimator="last")
+        >>> aq.step({"sel.S": 0.2}).plan_id  # predicted: the axis middle, 0.5
+        'B'
+        >>> aq.step({"sel.S": 0.9}, measured={"sel.S": 0.85}).plan_id  # not the prediction 0.2
+        'B'
+        >>> aq.step({"sel.S": 0.1}, measured={"sel.S": 0.15}).plan_id  # not the prediction 0.9
+        'A'
         """
         # Whatever can fail (the checks, a lookup, the cost functions a policy calls)
         # runs before anything changes: a failed step leaves the query as it was.
         values, dropped = self._checked(actual)
-        estimate, choice = self.choose()
+        current = self._current
+        if measured is not None:
+            now, _ = self._checked(measured)
+            current = [x if x == x else c for x, c in zip(now, current)]
+        estimate, choice = self.choose(current)
         plan = choice.plan
         previous, cell = self.plan, choice.cell
         if self.fallback is not None and (fixed := self.fallback.plan()) is not None:
