@@ -116,6 +116,8 @@ def sampled_statistics(observed: pd.DataFrame, names: Iterable[str], ratio: floa
             pairs = np.rint(np.where(ok, exact * n_a * n_b, 0.0))
             keep = np.where(ok, (m_a / np.where(ok, n_a, 1.0)) * (m_b / np.where(ok, n_b, 1.0)),
                             0.0)
-            survivors = rng.binomial(pairs.astype(np.int64), np.clip(keep, 0.0, 1.0))
+            # The binomial ignores that sampled pairs are at most m_A · m_B: cap it there.
+            survivors = np.minimum(rng.binomial(pairs.astype(np.int64), np.clip(keep, 0.0, 1.0)),
+                                   m_a * m_b)
             out[name] = np.where(ok, survivors / np.where(ok, m_a * m_b, 1.0), np.nan)
     return out

@@ -28,7 +28,11 @@ from pathlib import Path
 
 import numpy as np
 
-from cqopt.runtime.estimators import ESTIMATORS
+from cqopt.runtime.estimators import ESTIMATORS as PREDICTORS
+
+# The predictors of OM's Algorithm 2, and the sampler that decides on the round's own
+# statistics (replay/sampling.py) at two ratios.
+ESTIMATORS = (*PREDICTORS, "sample:0.1", "sample:0.02")
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -217,13 +221,16 @@ def quality_table(stats: dict, args: argparse.Namespace) -> int:
         for estimator in ESTIMATORS:
             s = replay(name, chart, catalog, observed, utilities=utilities,
                        estimator=estimator).summary
-            estimator_rows.append((trace, name, estimator, s["regret"], s["fidelity"]))
+            estimator_rows.append((trace, name, estimator, s["regret"], s["fidelity"],
+                                   s["baselines"]["oracle_chart"]["regret"]))
         verdicts.append((trace, name, rows))
     print()
-    print("Estimators (point choice): mean regret / fidelity")
+    print("Estimators (point choice): regret / fidelity")
     by_key: dict = {}
-    for trace, name, estimator, regret, fidelity in estimator_rows:
+    oracle: dict = {}
+    for trace, name, estimator, regret, fidelity, oracle_regret in estimator_rows:
         by_key.setdefault((trace, name), {})[estimator] = (regret, fidelity)
+        oracle[trace, name] = oracle_regret
     print(f"{'trace':<15} {'query':<5} " + " ".join(f"{e:>15}" for e in ESTIMATORS))
     wins = dict.fromkeys(ESTIMATORS, 0)
     for (trace, name), row in by_key.items():
@@ -231,6 +238,13 @@ def quality_table(stats: dict, args: argparse.Namespace) -> int:
             f"{row[e][0]:8.4f}/{row[e][1]:5.2f}" for e in ESTIMATORS))
         wins[min(ESTIMATORS, key=lambda e: row[e][0])] += 1
     print("lowest regret on: " + ", ".join(f"{e} {n}" for e, n in wins.items()))
+    print("Target: the sampler's regret within 1.5x of the oracle chart's (+0.001)")
+    for estimator in ("sample:0.1", "sample:0.02", "decay"):
+        within = [key for key, row in by_key.items()
+                  if row[estimator][0] <= 1.5 * oracle[key] + 1e-3]
+        print(f"  {estimator:<12} {len(within)}/{len(by_key)}; ratio to the oracle's: "
+              + ", ".join(f"{t}/{q} {by_key[t, q][estimator][0] / max(oracle[t, q], 1e-12):.2f}"
+                          for t, q in by_key))
     print()
     print("Targets, per mode: chart regret <= half BEST-STATIC's where the headroom >= 1%; "
           "never > 10% above BEST-STATIC; Q1 switches per 600 rounds <= 23")

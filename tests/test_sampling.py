@@ -45,6 +45,15 @@ def test_the_whole_round_sampled_is_the_exact_round_and_empty_rounds_are_nan():
     assert np.isnan(s["sel.A"][1]) and np.isnan(s["jsel.A.B"][1:]).all()
 
 
+def test_a_join_of_tiny_samples_never_estimates_above_one():
+    # Two tuples a side, every pair matching: a binomial draw over the pairs could exceed
+    # the sampled pairs (1 x 1) and give a selectivity above 1, which a step refuses.
+    observed = pd.DataFrame({"rate.A": np.full(500, 2.0), "rate.B": np.full(500, 3.0),
+                             "jsel.A.B": np.full(500, 1.0)})
+    s = sampled_statistics(observed, ["jsel.A.B"], 0.1, window_s=1.0)
+    assert (s["jsel.A.B"] <= 1.0).all() and (s["jsel.A.B"] >= 0.0).all()
+
+
 def test_a_smaller_sample_varies_more():
     observed = _observed()
     spread = [sampled_statistics(observed, ["sel.A"], r, window_s=1.0)["sel.A"].std()
