@@ -25,14 +25,14 @@ def _observed(sel=0.3, jsel=0.002, rate_a=800.0, rate_b=500.0):
 
 
 def test_rates_are_exact_and_selectivities_unbiased():
-    observed = _observed()
+    observed = _observed(rate_a=20000.0)
     s = sampled_statistics(observed, list(observed), 0.1, window_s=1.0, seed=3)
     assert np.array_equal(s["rate.A"], observed["rate.A"].to_numpy())
-    # 80 of 800 tuples drawn: the mean over 4,000 rounds is within a few standard errors.
-    se = np.sqrt(0.3 * 0.7 / 80 * (800 - 80) / (800 - 1) / ROUNDS)
+    # 2,000 of 20,000 tuples drawn: the mean over 4,000 rounds is within a few standard errors.
+    se = np.sqrt(0.3 * 0.7 / 2000 * (20000 - 2000) / (20000 - 1) / ROUNDS)
     assert abs(s["sel.A"].mean() - 0.3) < 4 * se
     assert s["sel.A"].std() > 0  # a sample, not the exact value
-    se_j = np.sqrt(0.002 / (80 * 50) / ROUNDS)  # binomial over the sampled pairs
+    se_j = np.sqrt(0.002 / (2000 * 50) / ROUNDS)  # binomial over the sampled pairs
     assert abs(s["jsel.A.B"].mean() - 0.002) < 4 * se_j
 
 
@@ -54,8 +54,16 @@ def test_a_join_of_tiny_samples_never_estimates_above_one():
     assert (s["jsel.A.B"] <= 1.0).all() and (s["jsel.A.B"] >= 0.0).all()
 
 
-def test_a_smaller_sample_varies_more():
+def test_a_selection_samples_at_least_its_floor_and_a_join_its_ratio():
+    # 800 tuples: below the selection's floor, so the selection is counted exactly, while
+    # the join still samples 10% of each side.
     observed = _observed()
+    s = sampled_statistics(observed, list(observed), 0.1, window_s=1.0)
+    assert np.all(s["sel.A"] == 0.3) and s["jsel.A.B"].std() > 0
+
+
+def test_a_smaller_sample_varies_more():
+    observed = _observed(rate_a=200000.0)
     spread = [sampled_statistics(observed, ["sel.A"], r, window_s=1.0)["sel.A"].std()
               for r in (0.02, 0.1, 0.5)]
     assert spread[0] > spread[1] > spread[2] > 0
