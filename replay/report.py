@@ -129,10 +129,8 @@ def write_report(out: Path, replays: dict[str, Replay], charts: dict, sweeps: di
     body.append("</ul>")
     for name, replay in replays.items():
         chart = charts[name]
-        axes = [a.statistic for a in chart.spec.axes]
-        path = list(zip(*(replay.rounds[f"estimate:{a}"] for a in axes[:2])))
-        if len(axes) == 1:
-            path = [(x[0], 0.5) for x in path]
+        path = {a.statistic: replay.rounds[f"estimate:{a.statistic}"].to_numpy()
+                for a in chart.spec.axes}
         diagram = plan_diagram(chart, figures / f"{name}-diagram.png", overlay=path,
                                title=f"{name}: plan diagram with the estimated statistics")
         over = figure_over_time(replay, figures / f"{name}-over-time.png")
