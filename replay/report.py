@@ -122,6 +122,7 @@ SWEEP_COLUMNS = ("k", "cells", "plans_used", "regret", "mean_regret", "fidelity"
                  "near_fidelity", "oracle_fidelity", "moves", "switches")
 SWEEP_HEADERS = ("k", "cells", "plans used", "regret", "mean regret", "fidelity", "within 1%",
                  "oracle fidelity", "moves", "switches")
+NOT_APPLICABLE = "–"
 PLAN_HEADERS = ("plan", "share of area", "join order and operators")
 
 
@@ -130,7 +131,9 @@ def table_rows(replay: Replay) -> list[dict[str, Any]]:
     rows = [{"method": LABELS["chart"], **{c: s[c] for c in COLUMNS[1:]}}]
     for name in BASELINES:
         b = s["baselines"][name]
-        rows.append({"method": LABELS[name], **{c: b.get(c, "") for c in COLUMNS[1:]}})
+        # RAND, RATE and BEST-STATIC have no chart regions to move between
+        rows.append({"method": LABELS[name], **{c: b.get(c, NOT_APPLICABLE)
+                                                 for c in COLUMNS[1:]}})
     return rows
 
 
@@ -202,8 +205,11 @@ def verdict_sentence(summary: dict[str, Any], policy: dict[str, Any],
     >>> s = {"regret": 0.30, "headroom": 0.0047, "no_headroom": False, "switches": 0,
     ...      "misses": {"estimation": 9, "discretization": 1},
     ...      "baselines": {"best_static": {"plan": "P"}}}
-    >>> verdict_sentence(s, {"fallback": "none"})
-    {'outcome': 'loses', 'text': 'the chart does not pay: it costs 29.4% more than the best fixed plan P', 'try': ['--fallback 20']}
+    >>> v = verdict_sentence(s, {"fallback": "none"})
+    >>> v["outcome"], v["try"]
+    ('loses', ['--fallback 20'])
+    >>> v["text"]
+    'the chart does not pay: it costs 29.4% more than the best fixed plan P'
     """
     result = outcome(summary)
     plan = summary["baselines"]["best_static"]["plan"]
@@ -403,7 +409,9 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
 
 
 def _numeric(text: str) -> bool:
-    """A table cell that is a number or a percentage (right-aligned in HTML)."""
+    """A table cell that is a number, a percentage or not applicable (right-aligned in HTML)."""
+    if text == NOT_APPLICABLE:
+        return True
     try:
         float(str(text).removesuffix("%"))
     except ValueError:
