@@ -146,7 +146,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     import cqopt.charts as charts
     from cqopt.charts.diagram import plan_diagram
 
-    if Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
+    if args.out is None and not args.plans:
+        raise CqoptError("show: give --out FILE.png for the diagram, --plans for the plans' "
+                         "trees, or both")
+    if args.out is not None and Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise CqoptError(f"--out {args.out}: the diagram is written as .png, .svg or .pdf")
     chart_set = charts.load(args.charts)
     chart = chart_set[args.query]
@@ -158,9 +161,30 @@ def cmd_show(args: argparse.Namespace) -> int:
                              f"has {', '.join(a.statistic for a in chart.spec.axes)}"
                              + (f", sliced along {', '.join(sliced)}" if sliced else
                                 ", two axes or fewer: nothing to slice"))
-    out = plan_diagram(chart, args.out, at=at)
-    print(f"wrote {out}")
+    if args.plans:
+        print(plans_text(chart))
+    if args.out is not None:
+        print(f"wrote {plan_diagram(chart, args.out, at=at)}")
     return 0
+
+
+def plans_text(chart) -> str:
+    """Every plan that wins somewhere, P1 first, with its share of the chart and its tree,
+    numbered as the diagram's legend numbers them."""
+    from cqopt.charts.diagram import plan_numbers
+
+    blocks = []
+    numbered = plan_numbers(chart)
+    for n, (index, share) in enumerate(numbered, start=1):
+        plan = chart.plans[index]
+        head = f"P{n}  {share:6.1%} of the chart  {plan.id}"
+        blocks.append(head + "\n" + "\n".join("    " + line
+                                               for line in plan.explain().splitlines()))
+    idle = len(chart.plans) - len(numbered)
+    if idle:
+        blocks.append(f"({idle} other candidate plan{'s' if idle > 1 else ''} win"
+                      f"{'' if idle > 1 else 's'} nowhere in the chart)")
+    return "\n\n".join(blocks)
 
 
 def add_parsers(sub) -> None:
@@ -217,11 +241,15 @@ def add_parsers(sub) -> None:
     p = sub.add_parser(
         "show", help="draw a query's plan diagram (PNG)",
         description="Draw the plan diagram of one query: every region coloured by its plan, "
-                    "with a legend; charts of 3 or more axes as 2-D slices.")
+                    "plans numbered P1..Pn by their share of the chart's area, the fixed "
+                    "statistics in the title; charts of 3 or more axes as 2-D slices, the "
+                    "title saying which and why. --plans prints each plan's tree.")
     p.add_argument("--charts", required=True, metavar="DIR", help="chart set directory")
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
-    p.add_argument("--out", required=True, metavar="FILE.png", help="image to write (.png, .svg "
-                                                                     "or .pdf)")
+    p.add_argument("--out", metavar="FILE.png", help="image to write (.png, .svg or .pdf)")
+    p.add_argument("--plans", action="store_true",
+                   help="print each plan's number (P1 covers the most area), its share of the "
+                        "chart and its tree, as the diagram's legend numbers them")
     p.add_argument("--at", action="append", metavar="NAME=VALUE",
                    help="for 3+ axes: slice at this value of an axis beyond the first two")
     p.set_defaults(run=cmd_show)

@@ -224,6 +224,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 # Packages of the optional extras (setup.cfg) -> the extra that installs them.
 OPTIONAL = {"pyspark": "spark", "py4j": "spark", "pandas": "spark", "matplotlib": "report",
+            "jinja2": "report",
             "scipy": "generate"}
 
 

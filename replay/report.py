@@ -1,36 +1,114 @@
-"""Fidelity reports: report.md and report.html with PNG figures, and the JSON table.
+"""Fidelity reports: report.md and report.html from one summary, and summary.json.
 
-Per query: the plan diagram with the path of the estimated statistics drawn
-over it; fidelity per 100 s of trace time for the chart and every baseline
-(like Figure 3a of the OM paper); fidelity and regret against k; and a table
-of fidelity, regret, moves and switches for the chart and every baseline.
-Each query's headline is a verdict: how much less (or more) the chart's
-plans cost in total than the best fixed plan in hindsight, then its regret
-next to BEST-STATIC's (the headroom) and fidelity; where the headroom is
-below 0.1% the report says that no chart can help that query on that trace.
+:func:`report_summary` gathers everything the report says into one plain
+object; one Jinja2 template (``templates/report.j2``) lays it out, and a
+format's small macro file (``templates/markdown.j2`` or ``templates/html.j2``)
+spells headings, tables and figures in that format, so the Markdown and the
+HTML cannot drift: same sections, same tables, same rows and columns.
 
->>> headline({"regret": 0.01, "fidelity": 0.8, "near_fidelity": 0.9, "headroom": 0.02,
-...           "no_headroom": False, "undefined_rounds": 0,
-...           "baselines": {"best_static": {"plan": "P"}}})
+The first screen is a verdict per query in one sentence (:func:`verdict_sentence`:
+does the chart cost less than the best fixed plan in hindsight, and if not,
+what to try) with the settings that produced it. Per query follow the
+details, the table of the chart against every baseline, the k sweep, the
+plan diagram with the path of the estimates, fidelity over time, the plans
+P1…Pn; at the end the inputs and a glossary of every term the page uses
+(:data:`GLOSSARY`).
+
+>>> s = {"regret": 0.01, "fidelity": 0.8, "near_fidelity": 0.9, "headroom": 0.02,
+...      "no_headroom": False, "undefined_rounds": 0,
+...      "baselines": {"best_static": {"plan": "P"}}}
+>>> headline(s)
 'the chart costs 1.0% less than the best fixed plan P (regret 0.0100 against BEST-STATIC 0.0200); fidelity 0.800, within 1% of the optimum 0.900'
+>>> outcome(s)
+'wins'
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from cqopt.charts.diagram import plan_diagram
+from cqopt.charts.diagram import fixed_text, plan_numbers, plan_diagram
 from cqopt.replay.replay import BASELINES, Replay, fidelity_over_time
 
+TEMPLATES = Path(__file__).parent / "templates"
 LABELS = {"chart": "chart (estimated)", "oracle_chart": "ORACLE-CHART", "rand": "RAND",
           "rate": "RATE", "best_static": "BEST-STATIC"}
+EVEN = 0.0005  # a chart within 0.05% of the best fixed plan's total costs the same
+OVER_TIME_POINTS = 24  # buckets of the fidelity-over-time figure, whatever the trace's length
+
+# Every term the report uses, defined once; the tables' headers and method names are
+# looked up here (tests check that none is missing). A term may have other names.
+GLOSSARY: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("verdict",), "whether the chart's plans cost less in total than the best fixed plan "
+                   "in hindsight (BEST-STATIC), in one sentence per query."),
+    (("method",), "how a round's plan was chosen: the chart, or one of the baselines below."),
+    (("chart (estimated)",), "the chart as it runs: each round's statistics are estimated "
+                             "from earlier rounds and the chart's plan at the estimate runs."),
+    (("ORACLE-CHART",), "the same chart looked up at each round's actual statistics: what "
+                        "the chart would do with perfect estimates."),
+    (("RAND",), "a plan drawn at random every round (seeded): the floor."),
+    (("RATE",), "one plan chosen once, at the mean statistics of the first rounds, and "
+                "never switched: what a static optimizer does."),
+    (("BEST-STATIC",), "the one fixed plan with the lowest total cost over the whole trace, "
+                       "known only in hindsight: no fixed plan does better."),
+    (("regret",), "the total cost of the plans a method ran over the total cost of the "
+                  "per-round optimal plans, minus 1 (0 is perfect; 0.05 means 5% more "
+                  "cost than always choosing right)."),
+    (("mean regret",), "the mean over rounds of cost(chosen) / cost(optimal) - 1; unlike "
+                       "regret, a round whose optimum costs almost nothing weighs as much as "
+                       "any other."),
+    (("fidelity",), "the share of rounds in which the method's plan was the optimal one "
+                    "(ties count)."),
+    (("within 1%", "near fidelity"), "the share of rounds in which the method's plan cost "
+                                     "at most 1% more than the optimal one."),
+    (("oracle fidelity",), "ORACLE-CHART's fidelity for that k."),
+    (("headroom",), "BEST-STATIC's regret: the most any switching between plans can save "
+                    "on this trace. Below 0.1%, no chart can help."),
+    (("moves",), "rounds in which the estimate fell in another chart region than the round "
+                 "before."),
+    (("switches",), "rounds in which the running plan changed; a switch hands the join "
+                    "state over to the new plan."),
+    (("estimation miss",), "a round the chart missed although ORACLE-CHART hit: the "
+                           "estimate, not the chart, was wrong."),
+    (("discretization miss",), "a round both the chart and ORACLE-CHART missed: the chart's "
+                               "regions are too coarse (or the model ties) there."),
+    (("undefined rounds",), "rounds in which every plan costs infinitely much (an unbounded "
+                            "window): no plan is right, and they are left out of every "
+                            "score."),
+    (("k",), "the number of regions per axis of the chart."),
+    (("cells",), "the chart's regions: k to the power of its number of axes."),
+    (("plans used",), "how many plans the chart holds in at least one region."),
+    (("plan",), "a plan the chart holds, numbered P1…Pn by its share of the chart's area, "
+                "P1 the largest (as in Picasso's plan diagrams)."),
+    (("share of area",), "the fraction of the chart's regions in which the plan is the "
+                         "cheapest."),
+    (("join order and operators",), "the plan's id: its join order, and σ (selection) and "
+                                    "π (projection) in the order they run; cqopt show "
+                                    "--plans prints the whole tree."),
+    (("estimator",), "how a round's statistics are predicted from the rounds before it "
+                     "(OM's decay mean by default)."),
+    (("choice",), "point: the chart's plan at the estimate (OM); expected: the plan of "
+                  "lowest expected cost over recent estimation errors."),
+    (("fallback",), "with --fallback N, the best fixed plan of the last N rounds runs while "
+                    "it beats the chart."),
+    (("hysteresis",), "how long the current plan is held before switching: none, margin "
+                      "(another plan must win by a margin for some rounds), or priced "
+                      "(the saving must pay for handing the join state over)."),
+    (("model",), "the cost model the chart was built with (OM or PIPES)."),
+    (("weights",), "the utility weights of the cost model's terms (rate, memory[, CPU])."),
+)
+
+
+def glossary_terms() -> set[str]:
+    """Every name :data:`GLOSSARY` defines."""
+    return {name for names, _ in GLOSSARY for name in names}
 
 
 def summary_json(replays: dict[str, Replay]) -> dict[str, Any]:
@@ -40,6 +118,12 @@ def summary_json(replays: dict[str, Replay]) -> dict[str, Any]:
 
 COLUMNS = ("method", "regret", "mean_regret", "fidelity", "near_fidelity", "moves", "switches")
 HEADERS = ("method", "regret", "mean regret", "fidelity", "within 1%", "moves", "switches")
+SWEEP_COLUMNS = ("k", "cells", "plans_used", "regret", "mean_regret", "fidelity",
+                 "near_fidelity", "oracle_fidelity", "moves", "switches")
+SWEEP_HEADERS = ("k", "cells", "plans used", "regret", "mean regret", "fidelity", "within 1%",
+                 "oracle fidelity", "moves", "switches")
+NOT_APPLICABLE = "–"
+PLAN_HEADERS = ("plan", "share of area", "join order and operators")
 
 
 def table_rows(replay: Replay) -> list[dict[str, Any]]:
@@ -47,25 +131,107 @@ def table_rows(replay: Replay) -> list[dict[str, Any]]:
     rows = [{"method": LABELS["chart"], **{c: s[c] for c in COLUMNS[1:]}}]
     for name in BASELINES:
         b = s["baselines"][name]
-        rows.append({"method": LABELS[name], **{c: b.get(c, "") for c in COLUMNS[1:]}})
+        # RAND, RATE and BEST-STATIC have no chart regions to move between
+        rows.append({"method": LABELS[name], **{c: b.get(c, NOT_APPLICABLE)
+                                                 for c in COLUMNS[1:]}})
     return rows
+
+
+def change_against_best_static(summary: dict[str, Any]) -> float:
+    """The chart's total cost over BEST-STATIC's, minus 1 (negative: the chart is cheaper)."""
+    return (1.0 + summary["regret"]) / (1.0 + summary["headroom"]) - 1.0
+
+
+def outcome(summary: dict[str, Any]) -> str:
+    """``wins``, ``even``, ``loses``, ``no headroom`` or ``undefined``, as the verdict judges."""
+    change = change_against_best_static(summary)
+    if not math.isfinite(change):
+        return "undefined"
+    if summary["no_headroom"]:
+        return "no headroom"
+    return "even" if abs(change) < EVEN else "wins" if change < 0 else "loses"
 
 
 def verdict(summary: dict[str, Any]) -> str:
     """How the chart's total cost compares with the best fixed plan's, in one clause."""
     plan = summary["baselines"]["best_static"]["plan"]
-    chart, static = 1.0 + summary["regret"], 1.0 + summary["headroom"]
-    if not (math.isfinite(chart) and math.isfinite(static)):
+    change = change_against_best_static(summary)
+    if not math.isfinite(change):
         return f"the chart's total cost against the best fixed plan {plan} is not finite"
-    change = chart / static - 1.0
-    if abs(change) < 0.0005:
+    if abs(change) < EVEN:
         return f"the chart costs the same as the best fixed plan {plan}"
     return (f"the chart costs {abs(change):.1%} {'less' if change < 0 else 'more'} than the "
             f"best fixed plan {plan}")
 
 
+def advice(summary: dict[str, Any], policy: dict[str, Any],
+           sweep: pd.DataFrame | None = None) -> list[str]:
+    """Options worth trying where the chart does not beat the best fixed plan (at most two).
+
+    Many switches: a priced hysteresis (unless it ran). Misses mostly from
+    estimation: the regret-aware fallback, or the expected choice. Misses
+    mostly from the grid: a chart of the sweep's k of lowest regret, if lower.
+
+    >>> s = {"switches": 9, "misses": {"estimation": 5, "discretization": 1}, "regret": 0.1}
+    >>> advice(s, {"hysteresis": "none", "fallback": "none", "choice": "point"})
+    ['--hysteresis priced', '--fallback 20']
+    """
+    tips = []
+    if summary["switches"] and not str(policy.get("hysteresis", "none")).startswith("priced"):
+        tips.append("--hysteresis priced")
+    misses = summary["misses"]
+    if misses["estimation"] >= misses["discretization"]:
+        if str(policy.get("fallback", "none")) == "none":
+            tips.append("--fallback 20")
+        elif str(policy.get("choice", "point")).startswith("point"):
+            tips.append("--choice expected")
+    elif sweep is not None and len(sweep):
+        best = sweep.loc[sweep["regret"].idxmin()]
+        if best["regret"] < summary["regret"]:
+            tips.append(f"cqopt build --k {int(best['k'])}")
+    if not tips:
+        tips.append("--choice expected" if str(policy.get("choice", "point")).startswith(
+            "point") else "--fallback 20")
+    return tips[:2]
+
+
+def verdict_sentence(summary: dict[str, Any], policy: dict[str, Any],
+                     sweep: pd.DataFrame | None = None) -> dict[str, Any]:
+    """The first-screen verdict of one query: ``{outcome, text, try}``.
+
+    ``text`` is one sentence without its full stop; ``try`` lists options to
+    try (shown as code after the text) where the chart does not win.
+
+    >>> s = {"regret": 0.30, "headroom": 0.0047, "no_headroom": False, "switches": 0,
+    ...      "misses": {"estimation": 9, "discretization": 1},
+    ...      "baselines": {"best_static": {"plan": "P"}}}
+    >>> v = verdict_sentence(s, {"fallback": "none"})
+    >>> v["outcome"], v["try"]
+    ('loses', ['--fallback 20'])
+    >>> v["text"]
+    'the chart does not pay: it costs 29.4% more than the best fixed plan P'
+    """
+    result = outcome(summary)
+    plan = summary["baselines"]["best_static"]["plan"]
+    text = verdict(summary)
+    if result == "wins":
+        text = f"the chart pays: it {text.removeprefix('the chart ')}"
+    elif result == "no headroom":
+        change = change_against_best_static(summary)
+        text = (f"no chart can help here: the best fixed plan {plan} is within 0.1% of the "
+                f"per-round optimum (the chart costs {abs(change):.1%} "
+                f"{'less' if change < 0 else 'more'}); run {plan}")
+    elif result == "even":
+        text = f"switching gains nothing here: {text}"
+    elif result == "loses":
+        text = f"the chart does not pay: it {verdict(summary).removeprefix('the chart ')}"
+    tips = advice(summary, policy, sweep) if result in ("loses", "even") else []
+    return {"outcome": result, "text": text, "try": tips}
+
+
 def headline(summary: dict[str, Any]) -> str:
-    """The verdict, the chart's regret next to BEST-STATIC's, fidelity, and the headroom's verdict."""
+    """The verdict, the chart's regret next to BEST-STATIC's, fidelity, and the headroom's
+    verdict."""
     text = (f"{verdict(summary)} (regret {summary['regret']:.4f} against BEST-STATIC "
             f"{summary['headroom']:.4f}); fidelity {summary['fidelity']:.3f}, within 1% of the "
             f"optimum {summary['near_fidelity']:.3f}")
@@ -78,100 +244,206 @@ def headline(summary: dict[str, Any]) -> str:
     return text
 
 
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4f}"
+def _fmt(value, digits: int = 4) -> str:
+    if isinstance(value, (float, np.floating)):
+        return f"{value:.{digits}f}"
     return str(value)
 
 
+# Drawn widest first, each with its own marker and dashes, so that coinciding lines
+# (BEST-STATIC and RATE often run the same plan) both stay visible.
+OVER_TIME_STYLES = {
+    "best_static": dict(color="tab:green", lw=4.5, alpha=0.45, ls="-", marker="s", ms=7),
+    "oracle_chart": dict(color="tab:orange", lw=2.5, ls="-", marker="D", ms=5),
+    "rate": dict(color="tab:red", lw=1.5, ls="--", marker="v", ms=5),
+    "chart": dict(color="tab:blue", lw=1.5, ls="-", marker="o", ms=3.5),
+    "rand": dict(color="tab:purple", lw=1.0, ls=":", marker="x", ms=5),
+}
+
+
+COINCIDE_OFFSET = 1.5  # percentage points between lines of equal values
+
+
+def over_time_bucket(rounds: pd.DataFrame, points: int = OVER_TIME_POINTS) -> float:
+    """Seconds per point of the over-time figure: the trace's span over ``points``, but
+    never less than one round, so a 600-s trace of 1-s rounds gets 24 points, not 6.
+
+    >>> over_time_bucket(pd.DataFrame({"start": np.arange(600.0)}))
+    25.0
+    >>> over_time_bucket(pd.DataFrame({"start": np.arange(119.0)}))  # 5 rounds a point
+    5.0
+    >>> over_time_bucket(pd.DataFrame({"start": np.arange(5.0)}))
+    1.0
+    """
+    start = rounds["start"].to_numpy(dtype=float)
+    if len(start) < 2:
+        return 1.0
+    step = float(np.median(np.diff(start))) or 1.0
+    span = float(start.max() - start.min()) + step
+    return step * max(1, round(span / points / step))  # whole rounds per point
+
+
 def figure_over_time(replay: Replay, out: Path) -> Path:
-    over = fidelity_over_time(replay.rounds)
+    bucket = over_time_bucket(replay.rounds)
+    over = fidelity_over_time(replay.rounds, bucket)
     fig = Figure(figsize=(7.5, 3.9), layout="constrained")
     ax = fig.subplots()
-    for col in ("chart", "oracle_chart", "best_static", "rate", "rand"):
-        ax.plot(over["from"], over[col] * 100, marker="o", ms=3, label=LABELS[col])
-    ax.set_xlabel("trace time (s), per 100 s")
+    drawn: dict[str, np.ndarray] = {}
+    for col, style in OVER_TIME_STYLES.items():
+        values = over[col].to_numpy() * 100
+        same = [LABELS[c] for c, v in drawn.items() if np.allclose(v, values, equal_nan=True)]
+        label = LABELS[col] + (f" (= {', '.join(same)})" if same else "")
+        drawn[col] = values
+        # A line equal to one drawn before it is nudged down, so that both show.
+        ax.plot(over["from"], values - COINCIDE_OFFSET * len(same), label=label, **style)
+    ax.set_xlabel(f"trace time (s), per {bucket:.3g} s")
     ax.set_ylabel("fidelity (%)")
-    ax.set_ylim(-2, 102)
-    fig.legend(fontsize=8, ncols=4, loc="outside lower center")
+    ax.set_ylim(-3 - COINCIDE_OFFSET * (len(OVER_TIME_STYLES) - 1), 103)
+    fig.legend(fontsize=8, ncols=3, loc="outside lower center")
     ax.set_title(f"{replay.name}: fidelity over time")
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=100)
     return out
 
 
 def figure_k_sweep(name: str, sweep: pd.DataFrame, out: Path) -> Path:
     fig = Figure(figsize=(7.5, 3.4), layout="constrained")
     left, right = fig.subplots(1, 2)
-    left.plot(sweep["k"], sweep["fidelity"] * 100, marker="o", label="chart (estimated)")
-    left.plot(sweep["k"], sweep["oracle_fidelity"] * 100, marker="s", ls="--",
-              label="ORACLE-CHART")
+    left.plot(sweep["k"], sweep["fidelity"] * 100, marker="o", lw=1.5, label=LABELS["chart"])
+    left.plot(sweep["k"], sweep["oracle_fidelity"] * 100, marker="s", ls="--", lw=2.5,
+              alpha=0.7, label=LABELS["oracle_chart"])
     left.set_xlabel("k (regions per axis)")
     left.set_ylabel("fidelity (%)")
     left.legend(fontsize=8)
     right.plot(sweep["k"], sweep["regret"], marker="o", color="tab:red")
     right.set_xlabel("k (regions per axis)")
-    right.set_ylabel("mean regret")
+    right.set_ylabel("regret")
     fig.suptitle(f"{name}: fidelity and regret against k")
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=100)
     return out
+
+
+def _settings(chart) -> str:
+    spec = chart.spec
+    weights = ", ".join(f"{w:g}" for w in spec.weights)
+    ks = sorted({a.k for a in spec.axes})
+    text = (f"{spec.model.upper()} model, weights ({weights}), k = "
+            f"{'/'.join(str(k) for k in ks)}")
+    return text + (f", fixed {fixed_text(spec)}" if spec.fixed else "")
+
+
+POLICY_KEYS = ("estimator", "choice", "fallback", "hysteresis")
+
+
+def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
+                   sweeps: dict[str, pd.DataFrame], meta: dict[str, Any]) -> dict[str, Any]:
+    """Draw the figures under ``out/figures`` and gather what the report says, per query.
+
+    Parameters
+    ----------
+    out : Path
+        The report's directory; figures go to ``out/figures``.
+    replays, charts, sweeps : dict
+        Per query name: its :class:`Replay`, its chart, its k sweep (may be missing).
+    meta : dict
+        The inputs and the policy (``estimator``, ``choice``, ``fallback``,
+        ``hysteresis`` as :func:`cqopt.cli.policy_options.describe_policy` words them).
+
+    Returns
+    -------
+    dict
+        ``title``, ``policy``, ``inputs``, ``queries`` (one dict per query:
+        ``verdict``, ``settings``, ``details``, ``tables``, ``figures``) and
+        ``glossary``: plain strings and lists, ready for the template.
+    """
+    figures = out / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    policy = {k: meta[k] for k in POLICY_KEYS if k in meta}
+    queries = []
+    for name, replay in replays.items():
+        chart, s, sweep = charts[name], replay.summary, sweeps.get(name)
+        if sweep is not None and not len(sweep):
+            sweep = None
+        estimates = {a.statistic: replay.rounds[f"estimate:{a.statistic}"].to_numpy()
+                     for a in chart.spec.axes}
+        images = [(plan_diagram(chart, figures / f"{name}-diagram.png", overlay=estimates,
+                                title=f"{name}: plan diagram with the path of the estimates"),
+                   "The plan diagram; the black path is the estimated statistics, round by "
+                   "round")]
+        images.append((figure_over_time(replay, figures / f"{name}-over-time.png"),
+                       "Fidelity over time, the chart against every baseline (a line equal to "
+                       "another is marked = in the legend and drawn 1.5 points lower)"))
+        tables = [{"caption": "The chart against every baseline", "headers": HEADERS,
+                   "rows": [[_fmt(r[c]) for c in COLUMNS] for r in table_rows(replay)]}]
+        if sweep is not None:
+            images.append((figure_k_sweep(name, sweep, figures / f"{name}-k-sweep.png"),
+                           "Fidelity and regret against k"))
+            tables.append({"caption": "Charts of other k, replayed on the same rounds",
+                           "headers": SWEEP_HEADERS,
+                           "rows": [[_fmt(row[c], 3) if c not in ("k", "cells", "plans_used",
+                                                                  "moves", "switches")
+                                     else str(int(row[c])) for c in SWEEP_COLUMNS]
+                                    for _, row in sweep.iterrows()]})
+        tables.append({"caption": "The plans of the diagram", "headers": PLAN_HEADERS,
+                       "rows": [[f"P{n}", f"{share:.1%}", chart.plans[i].id]
+                                for n, (i, share) in enumerate(plan_numbers(chart), 1)]})
+        details = (f"Over {s['rounds']} rounds the chart's regret is {s['regret']:.4f} against "
+                   f"BEST-STATIC's {s['headroom']:.4f} (the headroom); fidelity "
+                   f"{s['fidelity']:.3f}, within 1% {s['near_fidelity']:.3f}. Misses: "
+                   f"{s['misses']['estimation']} estimation, {s['misses']['discretization']} "
+                   f"discretization. RATE ran {s['baselines']['rate']['plan']}.")
+        if s["undefined_rounds"]:
+            details += (f" {s['undefined_rounds']} undefined rounds are left out of every "
+                        "score.")
+        if s.get("fallbacks"):
+            details += f" The fallback ran the best fixed plan in {s['fallbacks']} rounds."
+        queries.append({
+            "name": name, "verdict": verdict_sentence(s, policy, sweep),
+            "settings": _settings(chart), "details": details, "tables": tables,
+            "figures": [{"src": path.relative_to(out).as_posix(), "alt": f"{name}: {caption}",
+                         "caption": caption} for path, caption in images]})
+    return {"title": "cqopt fidelity report",
+            "policy": [(k, str(v)) for k, v in policy.items()],
+            "inputs": [(k, str(v)) for k, v in meta.items() if k not in policy],
+            "queries": queries,
+            "glossary": [{"names": names, "text": text} for names, text in GLOSSARY]}
+
+
+def _numeric(text: str) -> bool:
+    """A table cell that is a number, a percentage or not applicable (right-aligned in HTML)."""
+    if text == NOT_APPLICABLE:
+        return True
+    try:
+        float(str(text).removesuffix("%"))
+    except ValueError:
+        return False
+    return True
+
+
+def render(summary: dict[str, Any], fmt: str) -> str:
+    """The report as ``fmt`` (``markdown`` or ``html``), from :func:`report_summary`'s object.
+
+    Both come from one template, ``report.j2``; the format's macros (autoescaped
+    for HTML) spell its headings, tables, lists and figures.
+    """
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    if fmt not in ("markdown", "html"):
+        raise ValueError(f"report format {fmt!r}: markdown or html")
+    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=fmt == "html",
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                      undefined=StrictUndefined)
+    env.filters["cell"] = lambda text: str(text).replace("|", "\\|").replace("\n", " ")
+    env.tests["numeric"] = _numeric
+    return env.get_template("report.j2").render(fmt=fmt, **summary)
 
 
 def write_report(out: Path, replays: dict[str, Replay], charts: dict, sweeps: dict[str,
                  pd.DataFrame], meta: dict[str, Any]) -> Path:
     """Write report.md, report.html, summary.json and figures/ under ``out``."""
     out = Path(out)
-    figures = out / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
-    md = ["# cqopt fidelity report", ""]
-    md += [f"- {k}: {v}" for k, v in meta.items()]
-    body = ["<h1>cqopt fidelity report</h1>", "<ul>"]
-    body += [f"<li>{html.escape(str(k))}: {html.escape(str(v))}</li>" for k, v in meta.items()]
-    body.append("</ul>")
-    for name, replay in replays.items():
-        chart = charts[name]
-        axes = [a.statistic for a in chart.spec.axes]
-        path = list(zip(*(replay.rounds[f"estimate:{a}"] for a in axes[:2])))
-        if len(axes) == 1:
-            path = [(x[0], 0.5) for x in path]
-        diagram = plan_diagram(chart, figures / f"{name}-diagram.png", overlay=path,
-                               title=f"{name}: plan diagram with the estimated statistics")
-        over = figure_over_time(replay, figures / f"{name}-over-time.png")
-        images = [diagram, over]
-        if name in sweeps and len(sweeps[name]):
-            images.append(figure_k_sweep(name, sweeps[name], figures / f"{name}-k-sweep.png"))
-        s = replay.summary
-        rows = table_rows(replay)
-        md += ["", f"## {name}", "", f"**{headline(s)}.**", "", f"{s['rounds']} rounds; misses: "
-               f"{s['misses']['estimation']} from estimation, "
-               f"{s['misses']['discretization']} from discretization "
-               f"(the oracle chart missed too). RATE ran {s['baselines']['rate']['plan']}.", "",
-               "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-        md += ["| " + " | ".join(_fmt(r[c]) for c in COLUMNS) + " |" for r in rows]
-        body += [f"<h2>{html.escape(name)}</h2>", f"<p><b>{html.escape(headline(s))}.</b></p>",
-                 f"<p>{s['rounds']} rounds; misses: {s['misses']['estimation']} from "
-                 f"estimation, {s['misses']['discretization']} from discretization. RATE ran "
-                 f"{html.escape(s['baselines']['rate']['plan'])}.</p>",
-                 "<table border='1' cellpadding='4'><tr>"
-                 + "".join(f"<th>{h}</th>" for h in HEADERS) + "</tr>"]
-        body += ["<tr>" + "".join(f"<td>{html.escape(_fmt(r[c]))}</td>" for c in COLUMNS)
-                 + "</tr>" for r in rows]
-        body.append("</table>")
-        if name in sweeps and len(sweeps[name]):
-            sweep = sweeps[name]
-            md += ["", "| k | cells | plans used | fidelity | oracle fidelity | regret | moves "
-                   "| switches |", "|---|---|---|---|---|---|---|---|"]
-            md += [f"| {r.k} | {r.cells} | {r.plans_used} | {r.fidelity:.3f} | "
-                   f"{r.oracle_fidelity:.3f} | {r.regret:.3f} | {r.moves} | {r.switches} |"
-                   for r in sweep.itertuples()]
-            body.append(sweep.to_html(index=False, float_format=lambda x: f"{x:.3f}"))
-        for image in images:
-            rel = image.relative_to(out).as_posix()
-            md += ["", f"![{image.stem}]({rel})"]
-            body.append(f"<p><img src='{html.escape(rel)}' alt='{html.escape(image.stem)}'></p>")
-    (out / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>cqopt fidelity report"
-            "</title></head><body>" + "\n".join(body) + "</body></html>\n")
-    (out / "report.html").write_text(page, encoding="utf-8")
+    summary = report_summary(out, replays, charts, sweeps, meta)
+    (out / "report.md").write_text(render(summary, "markdown"), encoding="utf-8")
+    (out / "report.html").write_text(render(summary, "html"), encoding="utf-8")
     (out / "summary.json").write_text(json.dumps(summary_json(replays), indent=2),
                                       encoding="utf-8")
     return out

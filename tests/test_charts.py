@@ -284,6 +284,74 @@ def test_diagram_2d_and_sliced_3d(chart_dir, tmp_path):
         assert out.stat().st_size > 10_000 and out.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_plans_are_numbered_by_their_share_of_the_area(chart_dir):
+    from cqopt.charts.diagram import plan_numbers
+    chart = charts.load(chart_dir)["Q2"]
+    numbered = plan_numbers(chart)
+    shares = [share for _, share in numbered]
+    assert shares == sorted(shares, reverse=True) and sum(shares) == pytest.approx(1.0)
+    counts = np.bincount(chart.plan_index.ravel(), minlength=len(chart.plans))
+    assert numbered[0][0] == int(np.argmax(counts))  # P1 covers the most cells
+    assert {i for i, _ in numbered} == set(np.flatnonzero(counts).tolist())
+
+
+def test_slices_say_which_are_shown_and_why(chart_dir):
+    from cqopt.charts.diagram import choose_slices
+    chart = charts.load(chart_dir)["Q2"]
+    k = chart.spec.axes[2].k
+    points, note = choose_slices(chart)
+    assert len(points) == 4 and note.startswith(f"4 of {k} slices of rate.SF, evenly spaced")
+    points, note = choose_slices(chart, {"rate.SF": 480})
+    assert points == [{"rate.SF": 7}] and note == "rate.SF = 480 (given)"
+    sf = chart.spec.axes[2]
+    visits = [sf.centroids()[2]] * 5 + [sf.centroids()[6]] * 3
+    points, note = choose_slices(chart, overlay={"rate.SF": visits})
+    assert points == [{"rate.SF": 2}, {"rate.SF": 6}]
+    assert note == f"2 of {k} slices of rate.SF: every one the path visits"
+    assert choose_slices(charts.load(chart_dir)["Q1"]) == ([{}], "")
+
+
+def test_the_estimate_path_is_drawn_only_on_its_own_slice(chart_dir):
+    from cqopt.charts.diagram import choose_slices, slice_members
+    chart = charts.load(chart_dir)["Q2"]
+    rng = np.random.default_rng(1)
+    path = {a.statistic: rng.uniform(a.lo, a.hi, 200) for a in chart.spec.axes}
+    points, _ = choose_slices(chart, overlay=path)
+    by_name = {a.statistic: a for a in chart.spec.axes}
+    members = np.array([slice_members(by_name, point, path) for point in points])
+    assert (members.sum(axis=0) <= 1).all()  # no point on two slices
+    cells = chart.spec.axes[2].cells(path["rate.SF"])[0]
+    for point, member in zip(points, members):
+        assert member.tolist() == (cells == point["rate.SF"]).tolist()
+
+
+def test_diagram_legend_title_and_slices_in_the_image(chart_dir, tmp_path):
+    import matplotlib
+    from cqopt.charts.diagram import plan_diagram, plan_numbers
+    chart = charts.load(chart_dir)["Q2"]
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text stays text in the SVG
+        svg = plan_diagram(chart, tmp_path / "q2.svg").read_text(encoding="utf-8")
+    (first, share), = plan_numbers(chart)[:1]
+    assert f"P1 ({share:.1%}) {chart.plans[first].id}" in svg
+    assert "share of the chart" in svg
+    assert "fixed: jsel.SF.TCP = 0.001, jsel.SF.UDP = 0.001, jsel.TCP.UDP = 0.001" in svg
+    assert f"shown: 4 of {chart.spec.axes[2].k} slices of rate.SF, evenly spaced" in svg
+
+
+def test_show_plans_prints_each_tree_beside_its_number(chart_dir, capsys):
+    from cqopt.charts.diagram import plan_numbers
+    assert main(["show", "--charts", str(chart_dir), "--query", "Q2", "--plans"]) == 0
+    out = capsys.readouterr().out
+    chart = charts.load(chart_dir)["Q2"]
+    for n, (index, share) in enumerate(plan_numbers(chart), start=1):
+        plan = chart.plans[index]
+        block = out.split(f"P{n} ")[1].split("\n\n")[0]
+        assert f"{share:.1%} of the chart  {plan.id}" in block
+        assert all(f"    {line}" in block for line in plan.explain().splitlines())
+    assert main(["show", "--charts", str(chart_dir), "--query", "Q2"]) == 2
+    assert "--out FILE.png" in capsys.readouterr().err
+
+
 def test_cli_build_choose_show(dec_toml, workload_toml, tmp_path, capsys):
     out = tmp_path / "set"
     args = ["build", "--catalog", dec_toml, "--workload", workload_toml, "--out", str(out),

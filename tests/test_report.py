@@ -1,0 +1,236 @@
+"""The fidelity report: verdicts first, a glossary, tables alike in Markdown and HTML,
+figures that scale, and the templates shipped in the wheel; checked without a browser."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cqopt.catalog import load_catalog
+from cqopt.charts.spec import workload_specs
+from cqopt.charts.workload import load_workload
+from cqopt.replay.replay import fidelity_over_time, k_sweep, local_chart, replay
+from cqopt.replay.report import (
+    COLUMNS,
+    HEADERS,
+    glossary_terms,
+    over_time_bucket,
+    verdict_sentence,
+    write_report,
+)
+
+POLICY = {"estimator": "decay (d = 5, decay = 0.5)", "choice": "point", "fallback": "none",
+          "hysteresis": "none"}
+
+
+@pytest.fixture(scope="module")
+def report(examples, tmp_path_factory):
+    """A report of Q1 and Q2 (k = 5) on 150 synthetic rounds, with a k sweep of Q2."""
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    workload = load_workload(examples / "workload.toml")
+    specs = dict((s.name, s) for s, _ in workload_specs(workload, catalog, {"k": 5}))
+    rng = np.random.default_rng(7)
+    n = 150
+    t = np.arange(n)
+    observed = pd.DataFrame({
+        "round": t, "start": t * 1.0,
+        "rate.TCP": 550 + 400 * np.sin(t / 20) + rng.normal(0, 30, n),
+        "rate.UDP": 300 + 150 * np.cos(t / 25) + rng.normal(0, 20, n),
+        "rate.SF": 250 + 200 * np.sin(t / 40) + rng.normal(0, 20, n),
+        "sel.TCP": np.clip(0.3 + 0.25 * np.sin(t / 15) + rng.normal(0, 0.03, n), 0, 1)})
+    charts = {name: local_chart(spec, catalog) for name, spec in specs.items()}
+    replays = {name: replay(name, chart, catalog, observed) for name, chart in charts.items()}
+    sweeps = {"Q2": k_sweep("Q2", specs["Q2"], catalog, observed, [2, 5])}
+    out = tmp_path_factory.mktemp("report")
+    write_report(out, replays, charts, sweeps,
+                 {"catalog": "dec-pkt.toml", "trace": "synthetic", **POLICY})
+    return out, replays
+
+
+class _Page(HTMLParser):
+    """The tables (rows of cell texts), image sources, tags with a width attribute,
+    glossary terms and the order of the first verdict, table and heading of the page."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.images, self.widths, self.terms, self.order = [], [], [], [], []
+        self.style, self._text, self._in = "", None, []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self._in.append(tag)
+        if "width" in attrs or "width" in attrs.get("style", ""):
+            self.widths.append(tag)
+        if tag == "img":
+            self.images.append(attrs["src"])
+        elif tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th", "dt"):
+            self._text = ""
+        if tag in ("table", "h2") or (tag == "ul" and attrs.get("class") == "verdicts"):
+            self.order.append(tag if tag != "ul" else "verdicts")
+
+    def handle_endtag(self, tag):
+        self._in.pop()
+        if tag in ("td", "th"):
+            self.tables[-1][-1].append(self._text.strip())
+        elif tag == "dt":
+            self.terms += [t.strip() for t in self._text.split(",")]
+        if tag in ("td", "th", "dt"):
+            self._text = None
+
+    def handle_data(self, data):
+        if self._text is not None:
+            self._text += data
+        if self._in and self._in[-1] == "style":
+            self.style += data
+
+
+def _page(out: Path) -> _Page:
+    page = _Page()
+    page.feed((out / "report.html").read_text(encoding="utf-8"))
+    return page
+
+
+def _markdown_tables(text: str) -> list[list[list[str]]]:
+    tables, current = [], None
+    for line in text.splitlines():
+        if line.startswith("|"):
+            cells = [c.strip().replace("\\|", "|")
+                     for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            if all(set(c) <= {"-", ":"} for c in cells):
+                continue  # the header's rule
+            if current is None:
+                current = []
+                tables.append(current)
+            current.append(cells)
+        else:
+            current = None
+    return tables
+
+
+def test_markdown_and_html_tables_have_the_same_rows_and_columns(report):
+    out, _ = report
+    html_tables = _page(out).tables
+    md_tables = _markdown_tables((out / "report.md").read_text(encoding="utf-8"))
+    # Q1: baselines, plans; Q2: baselines, k sweep, plans
+    assert len(html_tables) == len(md_tables) == 5
+    assert html_tables == md_tables
+    assert html_tables[0][0] == list(HEADERS) and len(html_tables[0]) == 6
+    assert html_tables[3][0][:3] == ["k", "cells", "plans used"]
+
+
+def test_every_term_of_the_tables_is_in_the_glossary(report):
+    out, _ = report
+    page = _page(out)
+    assert set(page.terms) == glossary_terms()
+    for table in page.tables:
+        headers, rows = table[0], table[1:]
+        terms = set(headers) | {row[0] for row in rows}
+        # first cells that are values, not terms: k, and the plans' numbers P1..Pn
+        terms = {t for t in terms if not re.fullmatch(r"\d+|P\d+", t)}
+        assert terms <= glossary_terms(), terms - glossary_terms()
+    for term in ("headroom", "estimation miss", "discretization miss", "undefined rounds",
+                 "near fidelity", "moves", "switches", "RAND", "RATE", "BEST-STATIC",
+                 "ORACLE-CHART"):
+        assert term in page.terms
+
+
+def test_figures_exist_and_nothing_is_wider_than_the_page(report):
+    out, _ = report
+    page = _page(out)
+    assert len(page.images) == 5  # Q1: diagram, over time; Q2: diagram, over time, k sweep
+    for src in page.images:
+        assert (out / src).is_file(), src
+        assert f"({src})" in (out / "report.md").read_text(encoding="utf-8")
+    assert page.widths == []  # no width attribute or inline style anywhere
+    assert re.search(r"img\s*\{[^}]*max-width:\s*100%", page.style)
+    # Every width the stylesheet sets is a maximum, or no more than 800 px.
+    for prop, value, unit in re.findall(r"([\w-]*width)\s*:\s*([\d.]+)(px|rem|em)?",
+                                        page.style):
+        px = float(value) * (16 if unit in ("rem", "em") else 1)
+        assert prop.startswith(("max-", "border")) or px <= 800, (prop, value, unit)
+
+
+def test_the_first_screen_is_a_verdict_per_query_with_its_settings(report):
+    out, replays = report
+    page = _page(out)
+    assert page.order[0] == "verdicts" and page.order[1] == "h2"  # before any table
+    html = (out / "report.html").read_text(encoding="utf-8")
+    verdicts = html[html.index('<ul class="verdicts">'):html.index("</ul>")]
+    assert verdicts.count("<li") == len(replays) == 2
+    for name, r in replays.items():
+        assert f"<b>{name}</b>" in verdicts
+        assert r.summary["baselines"]["best_static"]["plan"] in verdicts
+    assert "OM model, weights (0.4, 0.6), k = 5" in verdicts
+    assert "jsel.SF.TCP = 0.001" in verdicts  # Q2's fixed statistics
+    assert "estimator decay (d = 5, decay = 0.5)" in html
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert md.index("- **Q1**:") < md.index("## Q1") and md.index("- **Q2**:") < md.index("|")
+
+
+def _summary(regret: float, headroom: float, **extra) -> dict:
+    return {"regret": regret, "headroom": headroom, "no_headroom": headroom < 0.001,
+            "switches": 12, "misses": {"estimation": 30, "discretization": 4},
+            "baselines": {"best_static": {"plan": "TCP⋈UDP⋈SF"}}, **extra}
+
+
+def test_a_losing_chart_is_said_so_with_what_to_try():
+    lost = verdict_sentence(_summary(0.30, 0.0), POLICY)
+    assert lost["outcome"] == "no headroom" and "run TCP⋈UDP⋈SF" in lost["text"]
+    lost = verdict_sentence(_summary(0.30, 0.0047 + 0.0), POLICY)
+    assert lost["outcome"] == "loses"
+    assert "costs 29.4% more than the best fixed plan TCP⋈UDP⋈SF" in lost["text"]
+    assert lost["try"] == ["--hysteresis priced", "--fallback 20"]
+    priced = verdict_sentence(_summary(0.30, 0.0047), {**POLICY, "hysteresis": "priced (...)"})
+    assert "--hysteresis priced" not in priced["try"] and priced["try"]
+    won = verdict_sentence(_summary(0.01, 0.30), POLICY)
+    assert won["outcome"] == "wins" and won["try"] == []
+    assert "22.3% less" in won["text"]
+
+
+def test_over_time_has_a_point_per_fraction_of_the_trace():
+    rounds = pd.DataFrame({"start": np.arange(600.0), **{c: np.ones(600) for c in (
+        "hit", "oracle_hit", "rand_hit", "rate_hit", "best_static_hit")}})
+    assert len(fidelity_over_time(rounds, over_time_bucket(rounds))) >= 20
+    assert len(fidelity_over_time(rounds)) == 6  # the old fixed 100 s
+
+
+def test_report_columns_follow_the_headers():
+    assert len(COLUMNS) == len(HEADERS) and COLUMNS[0] == HEADERS[0] == "method"
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_report_templates(tmp_path, repo_root):
+    """A non-editable install carries the templates the report renders from."""
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
+                    str(repo_root)], check=True, capture_output=True)
+    (wheel,) = wheels.glob("cqopt-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    templates = {p.name for p in (repo_root / "replay" / "templates").glob("*.j2")}
+    assert templates == {"report.j2", "markdown.j2", "html.j2"}
+    assert {f"cqopt/replay/templates/{t}" for t in templates} <= names
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target",
+                    str(target), str(wheel)], check=True, capture_output=True)
+    # The installed copy (first on the path) renders a page from its own templates.
+    code = ("import cqopt.replay.report as r; "
+            "print(r.__file__); print(r.render({'title': 'T', 'policy': [], 'inputs': [], "
+            "'queries': [], 'glossary': []}, 'html'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, env={**os.environ, "PYTHONPATH": str(target)})
+    where, page = done.stdout.split("\n", 1)
+    assert Path(where).is_relative_to(target)
+    assert "<title>T</title>" in page and "max-width: 100%" in page
