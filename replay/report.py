@@ -399,6 +399,8 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
         queries.append({
             "name": name, "verdict": verdict_sentence(s, policy, sweep),
             "settings": _settings(chart), "details": details, "tables": tables,
+            # Statistics the chart does not cover (replay/coverage.py): on the first screen.
+            "alarms": [a["message"] for a in s.get("alarms", ())],
             "figures": [{"src": path.relative_to(out).as_posix(), "alt": f"{name}: {caption}",
                          "caption": caption} for path, caption in images]})
     return {"title": "cqopt fidelity report",

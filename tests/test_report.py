@@ -234,3 +234,23 @@ def test_the_wheel_ships_the_report_templates(tmp_path, repo_root):
     where, page = done.stdout.split("\n", 1)
     assert Path(where).is_relative_to(target)
     assert "<title>T</title>" in page and "max-width: 100%" in page
+
+
+def test_a_statistic_the_chart_does_not_cover_is_a_warning_on_the_first_screen(report, examples,
+                                                                                  tmp_path):
+    from dataclasses import replace as copy
+
+    _, replays = report
+    message = ('rate.TCP left the chart in 23% of 150 rounds (observed 80 to 2400; the chart '
+               'covers 100 to 1000): rebuild with ranges = { "rate.TCP" = [80, 2400] }')
+    alarmed = {name: copy(r, summary={**r.summary, "alarms": [{"message": message}]}
+                          if name == "Q2" else r.summary) for name, r in replays.items()}
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    workload = load_workload(examples / "workload.toml")
+    specs = dict((s.name, s) for s, _ in workload_specs(workload, catalog, {"k": 5}))
+    charts = {name: local_chart(spec, catalog) for name, spec in specs.items()}
+    write_report(tmp_path, alarmed, charts, {}, {"trace": "synthetic", **POLICY})
+    md = (tmp_path / "report.md").read_text()
+    first_screen = md.split("\n## ")[0]
+    assert "**Warning:** " + message in first_screen and first_screen.count("Warning") == 1
+    assert "rebuild with ranges" in (tmp_path / "report.html").read_text().split("<h2")[0]
