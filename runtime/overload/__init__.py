@@ -1,0 +1,12 @@
+"""Keeping a stream system's promises under overload: the seeds' algorithms as pure functions.
+
+One module per algorithm, each free of Spark and pandas so the run loop and the
+replay can both call it:
+
+- :mod:`~cqopt.runtime.overload.shedding`: Babcock, Datar and Motwani's load
+  shedding for sliding-window SUM/COUNT queries (seed 004): error constants,
+  effective sampling rates, Algorithm 1's placement over shared segments, the
+  load equation solved for λ = 1/ε_max, answers scaled by 1/P.
+"""
+
+MODULES = ("shedding",)
