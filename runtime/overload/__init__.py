@@ -7,6 +7,10 @@ replay can both call it:
   shedding for sliding-window SUM/COUNT queries (seed 004): error constants,
   effective sampling rates, Algorithm 1's placement over shared segments, the
   load equation solved for λ = 1/ε_max, answers scaled by 1/P.
+- :mod:`~cqopt.runtime.overload.window_adaptation`: PIPES' adaptive resource
+  manager (seed 002, §4): one common fraction of every query's window and
+  granularity QoS range within cost and memory bounds, and the delays with
+  which a change takes effect.
 """
 
-MODULES = ("shedding",)
+MODULES = ("shedding", "window_adaptation")
