@@ -11,6 +11,10 @@ replay can both call it:
   manager (seed 002, §4): one common fraction of every query's window and
   granularity QoS range within cost and memory bounds, and the delays with
   which a change takes effect.
+- :mod:`~cqopt.runtime.overload.qos_negotiation`: RTStream's deadline-driven
+  QoS management (seed 000, §4.3–4.4): input/quality tables, inter-query
+  negotiation of a common QoS level with pseudo-deadlines, intra-query
+  refinement by early drops (a join's inputs in the table's ratio).
 """
 
-MODULES = ("shedding", "window_adaptation")
+MODULES = ("shedding", "window_adaptation", "qos_negotiation")
