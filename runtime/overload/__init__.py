@@ -15,6 +15,12 @@ replay can both call it:
   QoS management (seed 000, §4.3–4.4): input/quality tables, inter-query
   negotiation of a common QoS level with pseudo-deadlines, intra-query
   refinement by early drops (a join's inputs in the table's ratio).
+- :mod:`~cqopt.runtime.overload.simulate`: the same decisions replayed over a
+  trace's per-round statistics (predicted seconds, deadline, share kept,
+  tuples dropped, the promised (ε, δ) bound), for the fidelity replay.
+
+>>> MODULES
+('shedding', 'window_adaptation', 'qos_negotiation', 'simulate')
 """
 
-MODULES = ("shedding", "window_adaptation", "qos_negotiation")
+MODULES = ("shedding", "window_adaptation", "qos_negotiation", "simulate")
