@@ -61,6 +61,17 @@ def test_an_unreachable_deadline_is_counted():
     assert run.missed_with.tolist() == [True]
 
 
+def test_a_reserve_sheds_to_below_the_deadline():
+    """A 20% reserve plans for 0.8 s: 300 tuples/s (1.5 s) keep 0.8/1.5; 150 (0.75 s) keep all."""
+    stats = {"rate.S": np.array([300.0, 150.0])}
+    run = simulate_rounds(stats, linear, deadline=1.0, round_seconds=1.0, reserve=0.2,
+                          actual_seconds=[1.8, 0.75])
+    assert run.kept.tolist() == pytest.approx([0.8 / 1.5, 1.0])
+    assert run.seconds_with.tolist() == pytest.approx([1.8 * 0.8 / 1.5, 0.75])
+    assert run.missed_with.tolist() == [False, False]  # 0.96 s: the reserve absorbed the burst
+    assert simulate_rounds(stats, linear, 1.0, 1.0, actual_seconds=[1.8, 0.75]).missed_with[0]
+
+
 def test_misses_judged_on_measured_seconds():
     stats = {"rate.S": np.array([300.0, 300.0])}
     run = simulate_rounds(stats, linear, deadline=1.0, round_seconds=1.0,
@@ -98,6 +109,7 @@ def test_relative_errors_and_coverage():
     (dict(stats={"rate.S": [1.0, 2.0], "sel.S": [0.5]}), "one length"),
     (dict(deadline=0.0), "deadline"),
     (dict(min_kept=2.0), "min_kept"),
+    (dict(reserve=1.0), "reserve"),
     (dict(aggregate={"count": [1.0]}), "mean"),
 ])
 def test_bad_input_is_one_cqopt_error(kwargs, message):

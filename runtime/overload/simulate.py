@@ -21,6 +21,7 @@ second, ``sel.S``, ...; the columns :mod:`cqopt.replay.rounds` reads):
 
 Readings: a round whose prediction exceeds its deadline even at
 ``min_kept`` is run at ``min_kept`` and counted as a miss (``unreachable``);
+shedding aims at the deadline less an optional ``reserve`` for bursts;
 a miss is judged on the prediction, or, given the seconds each round really
 took at full input, on those scaled by the model's ratio ``T(p_r)/T(1)``.
 :func:`relative_errors` and :func:`bound_coverage` score answers scaled by
@@ -119,7 +120,7 @@ def simulate_rounds(stats: Mapping[str, ArrayLike], predict_seconds: Predict,
                     deadline: float | ArrayLike, round_seconds: float, *,
                     aggregate: Mapping[str, ArrayLike] | None = None, delta: float = 0.01,
                     actual_seconds: ArrayLike | None = None, min_kept: float = 0.0,
-                    iterations: int = 40) -> ShedRounds:
+                    reserve: float | ArrayLike = 0.0, iterations: int = 40) -> ShedRounds:
     """Replay deadlines and input shedding over per-round statistics.
 
     Parameters
@@ -141,6 +142,10 @@ def simulate_rounds(stats: Mapping[str, ArrayLike], predict_seconds: Predict,
         The seconds each round really took at full input.
     min_kept : float
         The least share of input a round may keep (its least QoS).
+    reserve : float or array_like
+        The share of each deadline held back for bursts the prediction misses
+        (PIPES §4.1.2 keeps such a reserve): shedding plans to finish within
+        ``(1 − reserve)·D``; misses are still judged against D.
     iterations : int
         Halvings of the bisection for the kept share.
 
@@ -177,6 +182,10 @@ def simulate_rounds(stats: Mapping[str, ArrayLike], predict_seconds: Predict,
         raise CqoptError("a round's deadline and length must be > 0 seconds")
     if not 0.0 <= min_kept <= 1.0:
         raise CqoptError(f"min_kept must lie in [0, 1], got {min_kept}")
+    reserved = np.broadcast_to(np.asarray(reserve, dtype=np.float64), (rounds,))
+    if not np.all((reserved >= 0) & (reserved < 1)):
+        raise CqoptError("the reserve is a share of the deadline in [0, 1)")
+    budget = deadlines * (1.0 - reserved)
 
     def predict(kept: np.ndarray) -> np.ndarray:
         return np.broadcast_to(np.asarray(predict_seconds(_scaled(columns, kept)),
@@ -185,13 +194,13 @@ def simulate_rounds(stats: Mapping[str, ArrayLike], predict_seconds: Predict,
     full = predict(np.ones(rounds))
     floor = np.full(rounds, min_kept)
     at_floor = predict(floor)
-    over = full > deadlines
-    unreachable = over & (at_floor > deadlines)
+    over = full > budget
+    unreachable = over & (at_floor > budget)
     lo, hi = floor.copy(), np.ones(rounds)  # lo fits (or is the floor), hi does not
     search = over & ~unreachable
     for _ in range(iterations if search.any() else 0):
         mid = (lo + hi) / 2
-        fits = predict(np.where(search, mid, 1.0)) <= deadlines
+        fits = predict(np.where(search, mid, 1.0)) <= budget
         lo = np.where(search & fits, mid, lo)
         hi = np.where(search & ~fits, mid, hi)
     kept = np.where(over, lo, 1.0)
