@@ -146,6 +146,16 @@ def test_scaled_sum_meets_the_promised_bound():
     assert unscaled_misses == trials  # the scaling is what makes the answer unbiased
 
 
+def test_an_operator_no_query_reads_gets_nothing():
+    tree = FlowTree(parent={"A": "S", "B": "A", "D": "A"}, rate={"S": 10.0},
+                    selectivity={"A": 1.0, "B": 0.0, "D": 0.0},
+                    seconds_per_tuple={"A": 0.05, "B": 0.02, "D": 0.1}, answer={"q": "B"})
+    result = solve_load(tree, {"q": 0.1})  # 0.5 + 0.2 + 1.0 = 1.7 s/s, 0.7 without D
+    assert result.load_before == pytest.approx(1.7)
+    assert result.placement.shedders() == {"D": 0.0} and result.load_after == pytest.approx(0.7)
+    assert result.overloaded and result.placement.effective == {"q": 1.0}
+
+
 def test_effective_rates_clamp_at_one():
     assert effective_rates([0.1, 0.3], 5.0).tolist() == [0.5, 1.0]
     assert effective_rates([0.0, 2.0], math.inf).tolist() == [1.0, 1.0]

@@ -382,7 +382,7 @@ class Shedding:
     @property
     def overloaded(self) -> bool:
         """Whether anything is shed."""
-        return any(p < 1.0 for p in self.placement.effective.values())
+        return bool(self.placement.shedders() or self.placement.answers)
 
 
 def solve_load(tree: FlowTree, constants: Mapping[str, float],
@@ -431,13 +431,13 @@ def solve_load(tree: FlowTree, constants: Mapping[str, float],
     ops = [op for op in tree.parent if labels[op]]
     work = np.array([tree.seconds_per_tuple[op] * arriving[op] for op in ops])
     c_max = np.array([max(constants[q] for q in labels[op]) for op in ops])
-    before = float(work.sum())
+    before = load(tree)  # operators no query reads count here; Algorithm 1 drops their input
 
     def load_at(lam: float) -> float:
         return float(np.sum(work * effective_rates(c_max, lam)))
 
     fixed = float(work[np.isinf(c_max)].sum())  # never shed: no bound for their queries
-    if before <= capacity:
+    if float(work.sum()) <= capacity:
         lam = math.inf
     elif fixed > capacity:
         lam = 0.0
