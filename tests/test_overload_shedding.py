@@ -43,7 +43,7 @@ def test_algorithm_1_beats_every_other_placement_with_the_same_rates():
 
 
 def test_error_constant_and_proposition_3_1_by_hand():
-    # μ = 2, σ = 2, N = 100, δ = 0.01: C = sqrt(8 / (2·100·4) · ln 200) = sqrt(0.01 · 5.29832)
+    # μ = 2, σ = 2, N = 100, δ = 0.01: C = sqrt(8 / (2·100·4) · ln 200)
     assert float(error_constant(2.0, 2.0, 100, 0.01)) == pytest.approx(math.sqrt(0.0529832),
                                                                        rel=1e-6)
     # A COUNT: μ = 1, σ = 0
@@ -140,7 +140,8 @@ def test_scaled_sum_meets_the_promised_bound():
                    "q2": float(scale_answer(at_c.sum(), p.effective["q2"]))}
         for q in misses:
             misses[q] += abs(answers[q] - exact[q]) > result.epsilon[q] * exact[q]
-        unscaled_misses += abs(values[at_b].sum() - exact["q1"]) > result.epsilon["q1"] * exact["q1"]
+        unscaled = values[at_b].sum()
+        unscaled_misses += abs(unscaled - exact["q1"]) > result.epsilon["q1"] * exact["q1"]
     assert all(0 < result.epsilon[q] < 1 for q in misses)
     assert misses["q1"] <= delta * trials and misses["q2"] <= delta * trials
     assert unscaled_misses == trials  # the scaling is what makes the answer unbiased

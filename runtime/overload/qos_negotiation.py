@@ -106,7 +106,7 @@ class QualityTable:
         >>> QualityTable.from_rows("q", [(1.0, 0.0), (0.8, 0.1), (0.6, 0.05)])
         Traceback (most recent call last):
         ...
-        cqopt.errors.CqoptError: input/quality table of query 'q', row 3: drops 0.05 of input 'input', less than row 2's 0.1 at a higher quality; a table must drop at least as much as quality falls
+        cqopt.errors.CqoptError: input/quality table of query 'q', row 3: drops 0.05 of input ...
         """
         inputs = tuple(inputs)
         where = f"input/quality table of query {query!r}"
@@ -185,6 +185,20 @@ def chain_seconds(n: float, seconds_per_tuple: ArrayLike, selectivity: ArrayLike
     """RTStream's equations 1 and 2: a chain's estimated time from operator ``start`` on,
 
     ``T = n·t_j + Σ_{p>j} n·t_p·Π_{k=j}^{p−1} s_k`` for ``n`` tuples waiting at operator j.
+
+    Parameters
+    ----------
+    n : float
+        Tuples waiting at operator ``start`` (the input volume for equation 1).
+    seconds_per_tuple, selectivity : array_like
+        Every operator's t and s, in the order the scheduler runs them.
+    start : int
+        j, the operator now scheduled (0: the whole plan, equation 1).
+
+    Returns
+    -------
+    float
+        Estimated seconds.
 
     Examples
     --------
@@ -325,7 +339,8 @@ def negotiate(instances: Sequence[QueryInstance], now: float = 0.0,
     if len(set(names)) != len(names):
         raise CqoptError(f"two query instances share a name: {names}")
     floor = min((q.table.least for q in instances), default=1.0)
-    levels = [round(1.0 - k * step, 12) for k in range(int(math.floor((1.0 - floor) / step + 1e-9)) + 1)]
+    tries = int(math.floor((1.0 - floor) / step + 1e-9)) + 1
+    levels = [round(1.0 - k * step, 12) for k in range(tries)]
     if levels[-1] > floor:
         levels.append(floor)
     for level in levels:

@@ -153,6 +153,18 @@ def hoeffding_bound(sampling_rate: ArrayLike, epsilon: ArrayLike, total: ArrayLi
 def effective_rates(constants: ArrayLike, multiplier: float) -> np.ndarray:
     """``P_i = min(1, C_i·λ)``: the rates giving every shed query the error ``1/λ``.
 
+    Parameters
+    ----------
+    constants : array_like
+        The queries' C_i (infinite: no bound can be given, never shed).
+    multiplier : float
+        λ = 1/ε_max (infinite: no overload, nothing shed).
+
+    Returns
+    -------
+    numpy.ndarray
+        P_i, each in [0, 1].
+
     Examples
     --------
     >>> effective_rates([0.05, 0.5, np.inf], 4.0).tolist()
@@ -332,6 +344,18 @@ def load(tree: FlowTree, placement: Placement | None = None) -> float:
 
     ``Σ_i t_i · r_src(i) · p_i · Π_{x ∈ U_i} s_x·p_x``; without a placement, no shedding.
 
+    Parameters
+    ----------
+    tree : FlowTree
+        The data-flow diagram.
+    placement : Placement, optional
+        The shedders (their ``before`` rates are read).
+
+    Returns
+    -------
+    float
+        Seconds of work per second of input (the system keeps up at <= 1).
+
     Examples
     --------
     >>> tree = FlowTree(parent={"A": "S"}, rate={"S": 10.0}, selectivity={"A": 0.0},
@@ -463,6 +487,23 @@ def solve_load(tree: FlowTree, constants: Mapping[str, float],
 
 def scale_answer(kept_sum: ArrayLike, effective_rate: ArrayLike) -> np.ndarray:
     """The unbiased answer from the kept tuples: ``Σ_kept v / P``.
+
+    Parameters
+    ----------
+    kept_sum : array_like
+        The SUM (or COUNT) over the tuples that passed every shedder.
+    effective_rate : array_like
+        The query's effective sampling rate P_i, in (0, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        The scaled answer.
+
+    Raises
+    ------
+    CqoptError
+        A rate outside (0, 1].
 
     Examples
     --------

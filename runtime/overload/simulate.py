@@ -228,6 +228,21 @@ def simulate_rounds(stats: Mapping[str, ArrayLike], predict_seconds: Predict,
 def relative_errors(exact: ArrayLike, kept_sum: ArrayLike, kept: ArrayLike) -> np.ndarray:
     """``|kept_sum / p − exact| / |exact|`` per round (NaN where the exact answer is 0).
 
+    Parameters
+    ----------
+    exact : array_like
+        The exact answers, computed offline without shedding.
+    kept_sum : array_like
+        The sums over the kept tuples.
+    kept : array_like
+        The share kept per round (the scaling is ``1/kept``).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Examples
+    --------
     >>> relative_errors([100.0, 50.0], [45.0, 50.0], [0.5, 1.0]).tolist()
     [0.1, 0.0]
     """
@@ -241,8 +256,20 @@ def relative_errors(exact: ArrayLike, kept_sum: ArrayLike, kept: ArrayLike) -> n
 def bound_coverage(errors: ArrayLike, epsilon: ArrayLike) -> float:
     """The share of rounds whose measured error is within the promised ε (target: ≥ 1 − δ).
 
-    Rounds without an exact answer (NaN error) are left out.
+    Parameters
+    ----------
+    errors : array_like
+        Measured relative errors (:func:`relative_errors`); NaN rounds are left out.
+    epsilon : array_like
+        The promised ε per round.
 
+    Returns
+    -------
+    float
+        The share in [0, 1] (1 when no round can be scored).
+
+    Examples
+    --------
     >>> bound_coverage([0.01, 0.2, 0.0], [0.05, 0.1, 0.0])
     0.6666666666666666
     """

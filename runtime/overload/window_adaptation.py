@@ -109,6 +109,19 @@ def setting(qos_range: tuple[float, float], fraction: float,
     """The value at ``fraction`` of a QoS range: the allowed value closest to
     ``min + f·(max − min)``.
 
+    Parameters
+    ----------
+    qos_range : tuple of float
+        ``(min, max)`` (for a granularity: coarsest, finest).
+    fraction : float
+        f in [0, 1].
+    allowed : sequence of float, optional
+        The values that may be set; the nearest is taken.
+
+    Returns
+    -------
+    float
+
     Examples
     --------
     >>> setting((10.0, 110.0), 0.5)
@@ -291,6 +304,19 @@ def window_change(query: str, at: float, old: float, new: float) -> Change:
     """A window over a stateful operator's input changed at ``at``: visible from
     ``at + min(old, new)``, complete at ``at + max(old, new)`` (PIPES §4.2, join).
 
+    Parameters
+    ----------
+    query : str
+        The query changed.
+    at : float
+        When the change is made (application time, seconds).
+    old, new : float
+        The window sizes before and after, seconds.
+
+    Returns
+    -------
+    Change
+
     Examples
     --------
     The paper's Figure 7:
@@ -311,6 +337,12 @@ def granularity_change(query: str, at: float, old: float, new: float, distance: 
 
     Parameters
     ----------
+    query : str
+        The query changed.
+    at : float
+        When the change is made.
+    old, new : float
+        The granularities before and after.
     distance, length : float
         d and l of the aggregation's input: the mean gap between start
         timestamps and the mean validity (the window before the change).
@@ -331,8 +363,20 @@ def schedule(at: float, old: Adaptation, new: Adaptation,
              distances: Mapping[str, float]) -> list[Change]:
     """The changes from one adaptation to the next, each with its delays.
 
-    ``distances`` is each query's d (seconds between its input's start timestamps,
-    1/rate); a granularity change's l is the query's window before the change.
+    Parameters
+    ----------
+    at : float
+        When the new adaptation is applied.
+    old, new : Adaptation
+        The settings in force and the ones chosen now.
+    distances : Mapping[str, float]
+        Each query's d: seconds between its input's start timestamps (1/rate).
+        A granularity change's l is the query's window before the change.
+
+    Returns
+    -------
+    list of Change
+        One per window or granularity that differs, in the order of ``new``.
 
     Examples
     --------
