@@ -23,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from cqopt.optimizer.statistics import split_name
+from cqopt.output import check_file_target
 
 UNITS = {"rate": "tuples/s", "sel": "fraction passing", "jsel": "fraction of the product"}
 MAX_SLICES = 4
@@ -88,7 +89,12 @@ def _draw_leaves(ax, chart, point: Mapping[str, int]) -> None:
 def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = None,
                  overlay: Sequence[tuple[float, float]] | None = None,
                  title: str | None = None) -> Path:
-    """Draw ``chart`` (a :class:`~cqopt.charts.lookup.QueryChart`) to ``out`` (PNG)."""
+    """Draw ``chart`` (a :class:`~cqopt.charts.lookup.QueryChart`) to ``out`` (PNG).
+
+    The folder of ``out`` must exist: cqopt makes no folders for a file it is asked to
+    write (:func:`cqopt.output.check_file_target`).
+    """
+    out = check_file_target(out)
     spec, plans = chart.spec, chart.plans
     colours = plan_colours(len(plans))
     slices = slice_points(chart, at)
@@ -142,7 +148,5 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
         shape += f", reduced at λ = {reduction['lambda']:g}"
     fig.suptitle(title or f"{spec.name}: {spec.model.upper()} model, weights ({weights}), "
                           f"{shape}", fontsize=11)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     return out
