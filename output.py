@@ -386,7 +386,7 @@ def check_file_target(path: str | os.PathLike, option: str = "--out") -> Path:
     >>> check_file_target("/nonexistent/dir/x.png")
     Traceback (most recent call last):
     ...
-    cqopt.output.OutputError: --out /nonexistent/dir/x.png: the folder /nonexistent/dir does not exist; create it first or choose another path
+    cqopt.output.OutputError: --out /nonexistent/dir/x.png: the folder ... does not exist; ...
     """
     path = Path(path)
     parent = path.parent
@@ -607,6 +607,53 @@ def staged_directory(out: Path, force: bool = False, kind: str = "output",
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def adopt_directory(finished: Path, out: Path, *, force: bool = False, kind: str = "output",
+                    say: Callable[[str], None] = _say) -> Path:
+    """Switch a directory this process finished writing elsewhere (a Spark job's output
+    folder, say) into place at ``out``, as :func:`staged_directory` does its own.
+
+    ``finished`` must be on the file system of ``out`` (beside it, or in a scratch
+    folder of it); it is inventoried and marked, and an existing ``out`` is replaced
+    by the rules of ``--force`` (only files cqopt listed, unchanged). If the switch
+    fails, ``finished`` is removed, as a failed :func:`staged_directory` removes its own.
+
+    Raises
+    ------
+    OutputError
+        ``out`` may not be replaced (see :func:`check_writable`), or a rename failed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> (root / ".scratch-1").mkdir()
+    >>> _ = (root / ".scratch-1" / "part-0.parquet").write_bytes(b"rows")
+    >>> adopt_directory(root / ".scratch-1", root / "round-0", kind="round result").name
+    'round-0'
+    >>> sorted(p.name for p in (root / "round-0").iterdir())
+    ['.cqopt', 'part-0.parquet']
+    >>> sorted(p.name for p in root.iterdir())
+    ['round-0']
+    """
+    finished, out = Path(finished), Path(out)
+    recover(out, say)
+    check_writable(out, force, kind)
+    try:
+        tmp, ident = _scratch(out, "tmp")
+        os.rename(finished, tmp)  # onto the empty scratch: now it bears a scratch's name
+    except OSError as err:
+        raise OutputError(f"cannot write {out}: {err}") from None
+    try:
+        _switch_into_place(tmp, ident, out, force, kind, say)
+    except OSError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputError(f"cannot write {out}: {err}") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
 
 
 def _switch_into_place(tmp: Path, ident: str, out: Path, force: bool, kind: str,

@@ -312,7 +312,7 @@ def check_entry(path: Path, name: str, entry: object, catalog: Catalog) -> dict[
     >>> check_entry(Path("cs"), "Q1", {"layout": "spiral"}, cat)
     Traceback (most recent call last):
     ...
-    cqopt.charts.store.ChartSetError: cs: query Q1's manifest field 'layout' is 'spiral', which this cqopt does not read (it reads grid, refined); rebuild the chart set with cqopt build
+    cqopt.charts.store.ChartSetError: cs: query Q1's manifest field 'layout' is 'spiral', ...
     """
     def bad(field: str, problem: str) -> ChartSetError:
         return ChartSetError(f"{path}: query {printable(name)[:80]}'s manifest field {field!r} "

@@ -332,3 +332,25 @@ def test_show_makes_no_folder_for_its_image(small_set, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "does not exist" in err
     assert not (tmp_path / "nonexistent").exists()
+
+
+def test_a_directory_finished_elsewhere_is_adopted_by_the_same_rules(tmp_path):
+    from cqopt.output import adopt_directory
+
+    out = tmp_path / "round-0"
+    for run, rows in enumerate((b"first", b"second")):
+        scratch = tmp_path / f".spark-{run}"
+        scratch.mkdir()
+        (scratch / "part-0.parquet").write_bytes(rows)
+        if run:
+            (out / "NOTES.txt").write_text("mine")
+        said = []
+        adopt_directory(scratch, out, force=run > 0, kind="round result", say=said.append)
+    assert (out / "part-0.parquet").read_bytes() == b"second"
+    assert (out / "NOTES.txt").read_text() == "mine" and "NOTES.txt" in said[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["round-0"]
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    with pytest.raises(OutputError, match="pass --force"):
+        adopt_directory(stranger, out, kind="round result")
+    assert stranger.is_dir()  # refused before anything moved
