@@ -346,8 +346,6 @@ def check_writable(out: Path, force: bool, kind: str = "output") -> Marker | Non
             break
     if not out.exists():
         return None
-    if not force:
-        raise OutputError(f"{out} already exists; pass --force to replace it")
     try:
         marker = read_marker(out)
         if marker.state != COMPLETE:
@@ -355,14 +353,16 @@ def check_writable(out: Path, force: bool, kind: str = "output") -> Marker | Non
                                 "output's")
     except MarkerProblem as problem:
         if "older cqopt" in str(problem):
-            raise OutputError(f"--force replaces only files cqopt listed when it wrote them, "
-                              f"and {out} {str(problem).removeprefix('it ')}, so it cannot "
-                              f"tell them from yours; check that it holds nothing of yours, "
-                              f"remove it by hand (rm -r {out}) and run again, or choose "
-                              "another --out") from None
-        raise OutputError(f"--force replaces only output cqopt wrote, and {out} is "
-                          f"{_describe(out)}: {problem}; choose another --out (if an older "
-                          "cqopt wrote it, check it and remove it by hand)") from None
+            raise OutputError(f"{out} exists, and --force replaces only files cqopt listed "
+                              f"when it wrote them, but {str(problem).removeprefix('it ')}, "
+                              f"so it cannot tell them from yours; check that it holds "
+                              f"nothing of yours, remove it by hand (rm -r {out}) and run "
+                              "again, or choose another --out") from None
+        raise OutputError(f"{out} exists, and --force replaces only output cqopt wrote, but "
+                          f"{out} is {_describe(out)}: {problem}; choose another --out (if an "
+                          "older cqopt wrote it, check it and remove it by hand)") from None
+    if not force:
+        raise OutputError(f"{out} already exists; pass --force to replace it")
     changed = changed_files(out, marker)
     if changed:
         shown = ", ".join(printable(c)[:80] for c in changed[:3]) + \
