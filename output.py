@@ -594,13 +594,20 @@ def staged_directory(out: Path, force: bool = False, kind: str = "output",
         tmp, ident = _scratch(out, "tmp")
     except OSError as err:
         raise OutputError(f"cannot write {out}: {err}") from None
-    try:
+    with _removed_on_failure(tmp, out):
         _write_marker(tmp, Marker(STAGING, ident, kind))
         yield tmp
         umask = os.umask(0)
         os.umask(umask)
         tmp.chmod(0o777 & ~umask)  # mkdtemp's 0700 is for the staging, not the output
         _switch_into_place(tmp, ident, out, force, kind, say)
+
+
+@contextlib.contextmanager
+def _removed_on_failure(tmp: Path, out: Path) -> Iterator[None]:
+    """Remove the scratch ``tmp`` if the block fails; an OSError becomes one line."""
+    try:
+        yield
     except OSError as err:
         shutil.rmtree(tmp, ignore_errors=True)
         raise OutputError(f"cannot write {out}: {err}") from None
@@ -645,14 +652,8 @@ def adopt_directory(finished: Path, out: Path, *, force: bool = False, kind: str
         os.rename(finished, tmp)  # onto the empty scratch: now it bears a scratch's name
     except OSError as err:
         raise OutputError(f"cannot write {out}: {err}") from None
-    try:
+    with _removed_on_failure(tmp, out):
         _switch_into_place(tmp, ident, out, force, kind, say)
-    except OSError as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise OutputError(f"cannot write {out}: {err}") from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

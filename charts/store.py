@@ -79,6 +79,7 @@ from cqopt.output import (
     DirectorySnapshot,
     OutputError,
     check_writable,  # noqa: F401  (the CLI checks --out through the store before any work)
+    file_digest,
     recover,
     sha256_bytes,
     staged_directory,
@@ -107,11 +108,8 @@ class ChartSetError(CqoptError):
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The sha256 of the file at ``path``, in hex (as a manifest records it)."""
+    return file_digest(path)[1]
 
 
 def write_chart_set(out: Path, charts: list, catalog: Catalog, *, force: bool = False,

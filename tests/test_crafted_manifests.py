@@ -22,12 +22,12 @@ def built(dec_toml, workload_toml, tmp_path_factory):
     return out
 
 
-def _craft(built, tmp_path, field: str, value) -> str:
-    """A copy of ``built`` whose query Q1 says ``field = value``, its checksum made valid."""
+def _craft(built, tmp_path, **fields) -> str:
+    """A copy of ``built`` whose query Q1 has ``fields``, its checksum made valid."""
     copy = tmp_path / "crafted"
     shutil.copytree(built, copy)
     manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["queries"]["Q1"][field] = value
+    manifest["queries"]["Q1"].update(fields)
     manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
     (copy / "manifest.json").write_text(json.dumps(manifest, allow_nan=True))
     return str(copy)
@@ -48,7 +48,7 @@ def _craft(built, tmp_path, field: str, value) -> str:
 ])
 def test_a_value_out_of_its_domain_is_refused_at_load_naming_the_field(built, tmp_path, capsys,
                                                                      field, value):
-    crafted = _craft(built, tmp_path, field, value)
+    crafted = _craft(built, tmp_path, **{field: value})
     with pytest.raises(ChartSetError, match=f"query Q1's manifest field '{field}'"):
         charts.load(crafted)
     assert main(["choose", "--charts", crafted, "--query", "Q1", "--stat", "sel.TCP=0.1",
@@ -58,20 +58,12 @@ def test_a_value_out_of_its_domain_is_refused_at_load_naming_the_field(built, tm
 
 
 def test_a_refined_layout_with_its_shape_but_a_grids_data_is_refused(built, tmp_path):
-    crafted = _craft(built, tmp_path, "refine", {"k0": [3, 3], "depth": 1})
-    manifest = json.loads((tmp_path / "crafted" / "manifest.json").read_text())
-    manifest["queries"]["Q1"]["layout"] = "refined"
-    manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
-    (tmp_path / "crafted" / "manifest.json").write_text(json.dumps(manifest))
+    crafted = _craft(built, tmp_path, layout="refined", refine={"k0": [3, 3], "depth": 1})
     with pytest.raises(ChartSetError, match="no column level.*layout 'refined'"):
         charts.load(crafted)
 
 
 def test_the_pipes_model_with_tuples_is_refused_by_the_models_own_rule(built, tmp_path):
-    crafted = _craft(built, tmp_path, "model", "pipes")
-    manifest = json.loads((tmp_path / "crafted" / "manifest.json").read_text())
-    manifest["queries"]["Q1"]["memory_unit"] = "tuples"
-    manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
-    (tmp_path / "crafted" / "manifest.json").write_text(json.dumps(manifest))
+    crafted = _craft(built, tmp_path, model="pipes", memory_unit="tuples")
     with pytest.raises(ChartSetError, match="field 'memory_unit'"):
         charts.load(crafted)
