@@ -35,6 +35,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from cqopt.optimizer.statistics import split_name
+from cqopt.output import check_file_target
 
 UNITS = {"rate": "tuples/s", "sel": "fraction passing", "jsel": "fraction of the product"}
 MAX_SLICES = 4
@@ -215,7 +216,8 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
     chart : QueryChart
         A loaded chart (:class:`~cqopt.charts.lookup.QueryChart`).
     out : path
-        The image to write; its folder is made if missing.
+        The image to write; its folder must exist (cqopt makes no folders for a file it
+        is asked to write: :func:`cqopt.output.check_file_target`).
     at : mapping of str to float, optional
         A value of some axes beyond the first two: the slice to draw there.
     overlay : mapping of str to sequence of float, optional
@@ -243,6 +245,7 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
     >>> plan_diagram(chart, Path(tempfile.mkdtemp()) / "q.png").name
     'q.png'
     """
+    out = check_file_target(out)
     spec, plans = chart.spec, chart.plans
     colours = plan_colours(len(plans))
     numbered = plan_numbers(chart)
@@ -303,8 +306,6 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
     if note:
         lines.append(f"shown: {note}")
     fig.suptitle("\n".join(lines), fontsize=10)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=dpi)
     return out
 

@@ -48,10 +48,12 @@ from cqopt.charts.spec import Axis, ChartSpec, candidate_plans
 from cqopt.charts.refine import MAX_DEPTH, MAX_INDEX_CELLS, Leaves, fine_spec
 from cqopt.charts.store import (
     ChartSetError,
+    check_entry,
+    open_chart_set,
     plan_dtype,
     read_leaves,
-    read_plans,
     read_manifest,
+    read_plans,
     read_query_costs,
     read_query_data,
 )
@@ -59,6 +61,7 @@ from cqopt.errors import CqoptError, did_you_mean
 from cqopt.optimizer.plan import Plan
 from cqopt.optimizer.statistic_check import check_given
 from cqopt.optimizer.statistics import check_value, check_values, split_name
+from cqopt.output import DirectorySnapshot
 
 
 class Choice(NamedTuple):
@@ -373,8 +376,17 @@ class UnknownQueryError(ChartSetError, KeyError):
         return str(self.args[0])
 
 
+MAX_READS = 20  # reads of a set that rebuilds keep replacing before load gives up
+
+
 def load(path: str | Path) -> ChartSet:
-    """Read a chart set, checking its format, version and checksums.
+    """Read a chart set, checking its format, version, checksums and values.
+
+    Every file is read once, through one snapshot of the directory, and the
+    bytes hashed are the bytes parsed: a ``cqopt build --force`` that replaces
+    the set meanwhile gives the old set or the new one, never a mix of the two
+    and never a false "damaged" (a read the rebuild retired is read again, from
+    the new set).
 
     Parameters
     ----------
@@ -389,11 +401,25 @@ def load(path: str | Path) -> ChartSet:
     Raises
     ------
     ChartSetError
-        The directory is missing, not a chart set, damaged, or written by
-        another version of cqopt.
+        The directory is missing, not a chart set, damaged, holds values out
+        of their domains, or was written by another version of cqopt.
     """
     path = Path(path)
-    manifest = read_manifest(path)
+    for _ in range(MAX_READS):
+        with open_chart_set(path) as snapshot:
+            try:
+                return _load(snapshot)
+            except ChartSetError:
+                if snapshot.is_current():
+                    raise  # damage of the set itself, not a rebuild under the read
+    raise ChartSetError(f"{path}: replaced {MAX_READS} times while it was being read; stop "
+                        "rebuilding it, then load it again")
+
+
+def _load(snapshot: DirectorySnapshot) -> ChartSet:
+    """A chart set read through one snapshot of its directory."""
+    path = snapshot.path
+    manifest = read_manifest(snapshot)
     try:
         catalog = Catalog.from_dict(manifest["catalog"], f"{path}/manifest.json catalog")
     except Exception as err:  # a damaged manifest must never surface as a bare error
@@ -402,10 +428,10 @@ def load(path: str | Path) -> ChartSet:
         raise ChartSetError(f"{path}: damaged: the manifest's queries are not a table")
     charts = {}
     for name, entry in manifest["queries"].items():
+        check_entry(path, name, entry, catalog)  # every value in its domain, or one line
         try:
             spec = ChartSpec.from_dict(entry)
             stored_ids = [p["id"] for p in entry["plans"]]
-            entry["data"], entry["sha256"]  # read_query_data checks them
         except (KeyError, TypeError, ValueError, CqoptError) as err:
             raise ChartSetError(f"{path}: damaged: the manifest entry of query {name} is "
                                 f"malformed ({err})") from None
@@ -413,14 +439,11 @@ def load(path: str | Path) -> ChartSet:
         layout = entry.get("layout", "grid")
         read_cost = None
         if layout == "grid":
-            plan_index, cost = read_query_data(path, name, entry, spec.shape, costs=False)
-        elif layout == "refined":
-            leaves, plan_index, cost = _read_refined(path, name, entry, spec)
+            plan_index, cost = read_query_data(snapshot, name, entry, spec.shape, costs=False)
+        else:  # "refined": check_entry refuses any layout this cqopt does not read
+            leaves, plan_index, cost = _read_refined(snapshot, name, entry, spec)
             spec = fine_spec(spec, leaves)
-        else:
-            raise ChartSetError(f"{path}: query {name} has a chart of layout {layout!r}, "
-                                "which this cqopt does not know: rebuild it with cqopt build")
-        plans = read_plans(path, name, entry)  # stored with the chart: nothing re-plans
+        plans = read_plans(snapshot, name, entry)  # stored with the chart: nothing re-plans
         if plans is None:  # a chart set from before plans were stored
             try:
                 plans = candidate_plans(spec, catalog)
@@ -432,27 +455,36 @@ def load(path: str | Path) -> ChartSet:
                                 f"{[p.id for p in plans]}, the chart set has {stored_ids}: it "
                                 "was built by another version of cqopt; rebuild it")
         if layout == "grid":
-            read_cost = functools.partial(_grid_costs, path, name, entry, spec, catalog, plans,
-                                          plan_index)
+            read_cost = functools.partial(_grid_costs, path, snapshot.identity, name, entry,
+                                          spec, catalog, plans, plan_index)
         charts[name] = QueryChart(spec, plans, plan_index, cost, leaves, entry.get("reduce"),
                                   read_cost)
     return ChartSet(path, manifest, charts)
 
 
-def _grid_costs(path: Path, name: str, entry: dict[str, Any], spec: ChartSpec,
-                catalog: Catalog, plans: list[Plan], plan_index: np.ndarray) -> np.ndarray:
-    """A loaded grid's per-cell costs: from its costs file (format 3 and before), or
-    worked out from its plan index with the model it was built with."""
-    cost = read_query_costs(path, name, entry, spec.shape)
+def _grid_costs(path: Path, identity: tuple[int, int], name: str, entry: dict[str, Any],
+                spec: ChartSpec, catalog: Catalog, plans: list[Plan],
+                plan_index: np.ndarray) -> np.ndarray:
+    """A loaded grid's per-cell costs: from its costs file (format 3 and before), read
+    from the set that was loaded, or worked out from its plan index with the model it
+    was built with."""
+    if entry.get("costs") == "derived":
+        return winning_costs(ChartContext(spec, catalog).with_plans(plans), plan_index)
+    with open_chart_set(path) as snapshot:
+        if snapshot.identity != identity:
+            raise ChartSetError(f"{path}: rebuilt since it was loaded, so the costs of query "
+                                f"{name} are no longer there; load it again")
+        cost = read_query_costs(snapshot, name, entry, spec.shape)
     if cost is None:
         cost = winning_costs(ChartContext(spec, catalog).with_plans(plans), plan_index)
     return cost
 
 
-def _read_refined(path: Path, name: str, entry: dict[str, Any],
+def _read_refined(snapshot: DirectorySnapshot, name: str, entry: dict[str, Any],
                   spec: ChartSpec) -> tuple[Leaves, np.ndarray, None]:
     """A refined chart's leaves and its uniform index at the finest level."""
-    columns = read_leaves(path, name, entry)
+    path = snapshot.path
+    columns = read_leaves(snapshot, name, entry)
     try:
         refine = entry["refine"]
         leaves = Leaves(tuple(int(k) for k in refine["k0"]), int(refine["depth"]),

@@ -10,7 +10,7 @@ import zlib
 from pathlib import Path
 
 from cqopt.catalog import load_catalog
-from cqopt.charts.staging import staged_directory
+from cqopt.output import staged_directory
 from cqopt.errors import CqoptError
 from cqopt.cli.policy_options import (
     add_policy_arguments,

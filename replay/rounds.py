@@ -16,13 +16,12 @@ column per statistic) is written and read as Parquet here.
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from cqopt.errors import CqoptError
+from cqopt.output import atomic_file
 
 FORMAT_VERSION = 1
 
@@ -68,14 +67,8 @@ def write_round_statistics(df: pd.DataFrame, path: str | Path) -> Path:
         if column not in df.columns:
             raise RoundStatsError(f"{path}: a round statistics table needs a {column!r} column")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_file(path) as scratch:
         df.to_parquet(scratch, index=False)
-        os.replace(scratch, path)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
     return path
 
 
