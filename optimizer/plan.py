@@ -155,16 +155,20 @@ class Plan:
         }
 
     def to_sql(self, dialect: str = "spark", *, query: ContinuousQuery | None = None,
-               pretty: bool = True) -> str:
+               pretty: bool = True, round_s: float | None = None, start: float = 0.0,
+               one_round: bool = False) -> str:
         """The plan as SQL of ``dialect`` that keeps its shape: each stream's σ/π
         order as nested subqueries, the left-deep join order, the aggregate on
-        top; the windows in a leading comment. See
-        :func:`cqopt.optimizer.plan_sql.plan_sql` (``query`` names the output
-        columns; a construct the dialect cannot express is a ``PlanSqlError``).
+        top, every tuple's round (``W = round_s`` seconds from ``ts = start``) in
+        every join and grouping, so that on whole tables it gives each round's
+        result. See :func:`cqopt.optimizer.plan_sql.plan_sql` (``query`` names
+        the output columns; ``one_round`` reads tables that hold one round's
+        windows; what the dialect or the rounds cannot express is a ``PlanSqlError``).
         """
         from cqopt.optimizer.plan_sql import plan_sql
 
-        return plan_sql(self, dialect, query=query, pretty=pretty)
+        return plan_sql(self, dialect, query=query, pretty=pretty, round_s=round_s,
+                        start=start, one_round=one_round)
 
     def to_spark(self, frames: Mapping[str, DataFrame], *,
                  query: ContinuousQuery | None = None) -> DataFrame:
