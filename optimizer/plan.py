@@ -83,11 +83,7 @@ from cqopt.optimizer.plan_nodes import (
     node_attributes,
 )
 
-if TYPE_CHECKING:  # annotations only: importing the optimizer never imports pyspark
-    from collections.abc import Mapping
-
-    from pyspark.sql import DataFrame
-
+if TYPE_CHECKING:
     from cqopt.optimizer.logical import ContinuousQuery
 
 __all__ = ["KINDS", "ColumnRef", "Plan", "column_text", "describe_node", "plan_id"]
@@ -169,19 +165,6 @@ class Plan:
 
         return plan_sql(self, dialect, query=query, pretty=pretty, round_s=round_s,
                         start=start, one_round=one_round)
-
-    def to_spark(self, frames: Mapping[str, DataFrame], *,
-                 query: ContinuousQuery | None = None) -> DataFrame:
-        """The plan as a PySpark DataFrame pipeline over one window per stream.
-
-        See :func:`cqopt.spark.plan_frame.to_spark`. The Spark module is
-        imported here, inside the method, because the optimizer (and the
-        run-time chart lookup above it) must import without pyspark: only
-        ``cqopt.spark`` may import it, and only when a plan runs on Spark.
-        """
-        from cqopt.spark.plan_frame import to_spark
-
-        return to_spark(self, frames, query=query)
 
     def __repr__(self) -> str:
         kinds = [self.node(k).kind for k in nx.topological_sort(self.graph)]

@@ -28,7 +28,7 @@ which keeps Spark's ReorderJoin rule from moving it. It does move commuting step
 a selection may be pushed below a projection and unread columns pruned, so
 σ→π and π→σ can run alike on Spark.
 
-With a session, ``plan.to_spark({"S": spark.createDataFrame(window)}, query=q)``
+With a session, ``to_spark(plan, {"S": spark.createDataFrame(window)}, query=q)``
 is the plan's DataFrame; a stream without a frame is refused before Spark runs:
 
 >>> from cqopt.catalog import Catalog

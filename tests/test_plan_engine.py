@@ -1,4 +1,5 @@
-"""Plans run on an engine: ``Plan.to_spark`` and ``Plan.to_sql`` against the reference executor.
+"""Plans run on an engine: ``cqopt.spark.to_spark`` and ``Plan.to_sql`` against the reference
+executor.
 
 For the example workloads' queries and 20 generated ones (selections with
 ranges, IN and OR; projections; 2- to 4-way equi-joins; theta joins;
@@ -28,6 +29,7 @@ from cqopt.costmodel.reference_executor import execute, multiset
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
 from cqopt.optimizer.plan_sql import PlanSqlError
+from cqopt.spark import to_spark
 
 ABCD = Catalog.from_dict({"streams": {s: {"rate": [10, 100], "columns": {
     "k": "int", "a": "int", "b": "int", "x": "double", "tag": "string(4)"}} for s in "ABCD"}})
@@ -204,7 +206,7 @@ def test_every_plan_on_spark_returns_the_reference_multiset(spark, examples):
             frame.createOrReplaceTempView(stream)
         expected = [multiset(execute(p, query, data).result) for p in plans]
         assert len(set(map(frozenset, (e.items() for e in expected)))) == 1, name
-        built = [p.to_spark(frames, query=query) for p in plans]
+        built = [to_spark(p, frames, query=query) for p in plans]
         sql = [spark.sql(p.to_sql("spark", query=query, one_round=True)) for p in plans]
         got = run_all(spark, built + sql)
         for i, plan in enumerate(plans):
@@ -232,7 +234,7 @@ def test_spark_keeps_the_plans_join_order(spark, examples):
         # One plan per join order: the σ/π orders under the joins do not change it.
         for plan in {p.join_order: p for p in enumerate_plans(query)}.values():
             order = list(plan.join_order)
-            assert spark_join_order(plan.to_spark(frames, query=query)) == order, plan.id
+            assert spark_join_order(to_spark(plan, frames, query=query)) == order, plan.id
             assert spark_join_order(spark.sql(plan.to_sql(query=query, one_round=True))) == order, plan.id
             checked += 1
     assert checked > 20
