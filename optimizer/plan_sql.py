@@ -223,6 +223,10 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
     return select
 
 
+_ONE_ROUND = ("Plan.to_sql(..., one_round=True) writes SQL over tables that each hold one "
+              "round's windows instead")
+
+
 @dataclass(frozen=True)
 class _Rounds:
     """Round ``r`` holds ``start + r seconds <= ts < start + (r + 1) seconds``."""
@@ -239,13 +243,12 @@ def _rounds(plan: Plan, round_s: float | None, start: float) -> _Rounds:
         if window is None or window.kind != "range" or window.partition_by:
             raise PlanSqlError(
                 f"plan {plan.id}: stream {node.stream}'s window {window} is no span of time, "
-                "so the SQL cannot carry its rounds (only [RANGE w] windows can); pass "
-                "one_round=True for SQL over tables that hold one round's windows")
+                "so the SQL cannot carry its rounds (only [RANGE w] windows can); "
+                f"{_ONE_ROUND}")
         if (node.stream, TIME_COLUMN) not in node.emits:
             raise PlanSqlError(
                 f"plan {plan.id}: stream {node.stream} has no {TIME_COLUMN} column, from which "
-                "the SQL reads a tuple's round; add it to the catalog, or pass one_round=True "
-                "for SQL over tables that hold one round's windows")
+                f"the SQL reads a tuple's round; add it to the catalog, or: {_ONE_ROUND}")
         if (node.stream, ROUND_COLUMN) in node.emits:
             raise PlanSqlError(f"plan {plan.id}: stream {node.stream} has a column named "
                                f"{ROUND_COLUMN}, the name the SQL gives a tuple's round; "

@@ -1,10 +1,12 @@
-"""SQL that carries the rounds: ``Plan.to_sql`` run once on whole tables in DuckDB gives,
-round by round, what the reference executor gives on each round's windows."""
+"""Rounds as keys. ``Plan.to_sql`` run once on whole tables in DuckDB gives, round by round,
+what the reference executor gives on each round's windows; ``cqopt.spark.to_spark`` with a
+round column gives over many rounds at once what it gives on each round alone."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 
 import duckdb
 import numpy as np
@@ -181,3 +183,69 @@ def test_round_length_must_be_positive():
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(PlanSqlError, match="round_s"):
             plan.to_sql("duckdb", round_s=bad)
+
+
+# -- many rounds in one DataFrame ------------------------------------------------------------
+ROUND = "_round"
+
+
+def with_rounds(data: dict[str, pd.DataFrame], round_s: float) -> dict[str, pd.DataFrame]:
+    return {s: f.assign(**{ROUND: [round_of(t, START, round_s) for t in f.ts]})
+            for s, f in data.items()}
+
+
+def spark_multiset(df) -> object:
+    return multiset(df.toPandas())
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
+    "AND UDP.dest_host = SF.dest_host WINDOW [1]",
+    "SELECT TCP.src_host, COUNT(*), SUM(UDP.bytes), AVG(UDP.bytes) FROM TCP, UDP "
+    "WHERE TCP.src_host = UDP.dest_host AND TCP.bytes > 0 GROUP BY TCP.src_host "
+    "HAVING COUNT(*) > 1 WINDOW [1]",
+    "SELECT TCP.src_host, SF.bytes FROM TCP, SF WHERE SF.bytes = 1 WINDOW [1]",  # Cartesian
+])
+def test_one_plan_over_many_rounds_equals_each_round_alone(spark, sql):
+    """to_spark(..., round_column=) over every round at once gives, row for row, what the
+    plan gives on each round's frames alone, what its round-carrying SQL gives on Spark
+    and what the executor gives."""
+    import functools
+
+    from pyspark.sql import functions as F
+
+    from cqopt.spark import to_spark
+
+    query = parse_query(sql, DEC)
+    data = with_rounds(trace(DEC, query.stream_names, 4, 1.0), 1.0)  # results in 2+ rounds
+    frames = {s: spark.createDataFrame(f) for s, f in data.items()}
+    for plan in enumerate_plans(query)[:2]:
+        together = spark_multiset(to_spark(plan, frames, query=query, round_column=ROUND))
+        alone = functools.reduce(lambda a, b: a.unionByName(b), [
+            to_spark(plan, {s: f.where(F.col(ROUND) == r) for s, f in frames.items()},
+                     query=query).select(F.lit(r).cast("long").alias(ROUND), "*")
+            for r in range(ROUNDS)])
+        assert together == spark_multiset(alone), plan.id
+        for stream, frame in frames.items():  # the SQL that carries the rounds, on Spark
+            frame.createOrReplaceTempView(stream)
+        assert spark_multiset(spark.sql(plan.to_sql("spark", query=query, start=START))) \
+            == together, plan.id
+        expected = Counter()
+        for r in range(ROUNDS):
+            windows = {s: f[f[ROUND] == r] for s, f in data.items()}
+            for row, n in multiset(execute(plan, query, windows).result).items():
+                expected[(r, *row)] += n
+        assert together == expected and len({row[0] for row in together}) >= 2, plan.id
+
+
+def test_the_round_column_must_be_in_every_frame_and_no_catalog_column(spark):
+    from cqopt.spark import to_spark
+    from cqopt.spark.plan_frame import PlanFrameError
+
+    query = parse_query("SELECT TCP.src_host FROM TCP WINDOW [1]", DEC)
+    plan = enumerate_plans(query)[0]
+    frame = spark.createDataFrame(trace(DEC, ["TCP"], 0, 1.0)["TCP"])
+    with pytest.raises(PlanFrameError, match="stream TCP has no column _round"):
+        to_spark(plan, {"TCP": frame}, round_column=ROUND)
+    with pytest.raises(PlanFrameError, match="round_column 'bytes' is a column of stream TCP"):
+        to_spark(plan, {"TCP": frame}, round_column="bytes")
