@@ -99,15 +99,7 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 from cqopt.errors import CqoptError, did_you_mean
 from cqopt.optimizer.classify import output_column_ref
 from cqopt.optimizer.plan import ColumnRef, Plan, column_text
-from cqopt.optimizer.plan_nodes import (
-    AggregateNode,
-    JoinNode,
-    PlanNode,
-    ProjectionNode,
-    SelectionNode,
-    SourceNode,
-    consumer,
-)
+from cqopt.optimizer import plan_nodes as kinds
 
 if TYPE_CHECKING:
     from cqopt.optimizer.logical import ContinuousQuery
@@ -210,7 +202,7 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
         select = select.select(exp.alias_(value, name, quoted=True), copy=False)
     if cartesian_hints and rounds is None:
         crossed = [plan.node(node.inputs[1]).stream for node in map(plan.node, plan.operators())
-                   if isinstance(node, JoinNode) and node.cartesian]
+                   if isinstance(node, kinds.JoinNode) and node.cartesian]
         if crossed:
             select.set("hint", exp.Hint(expressions=[
                 exp.JoinHint(this=CARTESIAN_HINT, expressions=[
@@ -282,7 +274,7 @@ def plan_outputs(plan: Plan, query: ContinuousQuery | None = None
     if query is not None:
         return [(output_column_ref(c), c.name) for c in query.projection]
     root = plan.node(plan.root)
-    refs = root.columns if isinstance(root, ProjectionNode) and root.stream is None \
+    refs = root.columns if isinstance(root, kinds.ProjectionNode) and root.stream is None \
         else root.emits
     return [(ref, column_text(ref)) for ref in refs]
 
@@ -295,20 +287,20 @@ class _Sql:
 
     relation: exp.Expression | None = None
     select: exp.Select | None = None
-    aggregate: AggregateNode | None = None
+    aggregate: kinds.AggregateNode | None = None
 
     def outer(self) -> exp.Select:
         """The outer SELECT, started from the stream's relation if there is none yet."""
         return self.select if self.select is not None else exp.Select().from_(self.relation)
 
 
-@consumer("the SQL writer")
-def node_sql(node: PlanNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
+@kinds.consumer("the SQL writer")
+def node_sql(node: kinds.PlanNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
     """One operator's SQL over its inputs' (see the module docstring)."""
 
 
 @node_sql.register
-def _(node: SourceNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
+def _(node: kinds.SourceNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
     table = exp.alias_(exp.Table(this=exp.to_identifier(node.stream, quoted=True)),
                        node.stream, table=True, quoted=True)
     if rounds is None:
@@ -343,14 +335,14 @@ def _(node: SourceNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) 
 
 
 @node_sql.register
-def _(node: SelectionNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
+def _(node: kinds.SelectionNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
     inner = exp.select(*_with_round([_column(*c) for c in node.emits], node.stream, rounds)) \
         .from_(_chain_input(node, inputs, plan)).where(_quoted(node.predicate.predicate))
     return _Sql(inner.subquery(exp.to_identifier(node.stream, quoted=True), copy=False))
 
 
 @node_sql.register
-def _(node: ProjectionNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
+def _(node: kinds.ProjectionNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
     if node.stream is None:  # the final projection: the outer SELECT's columns (plan_outputs)
         return inputs[0]
     kept = [_column(*c) for c in dict.fromkeys(node.columns)]
@@ -360,7 +352,7 @@ def _(node: ProjectionNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | No
 
 
 @node_sql.register
-def _(node: JoinNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
+def _(node: kinds.JoinNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
     left, right = inputs
     if right.relation is None:
         raise PlanSqlError(f"plan {plan.id} joins the result of a join as its right "
@@ -379,7 +371,7 @@ def _(node: JoinNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) ->
 
 
 @node_sql.register
-def _(node: AggregateNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
+def _(node: kinds.AggregateNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
     select = inputs[0].outer()
     keys = [_column(*c) for c in node.group_by]
     if rounds is not None:  # one group per round and key
@@ -401,7 +393,7 @@ def _number(value: float) -> exp.Literal:
     return exp.Literal.number(repr(float(value)))
 
 
-def _chain_input(node: PlanNode, inputs: list[_Sql], plan: Plan) -> exp.Expression:
+def _chain_input(node: kinds.PlanNode, inputs: list[_Sql], plan: Plan) -> exp.Expression:
     """The relation below a stream's selection or projection."""
     if inputs[0].relation is None:
         raise PlanSqlError(f"plan {plan.id}: a {node.kind} above a join has no SQL form here")
@@ -418,7 +410,7 @@ def _quoted(node: exp.Expression) -> exp.Expression:
         lambda n: _column(n.table, n.name) if isinstance(n, exp.Column) else n)
 
 
-def _aggregate_call(text: str, aggregate: AggregateNode | None) -> exp.Expression:
+def _aggregate_call(text: str, aggregate: kinds.AggregateNode | None) -> exp.Expression:
     """The call of the plan's aggregate whose text is ``text`` (``SUM(S.a)``)."""
     found = next((a for a in (aggregate.aggregates if aggregate else ()) if str(a) == text),
                  None)

@@ -63,15 +63,7 @@ from sqlglot import exp
 from cqopt.errors import CqoptError
 from cqopt.optimizer.logical import AGGREGATES
 from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_nodes import (
-    AggregateNode,
-    JoinNode,
-    PlanNode,
-    ProjectionNode,
-    SelectionNode,
-    SourceNode,
-    consumer,
-)
+from cqopt.optimizer import plan_nodes as kinds
 from cqopt.optimizer.plan_sql import CARTESIAN_HINT, plan_outputs
 from cqopt.spark.round_stats import predicate_condition, spark_condition
 from cqopt.spark.session import spark_errors
@@ -171,24 +163,24 @@ class _Inputs:
     round_column: str | None
 
 
-@consumer("the DataFrame builder")
-def node_frame(node: PlanNode, inputs: list[_Frame], plan: Plan, given: _Inputs) -> _Frame:
+@kinds.consumer("the DataFrame builder")
+def node_frame(node: kinds.PlanNode, inputs: list[_Frame], plan: Plan, given: _Inputs) -> _Frame:
     """One operator's DataFrame step over its inputs' frames (see the module docstring)."""
 
 
 @node_frame.register
-def _(node: SourceNode, inputs, plan, given):
+def _(node: kinds.SourceNode, inputs, plan, given):
     return _Frame(_source(plan, node, given))
 
 
 @node_frame.register
-def _(node: SelectionNode, inputs, plan, given):
+def _(node: kinds.SelectionNode, inputs, plan, given):
     return _Frame(inputs[0].df.where(spark_condition(node.predicate.predicate, _column))
                   .alias(node.stream))
 
 
 @node_frame.register
-def _(node: ProjectionNode, inputs, plan, given):
+def _(node: kinds.ProjectionNode, inputs, plan, given):
     if node.stream is None:  # the final projection: the output columns, in _build
         return inputs[0]
     columns = [_column(*c) for c in dict.fromkeys(node.columns)]
@@ -198,16 +190,16 @@ def _(node: ProjectionNode, inputs, plan, given):
 
 
 @node_frame.register
-def _(node: JoinNode, inputs, plan, given):
+def _(node: kinds.JoinNode, inputs, plan, given):
     return _Frame(_join(inputs[0].df, inputs[1].df, node, given.round_column))
 
 
 @node_frame.register
-def _(node: AggregateNode, inputs, plan, given):
+def _(node: kinds.AggregateNode, inputs, plan, given):
     return _Frame(*_aggregate(inputs[0].df, node, given.round_column))
 
 
-def _source(plan: Plan, node: SourceNode, given: _Inputs) -> DataFrame:
+def _source(plan: Plan, node: kinds.SourceNode, given: _Inputs) -> DataFrame:
     from pyspark.sql import functions as F
 
     stream, by_lower, round_column = node.stream, given.frames, given.round_column
@@ -235,7 +227,7 @@ def _column(stream: str, name: str) -> Column:
     return F.col(f"`{stream}`.`{name}`")
 
 
-def _join(left: DataFrame, right: DataFrame, node: JoinNode,
+def _join(left: DataFrame, right: DataFrame, node: kinds.JoinNode,
           round_column: str | None = None) -> DataFrame:
     conditions = [predicate_condition(p, _column) for p in node.predicate or ()]
     if round_column is not None:  # the two sides' tuples meet only within a round
@@ -251,7 +243,7 @@ def _join(left: DataFrame, right: DataFrame, node: JoinNode,
 _SPARK_AGGREGATES = {"COUNT": "count", "SUM": "sum", "AVG": "avg", "MIN": "min", "MAX": "max"}
 
 
-def _aggregate(df: DataFrame, node: AggregateNode, round_column: str | None = None
+def _aggregate(df: DataFrame, node: kinds.AggregateNode, round_column: str | None = None
                ) -> tuple[DataFrame, dict[tuple, str]]:
     """GROUP BY (the round first, with ``round_column``) and aggregates under internal
     names, then HAVING over them."""
