@@ -75,15 +75,7 @@ from cqopt.costmodel.base import (
     times,
     window_seconds,
 )
-from cqopt.optimizer.plan_nodes import (
-    AggregateNode,
-    JoinNode,
-    PlanNode,
-    ProjectionNode,
-    SelectionNode,
-    SourceNode,
-    consumer,
-)
+from cqopt.optimizer import plan_nodes as kinds
 from cqopt.optimizer.statistics import rate_name
 
 
@@ -111,8 +103,8 @@ class OM(PointCosting):
         return plan_cost(rates[plan.root], operators, xp)
 
 
-@consumer("the OM model")
-def om_operator(node: PlanNode, model: OM, stats: Mapping[str, ArrayLike],
+@kinds.consumer("the OM model")
+def om_operator(node: kinds.PlanNode, model: OM, stats: Mapping[str, ArrayLike],
                 inputs: tuple[tuple[Array, Array], ...], xp
                 ) -> tuple[Array, Array, OperatorCost]:
     """One operator's output rate, window (seconds) and cost, given its inputs' (rate,
@@ -120,13 +112,13 @@ def om_operator(node: PlanNode, model: OM, stats: Mapping[str, ArrayLike],
 
 
 @om_operator.register
-def _(node: SourceNode, model: OM, stats, inputs, xp):
+def _(node: kinds.SourceNode, model: OM, stats, inputs, xp):
     lam = statistic(stats, rate_name(node.stream), xp=xp)
     zero = xp.full(lam, 0.0)
     return lam, window_seconds.raw(node.window, lam, xp=xp), OperatorCost(lam, zero, zero)
 
 
-def _widths(node: PlanNode, model: OM) -> tuple[tuple[int, ...], int]:
+def _widths(node: kinds.PlanNode, model: OM) -> tuple[tuple[int, ...], int]:
     """In and out widths in the model's memory unit."""
     if model.memory_unit == "bytes":
         return node.in_widths, node.out_width
@@ -139,7 +131,7 @@ def _window(inputs: tuple[tuple[Array, Array], ...], xp) -> Array:
 
 
 @om_operator.register
-def _(node: JoinNode, model: OM, stats, inputs, xp):
+def _(node: kinds.JoinNode, model: OM, stats, inputs, xp):
     times_ = times.raw
     tpr = model.catalog.operators.rate(node.rate_class)
     in_widths, out_width = _widths(node, model)
@@ -158,7 +150,7 @@ def _(node: JoinNode, model: OM, stats, inputs, xp):
     return out, window, OperatorCost(out, buffered + queued, busy)
 
 
-def _unary(node: PlanNode, model: OM, stats, inputs, xp, *, aggregate: bool = False):
+def _unary(node: kinds.PlanNode, model: OM, stats, inputs, xp, *, aggregate: bool = False):
     times_ = times.raw
     tpr = model.catalog.operators.rate(node.rate_class)
     in_widths, out_width = _widths(node, model)
@@ -180,15 +172,15 @@ def _unary(node: PlanNode, model: OM, stats, inputs, xp, *, aggregate: bool = Fa
 
 
 @om_operator.register
-def _(node: SelectionNode, model: OM, stats, inputs, xp):
+def _(node: kinds.SelectionNode, model: OM, stats, inputs, xp):
     return _unary(node, model, stats, inputs, xp)
 
 
 @om_operator.register
-def _(node: ProjectionNode, model: OM, stats, inputs, xp):
+def _(node: kinds.ProjectionNode, model: OM, stats, inputs, xp):
     return _unary(node, model, stats, inputs, xp)
 
 
 @om_operator.register
-def _(node: AggregateNode, model: OM, stats, inputs, xp):
+def _(node: kinds.AggregateNode, model: OM, stats, inputs, xp):
     return _unary(node, model, stats, inputs, xp, aggregate=True)

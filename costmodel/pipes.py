@@ -76,15 +76,7 @@ from cqopt.costmodel.base import (
     window_seconds,
 )
 from cqopt.optimizer.join_closure import JoinPredicate
-from cqopt.optimizer.plan_nodes import (
-    AggregateNode,
-    JoinNode,
-    PlanNode,
-    ProjectionNode,
-    SelectionNode,
-    SourceNode,
-    consumer,
-)
+from cqopt.optimizer import plan_nodes as kinds
 from cqopt.optimizer.statistics import rate_name
 
 FINEST_GRANULARITY_SECONDS = 1e-6
@@ -299,8 +291,8 @@ class PIPES(PointCosting):
 Characteristics = tuple[Array, Array, Array]  # a stream's (d, l, g)
 
 
-@consumer("the PIPES model")
-def pipes_operator(node: PlanNode, model: PIPES, stats: Mapping[str, ArrayLike],
+@kinds.consumer("the PIPES model")
+def pipes_operator(node: kinds.PlanNode, model: PIPES, stats: Mapping[str, ArrayLike],
                    inputs: tuple[Characteristics, ...], xp
                    ) -> tuple[Characteristics, Array, Array]:
     """One operator's output (d, l, g), memory and CPU (per time unit), given its inputs'
@@ -313,7 +305,7 @@ def _instant(model: PIPES) -> float:
 
 
 @pipes_operator.register
-def _(node: SourceNode, model: PIPES, stats, inputs, xp):
+def _(node: kinds.SourceNode, model: PIPES, stats, inputs, xp):
     c, unit = model.catalog.pipes, model.catalog.seconds_per_time_unit
     memory = xp.value(0.0)
     stream = model.catalog.stream(node.stream)
@@ -333,7 +325,7 @@ def _(node: SourceNode, model: PIPES, stats, inputs, xp):
 
 
 @pipes_operator.register
-def _(node: SelectionNode, model: PIPES, stats, inputs, xp):
+def _(node: kinds.SelectionNode, model: PIPES, stats, inputs, xp):
     (d, l, g), = inputs
     sel = selectivity(stats, node.selectivity, xp=xp)
     d_out, l_out = selection.raw(d, l, sel, xp=xp)
@@ -342,7 +334,7 @@ def _(node: SelectionNode, model: PIPES, stats, inputs, xp):
 
 
 @pipes_operator.register
-def _(node: ProjectionNode, model: PIPES, stats, inputs, xp):
+def _(node: kinds.ProjectionNode, model: PIPES, stats, inputs, xp):
     (d, l, g), = inputs
     d_out, l_out = projection.raw(d, l, xp=xp)
     cpu = stateless_cpu.raw(d, model.catalog.pipes.projection_function, xp=xp)
@@ -350,7 +342,7 @@ def _(node: ProjectionNode, model: PIPES, stats, inputs, xp):
 
 
 @pipes_operator.register
-def _(node: JoinNode, model: PIPES, stats, inputs, xp):
+def _(node: kinds.JoinNode, model: PIPES, stats, inputs, xp):
     (d1, l1, g), (d2, l2, _) = inputs
     jsel = selectivity(stats, node.selectivity, xp=xp)
     d_prod, l_prod = cartesian_product.raw(d1, l1, d2, l2, xp=xp)
@@ -363,7 +355,7 @@ def _(node: JoinNode, model: PIPES, stats, inputs, xp):
 
 
 @pipes_operator.register
-def _(node: AggregateNode, model: PIPES, stats, inputs, xp):
+def _(node: kinds.AggregateNode, model: PIPES, stats, inputs, xp):
     (d, l, g), = inputs
     c, instant, s = model.catalog.pipes, _instant(model), node.out_width
     if node.group_by:

@@ -54,15 +54,7 @@ from cqopt.optimizer.join_closure import JoinPredicate
 from cqopt.optimizer.literals import literal_value
 from cqopt.optimizer.logical import AGGREGATES, ContinuousQuery, aggregate_text
 from cqopt.optimizer.plan import Plan, column_text
-from cqopt.optimizer.plan_nodes import (
-    AggregateNode,
-    JoinNode,
-    PlanNode,
-    ProjectionNode,
-    SelectionNode,
-    SourceNode,
-    consumer,
-)
+from cqopt.optimizer import plan_nodes as kinds
 
 
 @dataclass(frozen=True)
@@ -92,7 +84,7 @@ def execute(plan: Plan, query: ContinuousQuery,
         out = run_operator(node, inputs, query, windows)
         frames[key] = out.reset_index(drop=True)
         sizes = tuple(len(f) for f in inputs)
-        read = len(out) if isinstance(node, SourceNode) else sum(sizes)
+        read = len(out) if isinstance(node, kinds.SourceNode) else sum(sizes)
         counts[key] = OperatorCounts(read, len(out), read, sizes)
     root = frames[plan.root]
     result = pd.DataFrame({i: root[column_text(output_column_ref(c))].to_numpy()
@@ -124,35 +116,35 @@ def multiset(frame: pd.DataFrame, digits: int = 9) -> Counter:
 
 
 # -- operators ----------------------------------------------------------------
-@consumer("the reference executor")
-def run_operator(node: PlanNode, inputs: list[pd.DataFrame], query: ContinuousQuery,
+@kinds.consumer("the reference executor")
+def run_operator(node: kinds.PlanNode, inputs: list[pd.DataFrame], query: ContinuousQuery,
                  windows: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """One operator's output over its inputs' outputs (in order)."""
 
 
 @run_operator.register
-def _(node: SourceNode, inputs, query, windows):
+def _(node: kinds.SourceNode, inputs, query, windows):
     return _source(query, node.stream, windows)
 
 
 @run_operator.register
-def _(node: SelectionNode, inputs, query, windows):
+def _(node: kinds.SelectionNode, inputs, query, windows):
     return inputs[0][select_mask(node.predicate, inputs[0])]
 
 
 @run_operator.register
-def _(node: ProjectionNode, inputs, query, windows):
+def _(node: kinds.ProjectionNode, inputs, query, windows):
     keys = [column_text(c) for c in node.columns]
     return inputs[0][list(dict.fromkeys(keys))]  # a repeated output column is kept once
 
 
 @run_operator.register
-def _(node: JoinNode, inputs, query, windows):
+def _(node: kinds.JoinNode, inputs, query, windows):
     return join(inputs[0], inputs[1], node.predicate)
 
 
 @run_operator.register
-def _(node: AggregateNode, inputs, query, windows):
+def _(node: kinds.AggregateNode, inputs, query, windows):
     return aggregate(inputs[0], node.aggregates, node.group_by, node.having)
 
 

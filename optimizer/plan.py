@@ -70,24 +70,10 @@ from typing import TYPE_CHECKING, Any
 import networkx as nx
 
 from cqopt.optimizer.dialect import CQL
-from cqopt.optimizer.plan_nodes import (
-    KINDS,
-    AggregateNode,
-    ColumnRef,
-    JoinNode,
-    PlanNode,
-    ProjectionNode,
-    SelectionNode,
-    SourceNode,
-    consumer,
-    node_attributes,
-)
+from cqopt.optimizer import plan_nodes as kinds
+from cqopt.optimizer.plan_nodes import KINDS, ColumnRef, node_attributes
 
-if TYPE_CHECKING:  # annotations only: importing the optimizer never imports pyspark
-    from collections.abc import Mapping
-
-    from pyspark.sql import DataFrame
-
+if TYPE_CHECKING:
     from cqopt.optimizer.logical import ContinuousQuery
 
 __all__ = ["KINDS", "ColumnRef", "Plan", "column_text", "describe_node", "plan_id"]
@@ -111,10 +97,10 @@ class Plan:
     @property
     def cartesian(self) -> bool:
         """Whether some join of the plan is a Cartesian product."""
-        return any(isinstance(op, JoinNode) and op.cartesian
+        return any(isinstance(op, kinds.JoinNode) and op.cartesian
                    for _, op in self.graph.nodes(data="op"))
 
-    def node(self, key: str) -> PlanNode:
+    def node(self, key: str) -> kinds.PlanNode:
         """The operator at ``key``."""
         return self.graph.nodes[key]["op"]
 
@@ -155,29 +141,20 @@ class Plan:
         }
 
     def to_sql(self, dialect: str = "spark", *, query: ContinuousQuery | None = None,
-               pretty: bool = True) -> str:
+               pretty: bool = True, round_s: float | None = None, start: float = 0.0,
+               one_round: bool = False) -> str:
         """The plan as SQL of ``dialect`` that keeps its shape: each stream's σ/π
         order as nested subqueries, the left-deep join order, the aggregate on
-        top; the windows in a leading comment. See
-        :func:`cqopt.optimizer.plan_sql.plan_sql` (``query`` names the output
-        columns; a construct the dialect cannot express is a ``PlanSqlError``).
+        top, every tuple's round (``W = round_s`` seconds from ``ts = start``) in
+        every join and grouping, so that on whole tables it gives each round's
+        result. See :func:`cqopt.optimizer.plan_sql.plan_sql` (``query`` names
+        the output columns; ``one_round`` reads tables that hold one round's
+        windows; what the dialect or the rounds cannot express is a ``PlanSqlError``).
         """
         from cqopt.optimizer.plan_sql import plan_sql
 
-        return plan_sql(self, dialect, query=query, pretty=pretty)
-
-    def to_spark(self, frames: Mapping[str, DataFrame], *,
-                 query: ContinuousQuery | None = None) -> DataFrame:
-        """The plan as a PySpark DataFrame pipeline over one window per stream.
-
-        See :func:`cqopt.spark.plan_frame.to_spark`. The Spark module is
-        imported here, inside the method, because the optimizer (and the
-        run-time chart lookup above it) must import without pyspark: only
-        ``cqopt.spark`` may import it, and only when a plan runs on Spark.
-        """
-        from cqopt.spark.plan_frame import to_spark
-
-        return to_spark(self, frames, query=query)
+        return plan_sql(self, dialect, query=query, pretty=pretty, round_s=round_s,
+                        start=start, one_round=one_round)
 
     def __repr__(self) -> str:
         kinds = [self.node(k).kind for k in nx.topological_sort(self.graph)]
@@ -189,50 +166,50 @@ def plan_id(graph: nx.DiGraph, root: str) -> str:
     return _id_text(graph.nodes[root]["op"], graph)
 
 
-@consumer("the plan id")
-def _id_text(node: PlanNode, graph: nx.DiGraph) -> str:
+@kinds.consumer("the plan id")
+def _id_text(node: kinds.PlanNode, graph: nx.DiGraph) -> str:
     """The id of the subtree at ``node`` (see the module docstring)."""
 
 
 @_id_text.register
-def _(node: JoinNode, graph: nx.DiGraph) -> str:
+def _(node: kinds.JoinNode, graph: nx.DiGraph) -> str:
     left, right = (graph.nodes[k]["op"] for k in node.inputs)
     right_text = _id_text(right, graph)
-    if isinstance(right, JoinNode):
+    if isinstance(right, kinds.JoinNode):
         right_text = f"({right_text})"
     return _id_text(left, graph) + (CROSS if node.cartesian else JOIN) + right_text
 
 
 @_id_text.register
-def _(node: SourceNode, graph: nx.DiGraph) -> str:
+def _(node: kinds.SourceNode, graph: nx.DiGraph) -> str:
     return node.stream
 
 
 @_id_text.register
-def _(node: AggregateNode, graph: nx.DiGraph) -> str:
+def _(node: kinds.AggregateNode, graph: nx.DiGraph) -> str:
     # the same in every candidate: left out of the id
     return _id_text(graph.nodes[node.inputs[0]]["op"], graph)
 
 
 @_id_text.register
-def _(node: ProjectionNode, graph: nx.DiGraph) -> str:
+def _(node: kinds.ProjectionNode, graph: nx.DiGraph) -> str:
     if node.stream is None:  # the final projection: the same in every candidate
         return _id_text(graph.nodes[node.inputs[0]]["op"], graph)
     return _chain_id(node, graph)
 
 
 @_id_text.register
-def _(node: SelectionNode, graph: nx.DiGraph) -> str:
+def _(node: kinds.SelectionNode, graph: nx.DiGraph) -> str:
     return _chain_id(node, graph)
 
 
-_CHAIN_SYMBOL = {SelectionNode: SELECT, ProjectionNode: PROJECT}
+_CHAIN_SYMBOL = {kinds.SelectionNode: SELECT, kinds.ProjectionNode: PROJECT}
 
 
-def _chain_id(node: PlanNode, graph: nx.DiGraph) -> str:
+def _chain_id(node: kinds.PlanNode, graph: nx.DiGraph) -> str:
     """A stream and, when it has both, its σ/π order bottom-up."""
     ops = []  # the stream's own chain of σ and π, read top-down
-    while not isinstance(node, SourceNode):
+    while not isinstance(node, kinds.SourceNode):
         ops.append(_CHAIN_SYMBOL[type(node)])
         node = graph.nodes[node.inputs[0]]["op"]
     chain = "".join(reversed(ops))
@@ -244,38 +221,38 @@ def column_text(ref: ColumnRef) -> str:
     return ref[1] if ref[0] is None else f"{ref[0]}.{ref[1]}"
 
 
-@consumer("explain")
-def describe_node(node: PlanNode) -> str:
+@kinds.consumer("explain")
+def describe_node(node: kinds.PlanNode) -> str:
     """One line of ``explain``: the operator, its key facts and its widths."""
 
 
-def _widths(node: PlanNode) -> str:
+def _widths(node: kinds.PlanNode) -> str:
     return " + ".join(f"{w} B" for w in node.in_widths) + f" -> {node.out_width} B"
 
 
-def _selectivity(node: PlanNode) -> str:
+def _selectivity(node: kinds.PlanNode) -> str:
     return "  " + " * ".join(node.selectivity) if node.selectivity else ""
 
 
 @describe_node.register
-def _(node: SourceNode) -> str:
+def _(node: kinds.SourceNode) -> str:
     return f"Stream {node.stream} {node.window}  ({node.out_width} B)"
 
 
 @describe_node.register
-def _(node: SelectionNode) -> str:
+def _(node: kinds.SelectionNode) -> str:
     return (f"Select {node.predicate.predicate_sql}{_selectivity(node)}  {node.rate_class}  "
             f"({_widths(node)})")
 
 
 @describe_node.register
-def _(node: ProjectionNode) -> str:
+def _(node: kinds.ProjectionNode) -> str:
     names = node.names or [column_text(c) for c in node.columns]
     return f"Project [{', '.join(names)}]  ({_widths(node)})"
 
 
 @describe_node.register
-def _(node: JoinNode) -> str:
+def _(node: kinds.JoinNode) -> str:
     if node.cartesian:
         return f"Cartesian product  ({_widths(node)})"
     predicates = " AND ".join(str(p) for p in node.predicate)
@@ -283,7 +260,7 @@ def _(node: JoinNode) -> str:
 
 
 @describe_node.register
-def _(node: AggregateNode) -> str:
+def _(node: kinds.AggregateNode) -> str:
     parts = ["Aggregate " + (", ".join(map(str, node.aggregates)) or "(none)")]
     if node.group_by:
         parts.append("GROUP BY " + ", ".join(".".join(c) for c in node.group_by))
@@ -292,14 +269,14 @@ def _(node: AggregateNode) -> str:
     return "  ".join(parts) + f"  ({_widths(node)})"
 
 
-def _node_dict(node: PlanNode) -> dict[str, Any]:
+def _node_dict(node: kinds.PlanNode) -> dict[str, Any]:
     """The node's attributes as JSON values (predicates as SQL text)."""
     out: dict[str, Any] = {}
     for name, value in node_attributes(node).items():
         if name == "window":
             value = value.to_dict() if value is not None else None
         elif name == "predicate" and value is not None:
-            value = value.predicate_sql if isinstance(node, SelectionNode) \
+            value = value.predicate_sql if isinstance(node, kinds.SelectionNode) \
                 else [str(p) for p in value]
         elif name in ("columns", "emits") and value is not None:
             value = [column_text(c) for c in value]

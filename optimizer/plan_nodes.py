@@ -25,7 +25,11 @@ the DataFrame builder, the reference executor, ``explain``). Each such
 consumer registers its functions in :data:`CONSUMERS`, so a kind added here
 without a function in some consumer is named by ``tests/test_plan_nodes.py``
 rather than found by a user; calling a consumer on a kind it lacks is a
-:class:`MissingKindError` naming both.
+:class:`MissingKindError` naming both. The codec
+(:mod:`cqopt.optimizer.plan_codec`) reads a node's dataclass fields, so it
+stores a kind once the kind is in :data:`NODE_CLASSES`; it writes a node as
+the attribute dict plans were made of before their nodes were typed
+(:func:`node_attributes`), so chart sets written before and after read alike.
 
 >>> node = SourceNode(stream="S", streams=("S",), window=None, out_width=8,
 ...                   emits=(("S", "a"), ("S", "b")))

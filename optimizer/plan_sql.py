@@ -18,14 +18,47 @@ for the dialect asked for (``spark``, ``hive``, ``postgres``, ``duckdb``,
 - **the aggregate on top**: the outer SELECT with GROUP BY and HAVING, and
   the query's output columns, named as the query names them.
 
-In Spark's dialects each Cartesian step also carries a ``SHUFFLE_REPLICATE_NL``
-hint, without which Spark would move it (see :func:`plan_expression`).
+**Rounds.** A continuous query's result is per *round*: round ``r`` of
+``W`` seconds ends at ``start + (r + 1) W``, and each stream's ``[RANGE w]``
+window then holds the tuples with ``end - w <= ts < end``. The SQL carries
+the rounds, so that run once on whole tables (every tuple of a trace, in
+Spark, DuckDB or PostgreSQL) it gives every round's result and no pair
+across rounds:
 
-**Convention for windows.** Dialects have no common syntax for a stream
-window, so the SQL reads one *round*: a table named like a stream holds that
-stream's current window (what the reference executor and ``to_spark`` get
-as input). The windows are stated in the leading comment, ``/* cqopt plan
-<id>; windows: S [RANGE 1 SECONDS], ... */``.
+- each stream's source computes its tuples' round,
+  ``CAST(FLOOR((ts - start) / W) AS BIGINT)``, as the column ``cqopt_round``
+  (:data:`ROUND_COLUMN`), which every selection and projection above keeps;
+- every join step also equates its two sides' rounds (a Cartesian step is
+  then a join on the round: the product within each round);
+- the aggregate groups by the round first; the result's first column is the
+  round.
+
+A sliding window longer than the round, ``[RANGE w]`` with ``w > W``, puts
+a tuple in ``k = ceil(w / W)`` rounds: the source is crossed with ``(VALUES
+(0), ..., (k - 1)) AS cqopt_offset(k)`` and a tuple of round ``q`` appears
+in rounds ``q .. q + k - 1``; when ``w`` is not ``k W`` (and for a window
+shorter than the round), the tuples before ``end - w`` are filtered out,
+``WHERE ts >= start + (cqopt_round + 1) * W - w``. So the last ``k - 1``
+rounds of the result run past the trace's end, over windows the trace fills
+only partly. ``[ROWS n]``, ``[PARTITION BY ... ROWS n]``, ``[NOW]`` and
+``[UNBOUNDED]`` windows are no span of time and have no round form: such a
+plan is a :class:`PlanSqlError` naming the stream and its window. A tuple's
+round is read from its ``ts`` column (seconds, as cqopt's traces hold it),
+so every stream needs one; ``W`` defaults to the longest ``[RANGE]`` window
+of the plan's streams (the round ``cqopt run`` cuts), ``start`` to 0.
+
+One difference from the per-round result remains: a query with aggregates
+and no GROUP BY has, per round, one row even when nothing reaches the
+aggregate (``COUNT(*)`` 0), but ``GROUP BY cqopt_round`` has no group, so no
+row, for such a round.
+
+With ``one_round=True`` the SQL reads one round instead, as it did before
+rounds were carried: a table named like a stream holds that stream's current
+window (what the reference executor and ``to_spark`` get as input), and
+nothing relates tuples to rounds. In Spark's dialects each Cartesian step
+then carries a ``SHUFFLE_REPLICATE_NL`` hint, without which Spark would move
+it (see :func:`plan_expression`). Both forms state the windows in a leading
+comment, ``/* cqopt plan <id>; windows: S [RANGE 1 SECONDS], ... */``.
 
 **Output columns.** With the query (``query=``), the result has the query's
 output columns in its order and names. Without it, the plan's own top
@@ -42,12 +75,18 @@ and the dialect.
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int", "c": "double"}}}})
 >>> q = parse_query("SELECT S.a FROM S WHERE S.b = 1 WINDOW [1]", cat)
->>> print(plan_sql(enumerate_plans(q)[1], "duckdb", query=q, pretty=False))
+>>> print(plan_sql(enumerate_plans(q)[1], "duckdb", query=q, pretty=False, one_round=True))
 /* cqopt plan S[πσ]; windows: S [RANGE 1 SECONDS] */ SELECT "S"."a" AS "a" FROM (SELECT "S"."a", "S"."b" FROM (SELECT "S"."a", "S"."b" FROM "S" AS "S") AS "S" WHERE "S"."b" = 1) AS "S"
+>>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
+...     "columns": {"ts": "double", "a": "int", "b": "int"}}}})
+>>> q = parse_query("SELECT S.a FROM S WHERE S.b = 1 WINDOW [2]", cat)
+>>> print(plan_sql(enumerate_plans(q)[0], "duckdb", query=q, start=10, pretty=False))
+/* cqopt plan S[σπ]; windows: S [RANGE 2 SECONDS]; rounds of 2 s from ts 10: cqopt_round */ SELECT "S"."cqopt_round" AS "cqopt_round", "S"."a" AS "a" FROM (SELECT "S"."a", "S"."cqopt_round" FROM (SELECT "S"."ts", "S"."a", "S"."b", "S"."cqopt_round" FROM (SELECT "S"."ts", "S"."a", "S"."b", CAST(FLOOR(("S"."ts" - 10.0) / 2.0) AS BIGINT) AS "cqopt_round" FROM "S" AS "S") AS "S" WHERE "S"."b" = 1) AS "S") AS "S"
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -60,15 +99,7 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 from cqopt.errors import CqoptError, did_you_mean
 from cqopt.optimizer.classify import output_column_ref
 from cqopt.optimizer.plan import ColumnRef, Plan, column_text
-from cqopt.optimizer.plan_nodes import (
-    AggregateNode,
-    JoinNode,
-    PlanNode,
-    ProjectionNode,
-    SelectionNode,
-    SourceNode,
-    consumer,
-)
+from cqopt.optimizer import plan_nodes as kinds
 
 if TYPE_CHECKING:
     from cqopt.optimizer.logical import ContinuousQuery
@@ -79,6 +110,10 @@ AGGREGATE_FUNCTIONS: dict[str, type[exp.Expression]] = {
 
 # Spark's hint for a Cartesian product (see plan_expression).
 CARTESIAN_HINT = "SHUFFLE_REPLICATE_NL"
+# The column holding a tuple's round, and the one its round is read from (seconds).
+ROUND_COLUMN = "cqopt_round"
+TIME_COLUMN = "ts"
+_OFFSET, _OFFSET_COLUMN = "cqopt_offset", "k"
 
 
 class PlanSqlError(CqoptError):
@@ -86,7 +121,8 @@ class PlanSqlError(CqoptError):
 
 
 def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | None = None,
-             pretty: bool = True) -> str:
+             pretty: bool = True, round_s: float | None = None, start: float = 0.0,
+             one_round: bool = False) -> str:
     """The SQL text of ``plan`` in ``dialect`` (see the module docstring).
 
     Parameters
@@ -99,6 +135,14 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
         The plan's query: gives the result its output columns' names and order.
     pretty : bool
         Indented, one clause per line (default) or one line.
+    round_s : float, optional
+        The round's length ``W`` in seconds; default the longest ``[RANGE]``
+        window of the plan's streams.
+    start : float
+        The ``ts`` at which round 0 starts.
+    one_round : bool
+        SQL over tables that hold one round's windows, carrying no round
+        (``round_s`` and ``start`` are then unused).
 
     Returns
     -------
@@ -108,8 +152,9 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
     Raises
     ------
     PlanSqlError
-        An unknown dialect, a construct the dialect cannot express, or a
-        plan that is not left-deep.
+        An unknown dialect, a construct the dialect cannot express, a plan
+        that is not left-deep, or (carrying rounds) a window that is no span
+        of time, a stream without ``ts``, a round length that is not > 0.
     """
     try:
         engine = Dialect.get_or_raise(dialect)
@@ -117,7 +162,8 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
         known = sorted(d.value for d in sqlglot.Dialects if d.value)
         raise PlanSqlError(f"unknown SQL dialect {dialect!r}{did_you_mean(dialect, known)}; "
                            f"sqlglot knows {', '.join(known)}") from None
-    tree = plan_expression(plan, query=query, cartesian_hints=isinstance(engine, Spark2))
+    tree = plan_expression(plan, query=query, cartesian_hints=isinstance(engine, Spark2),
+                           round_s=round_s, start=start, one_round=one_round)
     try:
         return tree.sql(dialect=dialect, pretty=pretty, unsupported_level=ErrorLevel.RAISE)
     except SqlglotError as err:
@@ -127,34 +173,85 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
 
 
 def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
-                    cartesian_hints: bool = False) -> exp.Select:
+                    cartesian_hints: bool = False, round_s: float | None = None,
+                    start: float = 0.0, one_round: bool = False) -> exp.Select:
     """The sqlglot tree of :func:`plan_sql`, before any dialect prints it.
 
     ``cartesian_hints`` (Spark's dialects) hints each Cartesian step's right
-    input with ``SHUFFLE_REPLICATE_NL``: Spark's ReorderJoin rule, active
-    even with cost-based reordering off, moves a Cartesian product above the
-    joins that have a condition, and it leaves a hinted join alone. A
-    Cartesian step then runs as Spark's Cartesian product, which it is.
+    input with ``SHUFFLE_REPLICATE_NL`` in the one-round form: Spark's
+    ReorderJoin rule, active even with cost-based reordering off, moves a
+    Cartesian product above the joins that have a condition, and it leaves a
+    hinted join alone. A Cartesian step then runs as Spark's Cartesian
+    product, which it is. Carrying rounds, every step has a condition (the
+    rounds' equality), so nothing moves it and it runs as the equi-join on
+    the round it is; a nested-loop hint there would pair every round with
+    every other.
     """
+    rounds = None if one_round else _rounds(plan, round_s, start)
     built: dict[str, _Sql] = {}
     for key in plan.operators():
         node = plan.node(key)
-        built[key] = node_sql(node, [built[k] for k in node.inputs], plan)
+        built[key] = node_sql(node, [built[k] for k in node.inputs], plan, rounds)
     top = built[plan.root]
-    select = top.select if top.select is not None else exp.Select().from_(top.relation)
+    select = top.outer()
+    if rounds is not None:
+        select = select.select(exp.alias_(_column(plan.join_order[0], ROUND_COLUMN),
+                                          ROUND_COLUMN, quoted=True), copy=False)
     for ref, name in plan_outputs(plan, query):
         value = _aggregate_call(ref[1], top.aggregate) if ref[0] is None else _column(*ref)
         select = select.select(exp.alias_(value, name, quoted=True), copy=False)
-    if cartesian_hints:
+    if cartesian_hints and rounds is None:
         crossed = [plan.node(node.inputs[1]).stream for node in map(plan.node, plan.operators())
-                   if isinstance(node, JoinNode) and node.cartesian]
+                   if isinstance(node, kinds.JoinNode) and node.cartesian]
         if crossed:
             select.set("hint", exp.Hint(expressions=[
                 exp.JoinHint(this=CARTESIAN_HINT, expressions=[
                     exp.Table(this=exp.to_identifier(s, quoted=True))]) for s in crossed]))
     windows = ", ".join(f"{s} {plan.node(f'src:{s}').window}" for s in plan.join_order)
-    select.add_comments([f" cqopt plan {plan.id}; windows: {windows} "], prepend=True)
+    comment = f" cqopt plan {plan.id}; windows: {windows}"
+    if rounds is not None:
+        comment += f"; rounds of {rounds.seconds:g} s from ts {rounds.start:g}: {ROUND_COLUMN}"
+    select.add_comments([comment + " "], prepend=True)
     return select
+
+
+_ONE_ROUND = ("Plan.to_sql(..., one_round=True) writes SQL over tables that each hold one "
+              "round's windows instead")
+
+
+@dataclass(frozen=True)
+class _Rounds:
+    """Round ``r`` holds ``start + r seconds <= ts < start + (r + 1) seconds``."""
+
+    start: float
+    seconds: float
+
+
+def _rounds(plan: Plan, round_s: float | None, start: float) -> _Rounds:
+    """The plan's rounds, once every stream's window and ``ts`` are checked."""
+    sources = [plan.node(f"src:{s}") for s in plan.join_order]
+    for node in sources:
+        window = node.window
+        if window is None or window.kind != "range" or window.partition_by:
+            raise PlanSqlError(
+                f"plan {plan.id}: stream {node.stream}'s window {window} is no span of time, "
+                "so the SQL cannot carry its rounds (only [RANGE w] windows can); "
+                f"{_ONE_ROUND}")
+        if (node.stream, TIME_COLUMN) not in node.emits:
+            raise PlanSqlError(
+                f"plan {plan.id}: stream {node.stream} has no {TIME_COLUMN} column, from which "
+                f"the SQL reads a tuple's round; add it to the catalog, or: {_ONE_ROUND}")
+        if (node.stream, ROUND_COLUMN) in node.emits:
+            raise PlanSqlError(f"plan {plan.id}: stream {node.stream} has a column named "
+                               f"{ROUND_COLUMN}, the name the SQL gives a tuple's round; "
+                               "rename it in the catalog")
+    if round_s is None:
+        round_s = max(node.window.seconds for node in sources)
+    if not (isinstance(round_s, (int, float)) and math.isfinite(round_s) and round_s > 0):
+        raise PlanSqlError(f"round_s must be a number of seconds > 0, got {round_s!r}")
+    if not (isinstance(start, (int, float)) and math.isfinite(start)):
+        raise PlanSqlError(f"start must be a finite ts, got {start!r}")
+    return _Rounds(float(start), float(round_s))
 
 
 def plan_outputs(plan: Plan, query: ContinuousQuery | None = None
@@ -177,7 +274,7 @@ def plan_outputs(plan: Plan, query: ContinuousQuery | None = None
     if query is not None:
         return [(output_column_ref(c), c.name) for c in query.projection]
     root = plan.node(plan.root)
-    refs = root.columns if isinstance(root, ProjectionNode) and root.stream is None \
+    refs = root.columns if isinstance(root, kinds.ProjectionNode) and root.stream is None \
         else root.emits
     return [(ref, column_text(ref)) for ref in refs]
 
@@ -190,66 +287,113 @@ class _Sql:
 
     relation: exp.Expression | None = None
     select: exp.Select | None = None
-    aggregate: AggregateNode | None = None
+    aggregate: kinds.AggregateNode | None = None
 
     def outer(self) -> exp.Select:
         """The outer SELECT, started from the stream's relation if there is none yet."""
         return self.select if self.select is not None else exp.Select().from_(self.relation)
 
 
-@consumer("the SQL writer")
-def node_sql(node: PlanNode, inputs: list[_Sql], plan: Plan) -> _Sql:
+@kinds.consumer("the SQL writer")
+def node_sql(node: kinds.PlanNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
     """One operator's SQL over its inputs' (see the module docstring)."""
 
 
 @node_sql.register
-def _(node: SourceNode, inputs: list[_Sql], plan: Plan) -> _Sql:
-    return _Sql(exp.alias_(exp.Table(this=exp.to_identifier(node.stream, quoted=True)),
-                           node.stream, table=True, quoted=True))
+def _(node: kinds.SourceNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
+    table = exp.alias_(exp.Table(this=exp.to_identifier(node.stream, quoted=True)),
+                       node.stream, table=True, quoted=True)
+    if rounds is None:
+        return _Sql(table)
+    ts = _column(node.stream, TIME_COLUMN)
+    w, width = node.window.seconds, rounds.seconds
+    round_of = exp.cast(exp.Floor(this=exp.Div(
+        this=exp.paren(exp.Sub(this=ts, expression=_number(rounds.start)), copy=False),
+        expression=_number(width))), "BIGINT")
+    copies = max(1, math.ceil(w / width - 1e-9))  # the rounds whose window holds a tuple
+    columns = [_column(*c) for c in node.emits]
+    if copies == 1:
+        inner = exp.select(*columns, exp.alias_(round_of, ROUND_COLUMN, quoted=True)).from_(table)
+    else:
+        offsets = exp.values([(i,) for i in range(copies)], alias=_OFFSET,
+                             columns=[_OFFSET_COLUMN])
+        shifted = exp.Add(this=round_of, expression=exp.column(_OFFSET_COLUMN, _OFFSET))
+        inner = exp.select(*columns, exp.alias_(shifted, ROUND_COLUMN, quoted=True)) \
+            .from_(table).join(offsets, join_type="cross")
+    relation = inner.subquery(exp.to_identifier(node.stream, quoted=True), copy=False)
+    if math.isclose(copies * width, w, rel_tol=1e-12):
+        return _Sql(relation)
+    # w is not a whole number of rounds: drop what fell out of the window by the round's end
+    end = exp.Add(this=_number(rounds.start), expression=exp.Mul(
+        this=exp.paren(exp.Add(this=_column(node.stream, ROUND_COLUMN),
+                               expression=exp.Literal.number(1)), copy=False),
+        expression=_number(width)))
+    lower = exp.Sub(this=end, expression=_number(w))
+    inner = exp.select(*columns, _column(node.stream, ROUND_COLUMN)).from_(relation) \
+        .where(exp.GTE(this=ts, expression=lower))
+    return _Sql(inner.subquery(exp.to_identifier(node.stream, quoted=True), copy=False))
 
 
 @node_sql.register
-def _(node: SelectionNode, inputs: list[_Sql], plan: Plan) -> _Sql:
-    inner = exp.select(*[_column(*c) for c in node.emits]) \
+def _(node: kinds.SelectionNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
+    inner = exp.select(*_with_round([_column(*c) for c in node.emits], node.stream, rounds)) \
         .from_(_chain_input(node, inputs, plan)).where(_quoted(node.predicate.predicate))
     return _Sql(inner.subquery(exp.to_identifier(node.stream, quoted=True), copy=False))
 
 
 @node_sql.register
-def _(node: ProjectionNode, inputs: list[_Sql], plan: Plan) -> _Sql:
+def _(node: kinds.ProjectionNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
     if node.stream is None:  # the final projection: the outer SELECT's columns (plan_outputs)
         return inputs[0]
-    inner = exp.select(*[_column(*c) for c in dict.fromkeys(node.columns)]) \
+    kept = [_column(*c) for c in dict.fromkeys(node.columns)]
+    inner = exp.select(*_with_round(kept, node.stream, rounds)) \
         .from_(_chain_input(node, inputs, plan))
     return _Sql(inner.subquery(exp.to_identifier(node.stream, quoted=True), copy=False))
 
 
 @node_sql.register
-def _(node: JoinNode, inputs: list[_Sql], plan: Plan) -> _Sql:
+def _(node: kinds.JoinNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
     left, right = inputs
     if right.relation is None:
         raise PlanSqlError(f"plan {plan.id} joins the result of a join as its right "
                            "input (a bushy plan): only left-deep plans become SQL")
     select = left.outer()
-    if node.cartesian or not node.predicate:
+    conditions = [_quoted(p.expression) for p in node.predicate or ()]
+    if rounds is not None:  # the two sides' tuples meet only within a round
+        conditions.append(exp.EQ(this=_column(node.streams[0], ROUND_COLUMN),
+                                 expression=_column(node.streams[-1], ROUND_COLUMN)))
+    if not conditions:
         select = select.join(right.relation, join_type="cross", copy=False)
     else:
-        condition = exp.and_(*[_quoted(p.expression) for p in node.predicate])
-        select = select.join(right.relation, on=condition, join_type="inner", copy=False)
+        select = select.join(right.relation, on=exp.and_(*conditions), join_type="inner",
+                             copy=False)
     return _Sql(select=select)
 
 
 @node_sql.register
-def _(node: AggregateNode, inputs: list[_Sql], plan: Plan) -> _Sql:
+def _(node: kinds.AggregateNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
     select = inputs[0].outer()
-    if node.group_by:
-        select = select.group_by(*[_column(*c) for c in node.group_by], copy=False)
+    keys = [_column(*c) for c in node.group_by]
+    if rounds is not None:  # one group per round and key
+        keys.insert(0, _column(node.streams[0], ROUND_COLUMN))
+    if keys:
+        select = select.group_by(*keys, copy=False)
     if node.having is not None:
         select = select.having(_quoted(node.having), copy=False)
     return _Sql(select=select, aggregate=node)
 
 
-def _chain_input(node: PlanNode, inputs: list[_Sql], plan: Plan) -> exp.Expression:
+def _with_round(columns: list[exp.Expression], stream: str,
+                rounds: _Rounds | None) -> list[exp.Expression]:
+    """A stream operator's columns, and its tuples' round when the SQL carries rounds."""
+    return columns if rounds is None else [*columns, _column(stream, ROUND_COLUMN)]
+
+
+def _number(value: float) -> exp.Literal:
+    return exp.Literal.number(repr(float(value)))
+
+
+def _chain_input(node: kinds.PlanNode, inputs: list[_Sql], plan: Plan) -> exp.Expression:
     """The relation below a stream's selection or projection."""
     if inputs[0].relation is None:
         raise PlanSqlError(f"plan {plan.id}: a {node.kind} above a join has no SQL form here")
@@ -266,7 +410,7 @@ def _quoted(node: exp.Expression) -> exp.Expression:
         lambda n: _column(n.table, n.name) if isinstance(n, exp.Column) else n)
 
 
-def _aggregate_call(text: str, aggregate: AggregateNode | None) -> exp.Expression:
+def _aggregate_call(text: str, aggregate: kinds.AggregateNode | None) -> exp.Expression:
     """The call of the plan's aggregate whose text is ``text`` (``SUM(S.a)``)."""
     found = next((a for a in (aggregate.aggregates if aggregate else ()) if str(a) == text),
                  None)

@@ -16,6 +16,14 @@ becomes one DataFrame step, bottom-up as the reference executor
   the output columns, named as the query names them (with ``query=``; else by
   their text ``S.a``, ``COUNT(*)``).
 
+With ``round_column=`` the frames may hold many rounds, each tuple's round
+in that column: every operator keeps it, every join also equates it (a
+Cartesian step becomes the join on the round alone), the aggregate groups
+by it first and the result has it as its first column, so one DataFrame
+gives every round's result, each what the plan gives on that round's frames
+alone. As in :mod:`cqopt.optimizer.plan_sql`, a query with aggregates and no
+GROUP BY then has no row for a round in which nothing reaches the aggregate.
+
 Predicates become Spark conditions through
 :func:`cqopt.spark.round_stats.spark_condition` and
 :func:`~cqopt.spark.round_stats.predicate_condition`, the walker of
@@ -28,7 +36,7 @@ which keeps Spark's ReorderJoin rule from moving it. It does move commuting step
 a selection may be pushed below a projection and unread columns pruned, so
 σ→π and π→σ can run alike on Spark.
 
-With a session, ``plan.to_spark({"S": spark.createDataFrame(window)}, query=q)``
+With a session, ``to_spark(plan, {"S": spark.createDataFrame(window)}, query=q)``
 is the plan's DataFrame; a stream without a frame is refused before Spark runs:
 
 >>> from cqopt.catalog import Catalog
@@ -55,15 +63,7 @@ from sqlglot import exp
 from cqopt.errors import CqoptError
 from cqopt.optimizer.logical import AGGREGATES
 from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_nodes import (
-    AggregateNode,
-    JoinNode,
-    PlanNode,
-    ProjectionNode,
-    SelectionNode,
-    SourceNode,
-    consumer,
-)
+from cqopt.optimizer import plan_nodes as kinds
 from cqopt.optimizer.plan_sql import CARTESIAN_HINT, plan_outputs
 from cqopt.spark.round_stats import predicate_condition, spark_condition
 from cqopt.spark.session import spark_errors
@@ -79,8 +79,9 @@ class PlanFrameError(CqoptError):
 
 
 def to_spark(plan: Plan, frames: Mapping[str, DataFrame], *,
-             query: ContinuousQuery | None = None) -> DataFrame:
-    """The DataFrame computing ``plan`` over one window per stream.
+             query: ContinuousQuery | None = None,
+             round_column: str | None = None) -> DataFrame:
+    """The DataFrame computing ``plan`` over one window per stream, or over many rounds at once.
 
     Parameters
     ----------
@@ -91,6 +92,14 @@ def to_spark(plan: Plan, frames: Mapping[str, DataFrame], *,
         catalog columns (any case).
     query : ContinuousQuery, optional
         The plan's query: gives the result its output names and order.
+    round_column : str, optional
+        A column every frame has that holds each tuple's round (any
+        integers; :func:`cqopt.spark.round_stats.assign_round` gives
+        ``floor((ts - start) / W)``). With it, each frame may hold many
+        rounds: the round is kept by every operator, is part of every join
+        key (a Cartesian step joins on it alone) and every grouping, and is
+        the result's first column, under this name. Each round's rows are
+        then those the plan gives on that round's frames alone.
 
     Returns
     -------
@@ -100,32 +109,41 @@ def to_spark(plan: Plan, frames: Mapping[str, DataFrame], *,
     Raises
     ------
     PlanFrameError
-        A stream of the plan has no frame, or its frame lacks a column.
+        A stream of the plan has no frame, or its frame lacks a column (the
+        round column too), or the round column's name is a catalog column's.
 
     Examples
     --------
     See the module docstring.
     """
     with spark_errors(f"Spark cannot build plan {plan.id}", PlanFrameError):
-        return _build(plan, frames, query)
+        return _build(plan, frames, query, round_column)
 
 
-def _build(plan: Plan, frames: Mapping[str, DataFrame],
-           query: ContinuousQuery | None) -> DataFrame:
+def _build(plan: Plan, frames: Mapping[str, DataFrame], query: ContinuousQuery | None,
+           round_column: str | None) -> DataFrame:
     from pyspark.sql import functions as F
 
     by_lower = {name.lower(): df for name, df in frames.items()}
     built: dict[str, _Frame] = {}
     for key in plan.operators():
         node = plan.node(key)
-        built[key] = node_frame(node, [built[k] for k in node.inputs], plan, by_lower)
+        built[key] = node_frame(node, [built[k] for k in node.inputs], plan,
+                                _Inputs(by_lower, round_column))
     top = built[plan.root]
 
     def output(ref: tuple) -> Column:
         return F.col(top.aggregated[ref]) if top.aggregated else _column(*ref)
 
-    return top.df.select(*[output(ref).alias(name)
-                           for ref, name in plan_outputs(plan, query)])
+    columns = [output(ref).alias(name) for ref, name in plan_outputs(plan, query)]
+    if round_column is not None:
+        first = F.col(top.aggregated[_ROUND]) if top.aggregated \
+            else _column(plan.join_order[0], round_column)
+        columns.insert(0, first.alias(round_column))
+    return top.df.select(*columns)
+
+
+_ROUND = (None, "round")  # the round's key among an aggregate's internal names
 
 
 @dataclass(frozen=True)
@@ -136,56 +154,71 @@ class _Frame:
     aggregated: dict[tuple, str] = field(default_factory=dict)
 
 
-@consumer("the DataFrame builder")
-def node_frame(node: PlanNode, inputs: list[_Frame], plan: Plan,
-               by_lower: dict[str, DataFrame]) -> _Frame:
+@dataclass(frozen=True)
+class _Inputs:
+    """What every operator's step may read: the frames by lower-case stream name, and the
+    round column when the frames hold many rounds."""
+
+    frames: dict[str, DataFrame]
+    round_column: str | None
+
+
+@kinds.consumer("the DataFrame builder")
+def node_frame(node: kinds.PlanNode, inputs: list[_Frame], plan: Plan, given: _Inputs) -> _Frame:
     """One operator's DataFrame step over its inputs' frames (see the module docstring)."""
 
 
 @node_frame.register
-def _(node: SourceNode, inputs, plan, by_lower):
-    return _Frame(_source(plan, node, by_lower))
+def _(node: kinds.SourceNode, inputs, plan, given):
+    return _Frame(_source(plan, node, given))
 
 
 @node_frame.register
-def _(node: SelectionNode, inputs, plan, by_lower):
+def _(node: kinds.SelectionNode, inputs, plan, given):
     return _Frame(inputs[0].df.where(spark_condition(node.predicate.predicate, _column))
                   .alias(node.stream))
 
 
 @node_frame.register
-def _(node: ProjectionNode, inputs, plan, by_lower):
+def _(node: kinds.ProjectionNode, inputs, plan, given):
     if node.stream is None:  # the final projection: the output columns, in _build
         return inputs[0]
-    return _Frame(inputs[0].df.select(*[_column(*c) for c in dict.fromkeys(node.columns)])
-                  .alias(node.stream))
+    columns = [_column(*c) for c in dict.fromkeys(node.columns)]
+    if given.round_column is not None:
+        columns.append(_column(node.stream, given.round_column))
+    return _Frame(inputs[0].df.select(*columns).alias(node.stream))
 
 
 @node_frame.register
-def _(node: JoinNode, inputs, plan, by_lower):
-    return _Frame(_join(inputs[0].df, inputs[1].df, node))
+def _(node: kinds.JoinNode, inputs, plan, given):
+    return _Frame(_join(inputs[0].df, inputs[1].df, node, given.round_column))
 
 
 @node_frame.register
-def _(node: AggregateNode, inputs, plan, by_lower):
-    return _Frame(*_aggregate(inputs[0].df, node))
+def _(node: kinds.AggregateNode, inputs, plan, given):
+    return _Frame(*_aggregate(inputs[0].df, node, given.round_column))
 
 
-def _source(plan: Plan, node: SourceNode, by_lower: dict[str, DataFrame]) -> DataFrame:
+def _source(plan: Plan, node: kinds.SourceNode, given: _Inputs) -> DataFrame:
     from pyspark.sql import functions as F
 
-    stream = node.stream
+    stream, by_lower, round_column = node.stream, given.frames, given.round_column
     df = by_lower.get(stream.lower())
     if df is None:
         raise PlanFrameError(f"plan {plan.id} reads stream {stream}, but no frame is given for "
                              f"it; frames given: {', '.join(by_lower) or 'none'}")
     have = {c.lower(): c for c in df.columns}
-    missing = [c for _, c in node.emits if c.lower() not in have]
+    wanted = [c for _, c in node.emits]
+    if round_column is not None:
+        if round_column.lower() in {c.lower() for c in wanted}:
+            raise PlanFrameError(f"round_column {round_column!r} is a column of stream "
+                                 f"{stream}; name the round column otherwise")
+        wanted.append(round_column)
+    missing = [c for c in wanted if c.lower() not in have]
     if missing:
         raise PlanFrameError(f"the frame of stream {stream} has no column "
                              f"{', '.join(missing)}; its columns are {', '.join(df.columns)}")
-    return df.select(*[F.col(f"`{have[c.lower()]}`").alias(c) for _, c in node.emits]) \
-        .alias(stream)
+    return df.select(*[F.col(f"`{have[c.lower()]}`").alias(c) for c in wanted]).alias(stream)
 
 
 def _column(stream: str, name: str) -> Column:
@@ -194,25 +227,33 @@ def _column(stream: str, name: str) -> Column:
     return F.col(f"`{stream}`.`{name}`")
 
 
-def _join(left: DataFrame, right: DataFrame, node: JoinNode) -> DataFrame:
-    if node.cartesian or not node.predicate:
+def _join(left: DataFrame, right: DataFrame, node: kinds.JoinNode,
+          round_column: str | None = None) -> DataFrame:
+    conditions = [predicate_condition(p, _column) for p in node.predicate or ()]
+    if round_column is not None:  # the two sides' tuples meet only within a round
+        conditions.append(_column(node.streams[0], round_column)
+                          == _column(node.streams[-1], round_column))
+    if not conditions:
         # Hinted, or Spark's ReorderJoin would move the product above the joins with a
         # condition (see cqopt.optimizer.plan_sql.plan_expression).
         return left.crossJoin(right.hint(CARTESIAN_HINT.lower()))
-    condition = functools.reduce(lambda a, b: a & b,
-                                 [predicate_condition(p, _column) for p in node.predicate])
-    return left.join(right, condition, "inner")
+    return left.join(right, functools.reduce(lambda a, b: a & b, conditions), "inner")
 
 
 _SPARK_AGGREGATES = {"COUNT": "count", "SUM": "sum", "AVG": "avg", "MIN": "min", "MAX": "max"}
 
 
-def _aggregate(df: DataFrame, node: AggregateNode) -> tuple[DataFrame, dict[tuple, str]]:
-    """GROUP BY and aggregates under internal names, then HAVING over them."""
+def _aggregate(df: DataFrame, node: kinds.AggregateNode, round_column: str | None = None
+               ) -> tuple[DataFrame, dict[tuple, str]]:
+    """GROUP BY (the round first, with ``round_column``) and aggregates under internal
+    names, then HAVING over them."""
     from pyspark.sql import functions as F
 
     names: dict[tuple, str] = {}
     keys = []
+    if round_column is not None:
+        names[_ROUND] = "_r"
+        keys.append(_column(node.streams[0], round_column).alias("_r"))
     for i, ref in enumerate(node.group_by):
         names[tuple(ref)] = f"_g{i}"
         keys.append(_column(*ref).alias(f"_g{i}"))

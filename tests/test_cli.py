@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,9 +56,13 @@ def test_missing_catalog_file(capsys):
     assert "nope.toml: no such file" in capsys.readouterr().err
 
 
-def test_help_and_console_script(repo_root):
-    done = subprocess.run([sys.executable, "-m", "cli.main", "explain", "--help"],
-                          capture_output=True, text=True, cwd=repo_root)
+def test_help_and_console_script(tmp_path):
+    """The installed ``cqopt`` command (the environment's, beside its python), run away from
+    the source tree."""
+    command = shutil.which("cqopt", path=str(Path(sys.executable).parent))
+    assert command is not None, f"no cqopt console script beside {sys.executable}"
+    done = subprocess.run([command, "explain", "--help"], capture_output=True, text=True,
+                          cwd=tmp_path)
     assert done.returncode == 0 and "--catalog" in done.stdout
 
 

@@ -15,12 +15,6 @@ import cqopt
 LAYERS = ["cqopt.errors", "cqopt.output", "cqopt.examples", "cqopt.catalog", "cqopt.optimizer",
           "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay", "cqopt.spark",
           "cqopt.cli"]
-# Imports that run upward on purpose, each inside one function, with the reason.
-ALLOWED_UP = {
-    # Plan.to_spark is the user's entry point; the DataFrame code must live with the rest
-    # of the Spark code so that importing the optimizer never imports pyspark.
-    ("cqopt.optimizer.plan", "cqopt.spark.plan_frame"),
-}
 ENGINES = {  # third-party package -> the only packages or modules that may import it
     "pyspark": ("cqopt.spark",),
     "py4j": ("cqopt.spark",),
@@ -72,7 +66,7 @@ def test_no_import_runs_back_up(module):
     upward = []
     for name, line in _imports(MODULES[module]):
         there = _layer(name)
-        if there is not None and there > here and (module, name) not in ALLOWED_UP:
+        if there is not None and there > here:
             upward.append(f"line {line}: {name}")
     assert not upward, f"{module} imports upward: {upward}"
 
