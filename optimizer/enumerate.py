@@ -143,7 +143,7 @@ def rules_without(names: Iterable[str], rules: Sequence[Rule] = HEURISTICS) -> t
     >>> rules_without(["push_down"])
     Traceback (most recent call last):
     ...
-    cqopt.errors.CqoptError: --without push_down: no such rule (the rules are ...); did you mean 'pushdown'?
+    cqopt.errors.CqoptError: --without push_down: no such rule (...); did you mean 'pushdown'?
     """
     known = rule_names(rules)
     names = list(names)

@@ -4,10 +4,12 @@ Every registered trace format is read by :func:`read_trace`: the built-in
 ones (DEC-PKT text, CSV, Parquet) by the Spark readers this module registers
 with the format registry for the engine ``"spark"``, any other format through
 its pure-Python reader, the pandas frame handed to Spark (a trace that fits
-in memory; register a Spark reader for a larger one). What comes back is a Spark DataFrame with a ``ts``
-column (double, seconds) and the catalog stream's columns that the trace
-has, converted to the catalog's types (int and long -> long, double ->
-double, bool -> boolean, string -> string, timestamp -> double seconds),
+in memory; register a Spark reader for a larger one).
+
+What comes back is a Spark DataFrame with a ``ts`` column (double, seconds)
+and the catalog stream's columns that the trace has, converted to the
+catalog's types (int and long -> long, double -> double, bool -> boolean,
+string -> string, timestamp -> double seconds),
 together with a :class:`~cqopt.replay.trace_format.TraceInfo`: rows, time
 span, and how far the trace is from time order in file order
 (``out_of_order``: a timestamp below the previous row's; ``late``: below the

@@ -3,6 +3,7 @@ ablations, a rule added from outside, and the contract checked after each rule."
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import networkx as nx
@@ -94,6 +95,36 @@ def test_local_search_plans_are_built_like_the_earlier_rules_left_them(query):
                             catalog=CATALOG, keep=2)
     assert len(plans) == 2
     assert all(shape_of(p).orders == {"A": "", "B": "", "C": ""} for p in plans)
+
+
+QUERIES = [
+    SQL,
+    "SELECT * FROM A WHERE A.a = 1 AND (A.b > 2 AND A.b < 5) WINDOW [1]",
+    "SELECT A.a, B.b FROM A, B, C, D WHERE A.k = B.k AND B.k = C.k AND D.a IN (1, 2) "
+    "AND A.c < D.c WINDOW [1]",
+    "SELECT SUM(B.c) FROM A, B WHERE A.b = 3 WINDOW [2]",  # a Cartesian product
+]
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+@pytest.mark.parametrize("left_out", [c for n in range(4) for c in itertools.combinations(
+    ("group_selections", "pushdown", "join_orders"), n)])
+def test_every_ablation_keeps_the_contract(sql, left_out):
+    query = parse_query(sql, CATALOG)
+    full = {p.id for p in enumerate_plans(query)}
+    plans = enumerate_plans(query, rules=rules_without(left_out))  # checked after each rule
+    if "join_orders" in left_out:
+        assert {p.join_order for p in plans} == {query.stream_names}
+    if not left_out:
+        assert {p.id for p in plans} == full
+    for plan in plans:
+        nodes = [plan.node(k) for k in plan.operators()]
+        selections = [n for n in nodes if n["kind"] == "selection"]
+        if "group_selections" not in left_out:
+            assert len(selections) == len(query.selections)
+        if "pushdown" in left_out:
+            assert all(n["stream"] is None for n in selections)
+            assert not any(n["kind"] == "projection" and n["stream"] for n in nodes)
 
 
 def test_unknown_rule_names_are_refused_with_a_suggestion():
