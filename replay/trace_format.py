@@ -266,17 +266,31 @@ def trace_stem(name: str) -> str | None:
 
 
 def read_trace_frame(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
-    """A trace file as pandas reads it, through its format's pure-Python reader.
+    """A trace as pandas reads it, through its format's pure-Python reader.
+
+    A directory's trace files (see :func:`detect_trace_format`) are read in
+    name order, one after another.
 
     Raises
     ------
     TraceError
-        No such file, an unknown format, or the file does not read as its format.
+        No such file, an unknown format, or a file does not read as its format.
     """
     path = Path(path)
     if not path.exists():
         raise TraceError(str(path), "no such file")
     found = get_trace_format(fmt, path) if fmt is not None else detect_trace_format(path)
+    files = [p for p in sorted(path.iterdir()) if not p.name.startswith((".", "_"))
+             and p.is_file() and found.matches(p)] if path.is_dir() else [path]
+    frames = [_read_file(found, file) for file in files]
+    if len(frames) == 1:
+        return frames[0]
+    import pandas as pd  # only here: listing and detecting formats needs no pandas
+
+    return pd.concat(frames, ignore_index=True)
+
+
+def _read_file(found: TraceFormat, path: Path) -> pd.DataFrame:
     try:
         return found.read(path)
     except TraceError:

@@ -113,6 +113,10 @@ def test_a_registered_format_is_written_named_and_read_everywhere(psv, tmp_path)
     # the generator's reader of real arrivals reads it too
     np.testing.assert_array_equal(load_interarrivals(path), [0.5, 1.5])
     assert trace_reader("psv", "spark") is None  # Spark reads it through pandas
+    parts = tmp_path / "UDP"  # a directory of parts, read in name order
+    write_trace(frame[2:], parts / "part-1.psv")
+    write_trace(frame[:2], parts / "part-0.psv")
+    pd.testing.assert_frame_equal(read_trace_frame(parts), frame)
     with pytest.raises(ValueError, match="'psv' is registered already"):
         register_trace_format(psv)
 
