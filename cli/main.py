@@ -21,7 +21,7 @@ from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, run_
 from cqopt.cli.chart_commands import parse_stat, parse_weights
 from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model, plan_utilities
 from cqopt.errors import CqoptError, error_line
-from cqopt.optimizer.enumerate import enumerate_plans
+from cqopt.optimizer.enumerate import enumerate_plans, rule_names, rules_without
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
 from cqopt.optimizer.statistics import DEFAULT_SELECTIVITY, default_value
 
@@ -64,6 +64,7 @@ def _costs(plans, values: dict[str, float], model, utility) -> list[dict[str, fl
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    rules = rules_without(args.without or [])
     catalog = load_catalog(args.catalog)
     queries = _queries(args, catalog)
     given = dict(parse_stat(s) for s in args.stat or [])
@@ -79,7 +80,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         stats = _statistics(q, given, catalog)
         values = {name: value for name, (value, _) in stats.items()}
         # Past the exhaustive limit, the local search orders joins by this model at these stats.
-        plans = enumerate_plans(q, catalog=catalog,
+        plans = enumerate_plans(q, catalog=catalog, rules=rules,
                                 cost=lambda p: float(plan_utilities(model, utility, [p],
                                                                     values)[0]))
         costs = _costs(plans, values, model, utility)
@@ -87,6 +88,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         # With no output at all (a contradiction, an empty stream) no plan is cheaper.
         chosen = plans[best] if math.isfinite(costs[best]["utility"]) else None
         objects.append({"name": name, "query": q.to_dict(), "model": model.name,
+                        "rules": list(rule_names(rules)),
                         "weights": [utility.w_r, utility.w_m, utility.w_c],
                         "statistics": {s: {"value": v, "default": d}
                                        for s, (v, d) in stats.items()},
@@ -109,6 +111,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print()
         stats = ", ".join(f"{s}={v['value']:g}" + (" (default)" if v["default"] else "")
                           for s, v in obj["statistics"].items())
+        if args.without:
+            print(f"Rules: {', '.join(obj['rules'])} (without {', '.join(args.without)})")
         print(f"Costed with the {model.name.upper()} model, weights "
               f"({utility.w_r:g}, {utility.w_m:g}), at {stats}")
         print("  (defaults: the middle of the catalog's range for a rate, "
@@ -165,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sql-out", metavar="DIALECT",
                    help="also print each plan as SQL of this sqlglot dialect (spark, hive, "
                         "postgres, duckdb, ...), shaped like the plan")
+    p.add_argument("--without", action="append", metavar="RULE",
+                   help="enumerate without this rule, for an ablation (repeatable): "
+                        + ", ".join(rule_names()))
     p.set_defaults(run=cmd_explain)
     chart_commands.add_parsers(sub)
     fidelity_commands.add_parsers(sub)

@@ -18,6 +18,7 @@ column is restricted to a point set and every residual is an equality, else
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -75,6 +76,12 @@ class Selection:
         # values takes a second to print.
         return self.predicate.sql()
 
+    @functools.cached_property
+    def conjuncts_sql(self) -> tuple[str, ...]:
+        """The text of each conjunct of the predicate (the plan contract counts them)."""
+        parts = _leaf_conjuncts(self.predicate)
+        return (self.predicate_sql,) if len(parts) == 1 else tuple(p.sql() for p in parts)
+
     def to_dict(self) -> dict[str, Any]:
         return {"predicate": self.predicate_sql, "class": self.rate_class,
                 "always_empty": self.always_empty, "statistic": self.statistic,
@@ -103,6 +110,27 @@ def group_selections(stream: str, conjuncts: list[exp.Expression]) -> Selection:
     predicate = exp.and_(*parts, *(r.copy() for r in residual), copy=False) \
         if parts or residual else exp.true()
     return Selection(stream, columns, tuple(residual), predicate)
+
+
+def split_selection(selection: Selection) -> tuple[Selection, ...]:
+    """``selection`` ungrouped: one Selection per conjunct of its predicate.
+
+    What a plan applies when heuristic 1 is switched off (see
+    :mod:`cqopt.optimizer.rule_group_selections`).
+
+    >>> import sqlglot
+    >>> sel = group_selections("S", [sqlglot.parse_one("S.a > 5 AND S.b = 1")])
+    >>> [p.predicate_sql for p in split_selection(sel)]
+    ['S.a > 5', 'S.b = 1']
+    """
+    parts = _leaf_conjuncts(selection.predicate)
+    if len(parts) == 1:
+        return (selection,)
+    # Each part keeps its own text: grouped again, A.a BETWEEN 0 AND 0 would read A.a = 0
+    return tuple(dataclasses.replace(group_selections(selection.stream, [part]), predicate=part)
+                 for part in parts)
+
+
 
 
 def column_set(node: exp.Expression) -> tuple[str, IntervalSet] | None:
@@ -193,6 +221,18 @@ def interval_condition(column: exp.Column, values: IntervalSet) -> exp.Expressio
 def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
     # Flatten so that the grouped predicate reads a AND b AND c, not (a AND b) AND c.
     return list(node.flatten()) if isinstance(node, exp.And) else [node]
+
+
+def _leaf_conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    """Every conjunct of ``node``, ANDs in parentheses opened too, left to right."""
+    out, stack = [], [node]
+    while stack:  # a loop, not recursion: a chain of thousands of ANDs has no depth limit
+        part = stack.pop().unnest()
+        if isinstance(part, exp.And):
+            stack.extend(reversed(list(part.flatten())))
+        else:
+            out.append(part)
+    return out
 
 
 def _literal(value: Any) -> exp.Expression:

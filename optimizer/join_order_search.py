@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from cqopt.catalog import Catalog
 from cqopt.optimizer.join_orders import cartesian_steps, is_cartesian
 from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_builder import PlanBuilder
+from cqopt.optimizer.plan_builder import PlanBuilder, PlanShape
 from cqopt.optimizer.plan_nodes import JoinNode, SourceNode
 from cqopt.optimizer.statistics import DEFAULT_SELECTIVITY, default_value, rate_name
 
@@ -42,21 +42,24 @@ CostFunction = Callable[[Plan], float]
 
 
 def local_search_orders(query: ContinuousQuery, cost: CostFunction, keep: int = 3, *,
-                        builder: PlanBuilder | None = None) -> list[tuple[str, ...]]:
+                        builder: PlanBuilder | None = None,
+                        like: PlanShape | None = None) -> list[tuple[str, ...]]:
     """The ``keep`` cheapest left-deep orders a greedy start and pairwise swaps find.
 
-    Costs are ``cost`` of plans built with each stream's first σ/π order.
-    Ties are broken by the order's positions in FROM, so the result is
-    deterministic whenever ``cost`` is.
+    Costs are ``cost`` of plans built like ``like`` (the σ/π orders and
+    grouping of the rules that ran before; by default each stream's first
+    σ/π order), in the order tried. Ties are broken by the order's positions
+    in FROM, so the result is deterministic whenever ``cost`` is.
     """
     names = query.stream_names
     if len(names) < 2:
         return [names]
     position = {s: i for i, s in enumerate(names)}
     builder = builder or PlanBuilder(query)
+    like = like or PlanShape(names)
 
     def score(order: Sequence[str], complete: bool) -> float:
-        return float(cost(builder.build(order, complete=complete)))
+        return float(cost(builder.build_shape(like.with_(join_order=order, complete=complete))))
 
     def tie(order: Sequence[str]) -> tuple[int, ...]:
         return tuple(position[s] for s in order)

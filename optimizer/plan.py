@@ -200,6 +200,8 @@ def _(node: kinds.ProjectionNode, graph: nx.DiGraph) -> str:
 
 @_id_text.register
 def _(node: kinds.SelectionNode, graph: nx.DiGraph) -> str:
+    if node.stream is None:  # applied above the joins (pushdown left out): not in the id
+        return _id_text(graph.nodes[node.inputs[0]]["op"], graph)
     return _chain_id(node, graph)
 
 

@@ -1,4 +1,4 @@
-"""Build one left-deep plan of a query, given its join order and σ/π orders.
+"""Build one left-deep plan of a query from its :class:`PlanShape`.
 
 A plan is each stream's source with its own selection and projection above
 it (in the stream's σ/π order, see :mod:`cqopt.optimizer.pushdown`), the
@@ -9,6 +9,15 @@ of the OM paper, the aggregate last, with the query's HAVING. A final
 projection ``proj:out`` is added when what the last operator emits is not
 already, as a multiset, the output columns (the order of columns is free).
 Every node is one of :mod:`cqopt.optimizer.plan_nodes`' operators.
+
+The shape also says what the rules of :mod:`cqopt.optimizer.enumerate` have
+decided so far, so that a plan can be built before they have all run: a
+stream whose order is ``""`` has its selection applied above the joins (key
+``sel:S``, ``stream`` None: not pushed down), ``grouped=False`` applies a
+stream's selection as one operator per conjunct (keys ``sel:S.1``,
+``sel:S.2``, ...), and ``complete=False`` stops below the aggregate and the
+final projection. Each plan keeps its shape (:func:`shape_of`), which is how
+a rule rebuilds it with one decision changed.
 
 :class:`PlanBuilder` builds many plans of one query and computes what they
 share (per-stream operator chains, join steps) once.
@@ -28,11 +37,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import networkx as nx
 
 from cqopt.optimizer.classify import OutputColumn, output_column_ref
+from cqopt.optimizer.group_selections import Selection, split_selection
 from cqopt.optimizer.join_orders import counted_statistics, equivalence_classes, step_predicates
 from cqopt.optimizer.plan import SELECT, ColumnRef, Plan, column_text
 from cqopt.optimizer.plan_nodes import (
@@ -49,6 +61,29 @@ if TYPE_CHECKING:
     from cqopt.optimizer.logical import ContinuousQuery
 
 
+@dataclass(frozen=True)
+class PlanShape:
+    """What a left-deep plan of a query is built from: the decisions of the rules.
+
+    ``orders`` maps a stream to its σ/π order bottom-up (``"σπ"``, ``"π"``,
+    ...; ``""`` for nothing at the stream, its selection then applied above
+    the joins); a stream missing from it takes its first candidate order.
+    """
+
+    join_order: tuple[str, ...]
+    orders: Mapping[str, str] = field(default_factory=dict)
+    grouped: bool = True  # one selection operator per stream, else one per conjunct
+    complete: bool = True  # the aggregate and the final projection on top
+
+    def __post_init__(self):
+        object.__setattr__(self, "join_order", tuple(self.join_order))
+        object.__setattr__(self, "orders", MappingProxyType(dict(self.orders)))
+
+    def with_(self, **changes) -> PlanShape:
+        """This shape with some decisions changed (:func:`dataclasses.replace`)."""
+        return replace(self, **changes)
+
+
 def build_plan(query: ContinuousQuery, join_order: Sequence[str],
                orders: Mapping[str, str] | None = None, *, complete: bool = True) -> Plan:
     """The left-deep plan joining ``join_order`` with each stream's σ/π ``orders``.
@@ -60,6 +95,20 @@ def build_plan(query: ContinuousQuery, join_order: Sequence[str],
     return PlanBuilder(query).build(join_order, orders, complete=complete)
 
 
+def shape_of(plan: Plan) -> PlanShape:
+    """The shape ``plan`` was built from.
+
+    Raises
+    ------
+    ValueError
+        The plan was not made by a :class:`PlanBuilder` (a decoded plan, say).
+    """
+    shape = plan.graph.graph.get("shape")
+    if shape is None:
+        raise ValueError(f"plan {plan.id} carries no shape: only a PlanBuilder's plans do")
+    return shape
+
+
 class PlanBuilder:
     """Builds the plans of one query, computing what they share only once."""
 
@@ -67,35 +116,68 @@ class PlanBuilder:
         self.query = query
         self.classes = equivalence_classes(query)
         self.orders = {s: stream_orders(query, s) for s in query.stream_names}
-        self._chains: dict[tuple[str, str], tuple[tuple[str, PlanNode], ...]] = {}
+        self._chains: dict[tuple[str, str, bool], tuple[tuple[str, PlanNode], ...]] = {}
         self._steps: dict[tuple[frozenset[str], str], tuple[tuple, tuple[str, ...]]] = {}
+        self._parts: dict[str, tuple[Selection, ...]] = {}
         self._outputs = tuple(output_column_ref(c) for c in query.projection)
 
     def build(self, join_order: Sequence[str], orders: Mapping[str, str] | None = None, *,
               complete: bool = True) -> Plan:
         """See :func:`build_plan`."""
-        graph = nx.DiGraph()
-        orders = orders or {}
-        tops = []
-        for s in join_order:
-            chain = self.chain(s, orders.get(s) or self.orders[s][0])
+        return self.build_shape(PlanShape(tuple(join_order), orders or {}, complete=complete))
+
+    def build_shape(self, shape: PlanShape) -> Plan:
+        """The plan of ``shape`` (see the module docstring)."""
+        graph = nx.DiGraph(shape=shape)
+        tops, unpushed = [], []
+        for s in shape.join_order:
+            order = shape.orders.get(s)
+            order = self.orders[s][0] if order is None else order
+            chain = self.chain(s, order, shape.grouped)
             graph.add_nodes_from((key, {"op": op}) for key, op in chain)
             graph.add_edges_from((op.inputs[0], key) for key, op in chain[1:])
             tops.append(chain[-1][0])
+            if SELECT not in order and s in self.query.selections:
+                unpushed.append(s)
         top = tops[0]
-        for i in range(1, len(join_order)):
-            top = self._join(graph, f"join:{i}", top, tops[i], join_order[i])
-        if complete:
+        for i in range(1, len(shape.join_order)):
+            top = self._join(graph, f"join:{i}", top, tops[i], shape.join_order[i])
+        for s in unpushed:
+            for key, selection, statistics in self.selections(s, shape.grouped):
+                top = _add(graph, key, self._selection(graph.nodes[top]["op"], top, selection,
+                                                       statistics, stream=None))
+        if shape.complete:
             if self.query.is_aggregate:
                 top = self._aggregate(graph, top)
             top = self._output_projection(graph, top)
         return Plan(graph, top)
 
-    def chain(self, stream: str, order: str) -> tuple[tuple[str, PlanNode], ...]:
+    def chain(self, stream: str, order: str, grouped: bool = True
+              ) -> tuple[tuple[str, PlanNode], ...]:
         """The (key, operator) of ``stream``'s source and σ/π operators, bottom-up."""
-        if (stream, order) not in self._chains:
-            self._chains[stream, order] = tuple(self._make_chain(stream, order))
-        return self._chains[stream, order]
+        if (stream, order, grouped) not in self._chains:
+            self._chains[stream, order, grouped] = tuple(self._make_chain(stream, order,
+                                                                          grouped))
+        return self._chains[stream, order, grouped]
+
+    def selections(self, stream: str, grouped: bool = True
+                   ) -> list[tuple[str, Selection, tuple[str, ...]]]:
+        """The (key, selection, statistics) of the operators applying ``stream``'s selection.
+
+        Grouped, one operator with the stream's statistic. Ungrouped, one per
+        conjunct: the statistic is measured for the selection as a whole, so
+        the last conjunct carries it and the chain passes what one grouped
+        operator passes.
+        """
+        selection = self.query.selections[stream]
+        if grouped:
+            return [(f"sel:{stream}", selection, (selection.statistic,))]
+        if stream not in self._parts:
+            self._parts[stream] = split_selection(selection)
+        parts = self._parts[stream]
+        return [(f"sel:{stream}.{i}", part,
+                 (selection.statistic,) if i == len(parts) else ())
+                for i, part in enumerate(parts, 1)]
 
     def step(self, joined: Collection[str], new: str) -> tuple[tuple, tuple[str, ...]]:
         """The predicates joining ``new`` to ``joined`` applies, and its statistics."""
@@ -106,7 +188,8 @@ class PlanBuilder:
                                                              self.classes)
         return self._steps[key]
 
-    def _make_chain(self, stream: str, order: str) -> list[tuple[str, PlanNode]]:
+    def _make_chain(self, stream: str, order: str, grouped: bool
+                    ) -> list[tuple[str, PlanNode]]:
         ref = self.query.stream(stream)
         widths = {c.name: c.width for c in ref.columns}
         nodes: list[tuple[str, PlanNode]] = [(f"src:{stream}", SourceNode(
@@ -116,12 +199,9 @@ class PlanBuilder:
             below = nodes[-1][1]
             inputs, streams, in_widths = (nodes[-1][0],), (stream,), (below.out_width,)
             if op == SELECT:
-                selection = self.query.selections[stream]
-                nodes.append((f"sel:{stream}", SelectionNode(
-                    inputs=inputs, streams=streams, in_widths=in_widths,
-                    stream=stream, rate_class=selection.rate_class,
-                    selectivity=(selection.statistic,), predicate=selection,
-                    out_width=below.out_width, emits=below.emits)))
+                for key, selection, statistics in self.selections(stream, grouped):
+                    nodes.append((key, self._selection(nodes[-1][1], nodes[-1][0], selection,
+                                                       statistics, stream=stream)))
             else:
                 kept = projection_columns(self.query, stream,
                                           below_selection=SELECT in order[i + 1:])
@@ -131,6 +211,15 @@ class PlanBuilder:
                     stream=stream, rate_class="projection", columns=columns, emits=columns,
                     out_width=sum(widths[c] for c in kept))))
         return nodes
+
+    @staticmethod
+    def _selection(below: PlanNode, below_key: str, selection: Selection,
+                   statistics: tuple[str, ...], stream: str | None) -> SelectionNode:
+        """A selection node over ``below``; ``stream`` None when it sits above the joins."""
+        return SelectionNode(inputs=(below_key,), streams=below.streams,
+                             in_widths=(below.out_width,), stream=stream,
+                             rate_class=selection.rate_class, selectivity=statistics,
+                             predicate=selection, out_width=below.out_width, emits=below.emits)
 
     def _join(self, graph: nx.DiGraph, key: str, left: str, right: str, new: str) -> str:
         a, b = graph.nodes[left]["op"], graph.nodes[right]["op"]

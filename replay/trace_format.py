@@ -1,38 +1,64 @@
-"""Stream trace files: their formats, what reading one found, and their errors.
+"""Stream trace files: the registry of their formats, what reading one found, and their errors.
 
-A *trace* is the record of one stream's tuples, each with its arrival time,
-in one of three formats, chosen by name or given:
+A *trace* is the record of one stream's tuples, each with its arrival time.
+Each format is one module, the way networkx's ``readwrite`` keeps one module
+per graph format, holding a :class:`TraceFormat`: the file names it goes by,
+``detect``, and the pure-Python (pandas) ``read`` and ``write``. The
+built-in formats are
 
-- ``dec``: the Internet Traffic Archive's DEC-PKT text format, one packet per
-  line, whitespace-separated ``ts src_host dest_host src_port dest_port
-  bytes``, no header (``.dec``, ``.txt``, ``.tcp``, ``.udp``, ``.sf``,
-  ``.dat``, optionally gzipped);
-- ``csv``: CSV with a header line and a named timestamp column (``.csv``,
-  ``.csv.gz``);
-- ``parquet``: a Parquet file or a directory of them (``.parquet``).
+- ``dec`` (:mod:`cqopt.replay.trace_dec`): the Internet Traffic Archive's
+  DEC-PKT text format, one packet per line, whitespace-separated ``ts
+  src_host dest_host src_port dest_port bytes``, no header (``.dec``,
+  ``.txt``, ``.tcp``, ``.udp``, ``.sf``, ``.dat``);
+- ``csv`` (:mod:`cqopt.replay.trace_csv`): CSV with a header line and a
+  named timestamp column (``.csv``);
+- ``parquet`` (:mod:`cqopt.replay.trace_parquet`): a Parquet file or a
+  directory of them (``.parquet``, ``.pq``);
 
-Reading is Spark's (:mod:`cqopt.spark.trace_read`), writing pandas'
-(:mod:`cqopt.replay.trace_write`), generating numpy's
-(:mod:`cqopt.replay.trace_generate`); all three agree on these formats.
+each optionally compressed (``.gz``, ``.bz2``, ...). Everything that reads,
+writes, names or finds a trace asks this registry: the writers
+(:mod:`cqopt.replay.trace_write`), the generator's reader of real arrivals
+(:mod:`cqopt.replay.trace_generate`), the fidelity replay's file finding
+(:func:`trace_stem`), and Spark. Spark's readers live in
+:mod:`cqopt.spark.trace_read`, which registers them here for the engine
+``"spark"`` (:func:`register_trace_reader`): this module never imports
+Spark; a format without a Spark reader is read on Spark through its pandas
+reader.
+
+Adding a format is one module defining ``FORMAT = TraceFormat(...)`` and its
+name in :data:`BUILTIN_MODULES`; a format of one's own can be registered at
+run time with :func:`register_trace_format`.
 
 >>> trace_format("x/dec-pkt-1.tcp.gz"), trace_format("a.csv.gz")
 ('dec', 'csv')
+>>> sorted(trace_formats())
+['csv', 'dec', 'parquet']
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, did_you_mean
 
-FORMATS = ("dec", "csv", "parquet")
-DEC_COLUMNS = ("ts", "src_host", "dest_host", "src_port", "dest_port", "bytes")
+if TYPE_CHECKING:
+    import pandas as pd
+
+# The modules of the built-in formats, each defining FORMAT; loaded on first use.
+BUILTIN_MODULES = (
+    "cqopt.replay.trace_dec",
+    "cqopt.replay.trace_csv",
+    "cqopt.replay.trace_parquet",
+)
 TS_NAMES = ("ts", "timestamp", "time")  # tried, in order, when nothing names the time column
-_DEC_SUFFIXES = (".dec", ".txt", ".tcp", ".udp", ".sf", ".dat")
-_COMPRESSION = (".gz", ".bz2", ".deflate", ".zst", ".lz4", ".snappy")
+COMPRESSION = (".gz", ".bz2", ".deflate", ".zst", ".lz4", ".snappy")
 
 
 class TraceError(CqoptError):
@@ -57,7 +83,7 @@ class TraceInfo:
     end: float  # the largest timestamp
     out_of_order: int  # rows whose timestamp is below the previous row's, in file order
     late: int  # rows whose timestamp is below the largest one before them, in file order
-    format: str | None = None  # dec, csv or parquet
+    format: str | None = None  # dec, csv, parquet or a registered format's name
     ts_column: str | None = None  # the trace's column the times came from
     columns: tuple[str, ...] = ()  # the stream's columns the trace has (catalog spelling)
     missing: tuple[str, ...] = ()  # the stream's columns the trace lacks
@@ -73,33 +99,152 @@ class TraceInfo:
         return self.rows / self.duration if self.duration > 0 else math.nan
 
 
+@dataclass(frozen=True)
+class TraceFormat:
+    """One trace format: the names its files go by, and its pure-Python reader and writer.
+
+    Parameters
+    ----------
+    name
+        What ``fmt=`` and ``TraceInfo.format`` call it.
+    suffixes
+        File name endings (lower case, before any compression suffix).
+    read
+        ``read(path) -> DataFrame``: the file's columns as pandas reads them.
+    write
+        ``write(frame, path)``: the frame in this format (``path``'s parent exists).
+    detect
+        ``detect(path) -> bool`` for a file; by default its name ends in a suffix.
+    description
+        One line for listings and error messages.
+    """
+
+    name: str
+    suffixes: tuple[str, ...]
+    read: Callable[[Path], pd.DataFrame]
+    write: Callable[[pd.DataFrame, Path], None]
+    detect: Callable[[Path], bool] | None = None
+    description: str = ""
+
+    def matches(self, path: str | Path) -> bool:
+        """Whether ``path`` is a file of this format."""
+        if self.detect is not None:
+            return bool(self.detect(Path(path)))
+        return _bare_name(Path(str(path).rstrip("/")).name).lower().endswith(self.suffixes)
+
+
+_FORMATS: dict[str, TraceFormat] = {}
+_READERS: dict[tuple[str, str], Callable[..., Any]] = {}  # (format, engine) -> reader
+_loaded = False
+
+
+def _registry() -> dict[str, TraceFormat]:
+    global _loaded
+    if not _loaded:
+        _loaded = True  # first: a format module may itself ask the registry
+        for name in BUILTIN_MODULES:
+            register_trace_format(importlib.import_module(name).FORMAT, replace=True)
+    return _FORMATS
+
+
+def register_trace_format(fmt: TraceFormat, *, replace: bool = False) -> TraceFormat:
+    """Add ``fmt`` to the formats every reader and writer of traces knows.
+
+    Raises
+    ------
+    ValueError
+        A format of that name is registered already and ``replace`` is False.
+    """
+    formats = _registry()
+    if fmt.name in formats and not replace:
+        raise ValueError(f"a trace format named {fmt.name!r} is registered already")
+    formats[fmt.name] = fmt
+    return fmt
+
+
+def unregister_trace_format(name: str) -> None:
+    """Forget the format ``name`` and its engines' readers (a no-op if unknown)."""
+    _registry().pop(name, None)
+    for key in [k for k in _READERS if k[0] == name]:
+        del _READERS[key]
+
+
+def trace_formats() -> dict[str, TraceFormat]:
+    """The registered formats by name, built-in ones first."""
+    return dict(_registry())
+
+
+def register_trace_reader(fmt: str, engine: str, reader: Callable[..., Any]) -> None:
+    """Register ``engine``'s reader of the format ``fmt`` (Spark's: see the module docstring)."""
+    _READERS[fmt, engine] = reader
+
+
+def trace_reader(fmt: str, engine: str) -> Callable[..., Any] | None:
+    """``engine``'s reader of the format ``fmt``, or None when it reads through pandas."""
+    return _READERS.get((fmt, engine))
+
+
+def get_trace_format(name: str, path: str | Path = "trace") -> TraceFormat:
+    """The format called ``name`` (any case).
+
+    Raises
+    ------
+    TraceError
+        No format has that name; the message names ``path``.
+    """
+    formats = _registry()
+    found = formats.get(name.lower())
+    if found is None:
+        raise TraceError(str(path), f"unknown trace format {name!r}; use one of "
+                         f"{', '.join(formats)}{did_you_mean(name, formats)}")
+    return found
+
+
+def detect_trace_format(path: str | Path) -> TraceFormat:
+    """The format of the file ``path``, or of the trace files in the directory ``path``.
+
+    A directory's trace files are those not starting with ``.`` or ``_``
+    (Spark's ``_SUCCESS`` and ``.crc`` files); they must share one format.
+
+    Raises
+    ------
+    TraceError
+        The name says no format; or the directory holds no trace file, or
+        files of several formats.
+
+    Examples
+    --------
+    >>> detect_trace_format("x/p.parquet").name
+    'parquet'
+    """
+    formats = _registry()
+    if os.path.isdir(path):
+        names = [p for p in sorted(Path(path).iterdir()) if not p.name.startswith((".", "_"))]
+        found = {fmt.name: fmt for p in names for fmt in formats.values()
+                 if p.is_file() and fmt.matches(p)}
+        if len(found) == 1:
+            return found.popitem()[1]
+        if found:
+            raise TraceError(str(path), f"holds trace files of {len(found)} formats "
+                             f"({', '.join(found)}); keep one format per directory")
+        raise TraceError(str(path), f"holds no trace file ({len(names)} other entries); a "
+                         f"trace file ends in {_suffix_list(formats)}")
+    for fmt in formats.values():
+        if fmt.matches(path):
+            return fmt
+    raise TraceError(str(path), f"cannot tell the trace format from the file name (it ends in "
+                     f"{_suffix_list(formats)}); pass fmt= one of {', '.join(formats)}")
+
+
 def trace_format(path: str | Path, fmt: str | None = None) -> str:
-    """``fmt`` checked, or the format the file's name implies.
+    """``fmt`` checked, or the name of the format ``path`` is in.
 
     >>> trace_format("x/dec-pkt-1.tcp.gz"), trace_format("a.csv.gz"), trace_format("p.parquet")
     ('dec', 'csv', 'parquet')
     """
     if fmt is not None:
-        low = fmt.lower()
-        if low not in FORMATS:
-            raise TraceError(str(path), f"unknown trace format {fmt!r}; use one of "
-                             + ", ".join(FORMATS))
-        return low
-    name = Path(str(path).rstrip("/")).name.lower()
-    for suffix in _COMPRESSION:
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    if name.endswith(".csv"):
-        return "csv"
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
-    if name.endswith(_DEC_SUFFIXES):
-        return "dec"
-    if os.path.isdir(path) and any(Path(path).glob("*.parquet")):
-        return "parquet"
-    raise TraceError(str(path), "cannot tell the trace format from the file name; pass "
-                     "fmt='dec' (DEC-PKT text), 'csv' or 'parquet'")
+        return get_trace_format(fmt, path).name
+    return detect_trace_format(path).name
 
 
 def trace_stem(name: str) -> str | None:
@@ -111,20 +256,65 @@ def trace_stem(name: str) -> str | None:
     >>> trace_stem("notes.md") is None
     True
     """
-    low = name.lower()
-    for suffix in _COMPRESSION:
-        if low.endswith(suffix):
-            low, name = low[: -len(suffix)], name[: -len(suffix)]
-            break
-    for suffix in (".csv", ".parquet", ".pq", *_DEC_SUFFIXES):
-        if low.endswith(suffix) and len(low) > len(suffix):
-            return name[: -len(suffix)]
+    bare = _bare_name(name)
+    low = bare.lower()
+    for fmt in _registry().values():
+        for suffix in fmt.suffixes:
+            if low.endswith(suffix) and len(low) > len(suffix):
+                return bare[: -len(suffix)]
     return None
+
+
+def read_trace_frame(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
+    """A trace as pandas reads it, through its format's pure-Python reader.
+
+    A directory's trace files (see :func:`detect_trace_format`) are read in
+    name order, one after another.
+
+    Raises
+    ------
+    TraceError
+        No such file, an unknown format, or a file does not read as its format.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(str(path), "no such file")
+    found = get_trace_format(fmt, path) if fmt is not None else detect_trace_format(path)
+    files = [p for p in sorted(path.iterdir()) if not p.name.startswith((".", "_"))
+             and p.is_file() and found.matches(p)] if path.is_dir() else [path]
+    frames = [_read_file(found, file) for file in files]
+    if len(frames) == 1:
+        return frames[0]
+    import pandas as pd  # only here: listing and detecting formats needs no pandas
+
+    return pd.concat(frames, ignore_index=True)
+
+
+def _read_file(found: TraceFormat, path: Path) -> pd.DataFrame:
+    try:
+        return found.read(path)
+    except TraceError:
+        raise
+    # pandas' ParserError is a ValueError; a truncated .gz an EOFError or zlib.error
+    except (ValueError, OSError, EOFError, UnicodeDecodeError, ImportError, zlib.error) as err:
+        raise TraceError(str(path), f"not a readable {found.name} file: "
+                         f"{_first_line(err)}") from None
+
+
+def _bare_name(name: str) -> str:
+    """``name`` without one compression suffix (``.gz``, ...)."""
+    low = name.lower()
+    for suffix in COMPRESSION:
+        if low.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def _suffix_list(formats: dict[str, TraceFormat]) -> str:
+    return ", ".join(s for fmt in formats.values() for s in fmt.suffixes)
 
 
 def _first_line(err: BaseException, limit: int = 300) -> str:
     text = str(err).strip().splitlines()
     line = text[0] if text else type(err).__name__
     return line if len(line) <= limit else line[: limit - 3] + "..."
-
-

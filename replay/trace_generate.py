@@ -20,14 +20,13 @@ selection's selectivity changes over time.
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from cqopt.catalog import Stream
-from cqopt.replay.trace_format import TS_NAMES, TraceError, _first_line
+from cqopt.replay.trace_format import TS_NAMES, TraceError, read_trace_frame
 
 # Generator constants. Eight modulating states give a near-continuous spread of
 # rates; a state lasts 10 s on average, long against the 1-s buckets the rate CV
@@ -275,7 +274,10 @@ def zipf_share(a: float, domain: int) -> float:
 
 def load_interarrivals(path: str | Path, *, interarrival_column: str | None = None,
                        ts_column: str | None = None) -> np.ndarray:
-    """Inter-arrival times (seconds) from a CSV with a gap column or a timestamp column.
+    """Inter-arrival times (seconds) from a trace with a gap column or a timestamp column.
+
+    The trace is a CSV file, or any other trace format
+    (:func:`~cqopt.replay.trace_format.read_trace_frame` reads it).
 
     Without a named column, the first column whose name contains
     ``interarrival`` (or is ``gap``, ``iat``) is taken as the gaps, else the
@@ -284,12 +286,8 @@ def load_interarrivals(path: str | Path, *, interarrival_column: str | None = No
     DEC-PKT-1 file leaves the first row's gap empty.
     """
     path = str(path)
-    if not os.path.exists(path):
-        raise TraceError(path, "no such file")
-    try:
-        header = list(pd.read_csv(path, nrows=0).columns)
-    except (ValueError, OSError, UnicodeDecodeError) as err:
-        raise TraceError(path, f"not a readable CSV file: {_first_line(err)}") from None
+    frame = read_trace_frame(path)
+    header = [str(c) for c in frame.columns]
     by_lower = {c.lower().strip(): c for c in header}
 
     def named(name: str) -> str:
@@ -315,7 +313,7 @@ def load_interarrivals(path: str | Path, *, interarrival_column: str | None = No
                              f"time); the columns are {', '.join(header)}; pass "
                              "interarrival_column= or ts_column=")
     column = gap_col or time_col
-    raw = pd.read_csv(path, usecols=[column])[column].dropna()
+    raw = frame[column].dropna()
     values = raw if pd.api.types.is_numeric_dtype(raw) else \
         pd.to_numeric(raw.astype(str).str.strip().replace("", np.nan).dropna(), errors="coerce")
     bad = int(values.isna().sum())

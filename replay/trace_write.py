@@ -1,4 +1,4 @@
-"""Writing a trace to disk, in the format its file name implies.
+"""Writing a trace to disk, in the format its file name implies (:mod:`~cqopt.replay.trace_format`).
 
 >>> import pandas as pd, tempfile, pathlib
 >>> out = pathlib.Path(tempfile.mkdtemp()) / "S.csv"
@@ -22,30 +22,20 @@ import numpy as np
 import pandas as pd
 
 from cqopt.replay.rounds import round_of
-from cqopt.replay.trace_format import DEC_COLUMNS, TraceError, trace_format
+from cqopt.replay.trace_format import TraceError, detect_trace_format, get_trace_format
 
 
 def write_trace(df: pd.DataFrame, path: str | Path, fmt: str | None = None) -> Path:
-    """Write a trace as Parquet, CSV (gzipped for ``.csv.gz``) or DEC-PKT text, by extension.
+    """Write a trace in the format ``fmt``, or the one its file name implies.
 
-    DEC-PKT text needs the columns ``ts src_host dest_host src_port dest_port
-    bytes``; times are written to the microsecond, as the DEC traces have them.
+    Parquet, CSV (gzipped for ``.csv.gz``), DEC-PKT text (which needs the
+    columns ``ts src_host dest_host src_port dest_port bytes``; times to the
+    microsecond, as the DEC traces have them), or any registered format.
     """
     path = Path(path)
-    fmt = trace_format(path, fmt)
+    found = get_trace_format(fmt, path) if fmt is not None else detect_trace_format(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "parquet":
-        df.to_parquet(path, index=False)
-    elif fmt == "csv":
-        df.to_csv(path, index=False)
-    else:
-        by_lower = {c.lower(): c for c in df.columns}
-        absent = [c for c in DEC_COLUMNS if c not in by_lower]
-        if absent:
-            raise TraceError(str(path), f"the DEC-PKT format needs columns "
-                             f"{' '.join(DEC_COLUMNS)}; the frame lacks {', '.join(absent)}")
-        out = df[[by_lower[c] for c in DEC_COLUMNS]]
-        out.to_csv(path, sep=" ", header=False, index=False, float_format="%.6f")
+    found.write(df, path)
     return path
 
 

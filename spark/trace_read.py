@@ -1,10 +1,15 @@
 """Reading stream traces with Spark (formats: :mod:`cqopt.replay.trace_format`).
 
-The three trace formats (DEC-PKT text, CSV, Parquet) are read by
-:func:`read_trace`. What comes back is a Spark DataFrame with a ``ts``
-column (double, seconds) and the catalog stream's columns that the trace
-has, converted to the catalog's types (int and long -> long, double ->
-double, bool -> boolean, string -> string, timestamp -> double seconds),
+Every registered trace format is read by :func:`read_trace`: the built-in
+ones (DEC-PKT text, CSV, Parquet) by the Spark readers this module registers
+with the format registry for the engine ``"spark"``, any other format through
+its pure-Python reader, the pandas frame handed to Spark (a trace that fits
+in memory; register a Spark reader for a larger one).
+
+What comes back is a Spark DataFrame with a ``ts`` column (double, seconds)
+and the catalog stream's columns that the trace has, converted to the
+catalog's types (int and long -> long, double -> double, bool -> boolean,
+string -> string, timestamp -> double seconds),
 together with a :class:`~cqopt.replay.trace_format.TraceInfo`: rows, time
 span, and how far the trace is from time order in file order
 (``out_of_order``: a timestamp below the previous row's; ``late``: below the
@@ -21,12 +26,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cqopt.catalog import Stream
+from cqopt.replay.trace_dec import DEC_COLUMNS
 from cqopt.replay.trace_format import (
-    DEC_COLUMNS,
     TS_NAMES,
     TraceError,
     TraceInfo,
+    read_trace_frame,
+    register_trace_reader,
     trace_format,
+    trace_reader,
 )
 from cqopt.spark.session import spark_errors
 
@@ -58,8 +66,8 @@ def read_trace(spark: SparkSession, path: str | Path, stream: Stream, *,
     if not (time_scale > 0 and math.isfinite(time_scale)):
         raise TraceError(path, f"time_scale must be a positive number, got {time_scale!r}")
     with spark_errors("Spark cannot read it", functools.partial(TraceError, path), _nanos_hint):
-        scan = _scan(spark, path, fmt)
-        plan = _TracePlan(path, fmt, scan, stream, ts_column, time_scale)
+        scan, from_files = _scan(spark, path, fmt)
+        plan = _TracePlan(path, fmt, scan, stream, ts_column, time_scale, from_files)
         info = plan.inspect()
         return plan.frame(), info
 
@@ -81,14 +89,35 @@ def _nanos_hint(text: str) -> str:
     return ""
 
 
-def _scan(spark: SparkSession, path: str, fmt: str) -> DataFrame:
-    """The file as Spark reads it: string columns for text and CSV."""
+def _scan(spark: SparkSession, path: str, fmt: str) -> tuple[DataFrame, bool]:
+    """The file as Spark reads it, and whether Spark read it from the file itself.
+
+    The format's Spark reader if it has one, else its pure-Python reader's frame.
+    """
+    reader = trace_reader(fmt, "spark")
+    if reader is not None:
+        return reader(spark, path), True
+    frame = read_trace_frame(path, fmt)
+    if frame.empty:
+        raise TraceError(path, "the trace has no data rows")
+    return spark.createDataFrame(frame), False
+
+
+def scan_parquet(spark: SparkSession, path: str) -> DataFrame:
+    """A Parquet trace (a file or a directory of parts) as Spark reads it."""
+    return spark.read.parquet(path)
+
+
+def scan_csv(spark: SparkSession, path: str) -> DataFrame:
+    """A CSV trace as Spark reads it: string columns, named by the header."""
+    return spark.read.option("header", True).option("mode", "PERMISSIVE").csv(path)
+
+
+def scan_dec(spark: SparkSession, path: str) -> DataFrame:
+    """A DEC-PKT trace as Spark reads it: its six fields as strings, each line's field
+    count (``_fields``) and the line itself (``_line``), for the malformed-line check."""
     from pyspark.sql import functions as F
 
-    if fmt == "parquet":
-        return spark.read.parquet(path)
-    if fmt == "csv":
-        return spark.read.option("header", True).option("mode", "PERMISSIVE").csv(path)
     lines = spark.read.text(path)
     fields = F.split(F.trim(F.col("value")), r"\s+")
     return lines.select(*[F.try_element_at(fields, F.lit(i + 1)).alias(name)
@@ -97,12 +126,17 @@ def _scan(spark: SparkSession, path: str, fmt: str) -> DataFrame:
                         F.col("value").alias("_line"))
 
 
+for _name, _reader in (("parquet", scan_parquet), ("csv", scan_csv), ("dec", scan_dec)):
+    register_trace_reader(_name, "spark", _reader)
+
+
 class _TracePlan:
     """Which trace column becomes which output column, and the checks on them."""
 
     def __init__(self, path: str, fmt: str, scan: DataFrame, stream: Stream,
-                 ts_column: str | None, time_scale: float):
+                 ts_column: str | None, time_scale: float, from_files: bool = True):
         self.path, self.fmt, self.scan, self.stream = path, fmt, scan, stream
+        self.from_files = from_files
         self.time_scale = time_scale
         self.is_dec = fmt == "dec"
         names = [c for c in scan.columns if not (self.is_dec and c in ("_fields", "_line"))]
@@ -204,10 +238,11 @@ class _TracePlan:
             scan = scan.where(F.trim(F.col("_line")) != "")
         # File order: a row's split (file, byte offset) then its position in the split.
         # Spark may list a file's splits out of order, but never reorders a split's rows.
-        path = F.col("_metadata.file_path")
+        # A frame read through pandas is one split, in the file's order.
+        path = F.col("_metadata.file_path") if self.from_files else F.lit(self.path)
+        block = F.col("_metadata.file_block_start") if self.from_files else F.lit(0)
         tagged = scan.select(
-            "*", path.alias("_path"), F.xxhash64(path).alias("_file"),
-            F.col("_metadata.file_block_start").alias("_block"),
+            "*", path.alias("_path"), F.xxhash64(path).alias("_file"), block.alias("_block"),
             F.monotonically_increasing_id().alias("_row"))
         ts = self.seconds(self.ts_source)
         self.bad_ts = ts.isNull() | F.isnan(ts) | (F.abs(ts) == float("inf"))

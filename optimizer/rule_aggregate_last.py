@@ -1,0 +1,47 @@
+"""Heuristic 4 of the OM paper as a rule: the aggregate last, then the output columns.
+
+Each plan gets, above its joins and selections, the query's aggregate with
+its GROUP BY and HAVING (an aggregate query only), then a final projection
+``proj:out`` to the output columns unless the top already emits them. No
+other placement of the aggregate is implemented, so without this rule the
+plans stop below the query's output and
+:func:`~cqopt.optimizer.enumerate.enumerate_plans` refuses them.
+
+>>> from cqopt.catalog import Catalog
+>>> from cqopt.optimizer.enumerate import RuleContext, naive_plan
+>>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.plan_builder import PlanBuilder
+>>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
+...     "columns": {"a": "int", "b": "int"}}}})
+>>> q = parse_query("SELECT S.a, COUNT(*) FROM S GROUP BY S.a WINDOW [1]", cat)
+>>> [p.operators() for p in aggregate_last([naive_plan(q)], RuleContext(q, PlanBuilder(q)))]
+[('src:S', 'agg')]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cqopt.optimizer.plan import Plan
+from cqopt.optimizer.plan_builder import shape_of
+
+if TYPE_CHECKING:
+    from cqopt.optimizer.enumerate import RuleContext
+
+
+def aggregate_last(plans: list[Plan], context: RuleContext) -> list[Plan]:
+    """``plans`` completed: the aggregate on top, then the output columns.
+
+    Parameters
+    ----------
+    plans
+        The candidates so far.
+    context
+        The query and its plan builder.
+
+    Returns
+    -------
+    list of Plan
+        One complete plan per plan given, in the same order.
+    """
+    return [context.builder.build_shape(shape_of(p).with_(complete=True)) for p in plans]
