@@ -336,6 +336,9 @@ def _(node: kinds.SourceNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | 
 
 @node_sql.register
 def _(node: kinds.SelectionNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | None) -> _Sql:
+    if node.stream is None:  # left above the joins (pushdown switched off): a WHERE there
+        return _Sql(select=inputs[0].outer().where(_quoted(node.predicate.predicate),
+                                                   copy=False))
     inner = exp.select(*_with_round([_column(*c) for c in node.emits], node.stream, rounds)) \
         .from_(_chain_input(node, inputs, plan)).where(_quoted(node.predicate.predicate))
     return _Sql(inner.subquery(exp.to_identifier(node.stream, quoted=True), copy=False))

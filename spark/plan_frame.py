@@ -175,8 +175,9 @@ def _(node: kinds.SourceNode, inputs, plan, given):
 
 @node_frame.register
 def _(node: kinds.SelectionNode, inputs, plan, given):
-    return _Frame(inputs[0].df.where(spark_condition(node.predicate.predicate, _column))
-                  .alias(node.stream))
+    df = inputs[0].df.where(spark_condition(node.predicate.predicate, _column))
+    # A selection left above the joins (pushdown switched off) filters the joined rows.
+    return _Frame(df if node.stream is None else df.alias(node.stream), inputs[0].aggregated)
 
 
 @node_frame.register

@@ -76,7 +76,7 @@ def per_round(frame: pd.DataFrame) -> dict[int, object]:
 
 
 def check_plans(query: ContinuousQuery, data: dict[str, pd.DataFrame], round_s: float,
-                name: str) -> int:
+                name: str, rules=None) -> int:
     """Every plan's SQL on DuckDB against the executor in every round; the rounds checked
     with a result."""
     con = duckdb.connect()
@@ -90,7 +90,7 @@ def check_plans(query: ContinuousQuery, data: dict[str, pd.DataFrame], round_s: 
         if result:
             expected[r] = result
     nonempty = len(expected)
-    for plan in enumerate_plans(query):
+    for plan in enumerate_plans(query, **({} if rules is None else {"rules": rules})):
         text = plan.to_sql("duckdb", query=query, start=START, round_s=round_s)
         got = per_round(con.execute(text).df())
         assert {r: m for r, m in got.items() if r < ROUNDS} == expected, \
@@ -114,6 +114,23 @@ def test_every_example_plan_on_duckdb_matches_the_executor_round_by_round(name):
     checked = sum(check_plans(query, trace(cat, streams, seed, round_s), round_s, name)
                   for seed in range(3))
     assert checked >= 3  # the generated traces give results, not only empty rounds
+
+
+@pytest.mark.parametrize("left_out", [("pushdown",), ("group_selections", "pushdown")])
+def test_plans_of_an_ablation_on_duckdb_match_the_executor(left_out):
+    # Selections left above the joins become the outer WHERE (they had no SQL form).
+    from cqopt.optimizer.enumerate import rules_without
+
+    cat = load_catalog(example("dec-pkt.toml"))
+    query = parse_query("SELECT TCP.src_host, UDP.bytes FROM TCP, UDP WHERE TCP.src_host = "
+                        "UDP.dest_host AND TCP.bytes >= 0 AND TCP.dest_port >= 0 "
+                        "WINDOW [1]", cat)
+    rules = rules_without(left_out)
+    assert any(p.node(k).kind == "selection" and p.node(k).stream is None
+               for p in enumerate_plans(query, rules=rules) for k in p.operators())
+    checked = sum(check_plans(query, trace(cat, query.stream_names, seed, 1.0), 1.0, "ablation",
+                              rules=rules) for seed in range(3))
+    assert checked >= 1
 
 
 def test_the_whole_table_query_without_rounds_joins_across_them():
