@@ -29,7 +29,7 @@ import numpy as np
 
 from cqopt.catalog import Catalog
 from cqopt.charts.workload import Workload
-from cqopt.costmodel import Utility, make_model
+from cqopt.costmodel import CostModelError, Utility, make_model, model_entry
 from cqopt.costmodel.utility import DEFAULT_WEIGHTS
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.errors import QueryError, WorkloadError
@@ -124,6 +124,7 @@ class ChartSpec:
                 raise ValueError(f"axis {a.statistic} needs finite lo < hi and k >= 1, got "
                                  f"[{a.lo:g}, {a.hi:g}] with k = {a.k}")
         fixed = {str(k): check_value(k, v) for k, v in dict(d["fixed"]).items()}
+        model_entry(d["model"]).check_memory_unit(d["memory_unit"])  # a model known here
         return cls(str(d["name"]), str(d["sql"]), axes, fixed, str(d["model"]),
                    tuple(float(w) for w in d["weights"]), str(d["memory_unit"]),
                    {str(k): str(v) for k, v in dict(d.get("sources", {})).items()})
@@ -180,9 +181,11 @@ def make_spec(name: str, sql: str, query: ContinuousQuery, catalog: Catalog,
     for stat in fixed_given:
         if stat in axes_names:
             raise fail(f"{stat!r} is both an axis and fixed; drop one")
-    if settings.get("model") == "pipes" and settings.get("memory_unit", "bytes") != "bytes":
-        raise fail("the PIPES model counts memory in bytes only; drop memory_unit = "
-                   f"{settings['memory_unit']!r} or use model = \"om\"")
+    try:
+        model_entry(settings.get("model", "om")).check_memory_unit(
+            settings.get("memory_unit", "bytes"))
+    except CostModelError as err:
+        raise fail(f"{err}; change memory_unit or model") from None
     k = int(settings.get("k", DEFAULT_K))
     axes = []
     for stat in axes_names:

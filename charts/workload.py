@@ -5,7 +5,7 @@ A workload is a TOML file::
     [defaults]
     k = 10                      # regions per chart axis
     weights = [0.4, 0.6]        # OM utility weights w_r, w_m (optionally w_c)
-    model = "om"                # or "pipes"
+    model = "om"                # a registered cost model: "om", "pipes", ...
     memory_unit = "bytes"       # or "tuples": the OM paper's literal formulas
 
     [[query]]
@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cqopt.costmodel import CostModelError, model_entry
+from cqopt.costmodel.registry import memory_units
 from cqopt.errors import did_you_mean, read_text_file
 from cqopt.optimizer.errors import WorkloadError
 
-MODELS = ("om", "pipes")
-MEMORY_UNITS = ("bytes", "tuples")
 DEFAULT_KEYS = ("k", "weights", "model", "memory_unit")
 QUERY_KEYS = ("name", "sql", *DEFAULT_KEYS, "axes", "ranges", "fixed")
 
@@ -135,11 +135,14 @@ def _check_settings(table: dict[str, Any], where: str, allowed: tuple[str, ...],
                                  or not any(value)):
             raise fail(path, f"must be [w_r, w_m] or [w_r, w_m, w_c], non-negative with at "
                              f"least one weight > 0, got {value!r}")
-        if key == "model" and value not in MODELS:
-            raise fail(path, f"unknown model {value!r} (expected {' or '.join(MODELS)})")
-        if key == "memory_unit" and value not in MEMORY_UNITS:
+        if key == "model":
+            try:
+                model_entry(value)
+            except CostModelError as err:
+                raise fail(path, str(err)) from None
+        if key == "memory_unit" and value not in memory_units():
             raise fail(path, f"unknown memory unit {value!r} (expected "
-                             f"{' or '.join(MEMORY_UNITS)})")
+                             f"{' or '.join(memory_units())})")
         if key == "axes" and (not isinstance(value, list) or not value
                               or not all(isinstance(a, str) for a in value)):
             raise fail(path, f"must be a list of statistic names, got {value!r}")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
+from cqopt.costmodel import model_names
 from cqopt.costmodel.utility import Utility
 from cqopt.errors import CqoptError
 from cqopt.optimizer.statistics import check_value, split_name
@@ -175,8 +176,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="chart set directory to write")
     p.add_argument("--k", type=int, help="regions per axis, for every query (default: the "
                                          "workload's, else 10)")
-    p.add_argument("--model", choices=["om", "pipes"], help="cost model (default: the "
-                                                             "workload's, else om)")
+    p.add_argument("--model", metavar="MODEL",
+                   help=f"cost model: {', '.join(model_names())} (default: the workload's, "
+                        "else om)")
     p.add_argument("--weights", metavar="WR,WM[,WC]",
                    help="utility weights (default: the workload's, else 0.4,0.6)")
     p.add_argument("--refine", type=int, metavar="BUDGET",

@@ -19,7 +19,7 @@ from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, run_command
 from cqopt.cli.chart_commands import parse_stat, parse_weights
-from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model, plan_utilities
+from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model, model_names, plan_utilities
 from cqopt.errors import CqoptError, printable
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
@@ -158,8 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stat", action="append", metavar="NAME=VALUE",
                    help="a statistic to cost the plans at, e.g. rate.TCP=500 or sel.TCP=0.3 "
                         "(repeatable; others take their defaults)")
-    p.add_argument("--model", choices=["om", "pipes"], default="om",
-                   help="cost model (default om)")
+    p.add_argument("--model", default="om", metavar="MODEL",
+                   help=f"cost model: {', '.join(model_names())} (default om)")
     p.add_argument("--weights", metavar="WR,WM[,WC]", help="utility weights (default 0.4,0.6)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sql-out", metavar="DIALECT",
