@@ -30,12 +30,14 @@ from cqopt.charts.kernel import (
     chart_from_cells,
     evaluate_cells,
 )
+from cqopt.charts.settings import check_cells
 from cqopt.charts.spec import ChartSpec
 
 
 def build_chart(context: ChartContext, progress: bool = True) -> Chart:
     """Build one chart in this process with the vectorized kernel, chunk by chunk."""
     spec = context.spec
+    check_cells(spec.name, spec.shape)  # before allocating: more cells than memory holds
     start = time.perf_counter()
     plan_index = np.empty(spec.n_cells, dtype=np.uint16)
     cost = np.empty(spec.n_cells, dtype=np.float64)

@@ -10,7 +10,9 @@ import zlib
 from pathlib import Path
 
 from cqopt.catalog import load_catalog
+from cqopt.charts.settings import check_cells, judge_settings
 from cqopt.charts.staging import staged_directory
+from cqopt.cli.chart_commands import chart_options
 from cqopt.errors import CqoptError
 from cqopt.cli.policy_options import (
     add_policy_arguments,
@@ -229,9 +231,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
     # Every option is checked before any Spark work starts.
     check_policy_options(args)
-    for option, value, low in (("--k", args.k, 1), ("--rounds", args.rounds, 1)):
-        if value is not None and not value >= low:
-            raise CqoptError(f"{option} {value}: needs a number >= {low}")
+    if args.rounds is not None and not args.rounds >= 1:
+        raise CqoptError(f"--rounds {args.rounds}: needs a number >= 1")
+    options, labels = chart_options(args, ("k",))
     catalog = load_catalog(args.catalog)
     workload = load_workload(args.workload)
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
@@ -244,12 +246,15 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     for stream in times:
         if stream not in paths:
             raise CqoptError(f"--ts-column {stream}=...: no trace of {stream} is given")
-    specs = workload_specs(workload, catalog, {"k": args.k})
+    specs = workload_specs(workload, catalog, options, labels)
     if args.query:
         specs = [(s, q) for s, q in specs if s.name in args.query]
         missing = set(args.query) - {s.name for s, _ in specs}
         if missing:
             raise CqoptError(f"--query {', '.join(sorted(missing))}: not in {workload.source}")
+    for spec, _ in specs:  # a swept chart too large to hold is refused before any work
+        for k in ks:
+            check_cells(spec.name, k, len(spec.axes), "--k-sweep")
     chosen = []
     for spec, query in specs:
         lacking = [s for s in query.stream_names if s not in paths]
@@ -334,13 +339,15 @@ def _describe(info) -> str:
 
 
 def _int_list(text: str, option: str) -> list[int]:
+    """``--k-sweep 2,5,10``: each a chart's k, judged as ``--k`` is."""
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise CqoptError(f"{option} {text!r}: expected whole numbers like 2,5,10") from None
-    if not values or min(values) < 1:
+    if not values:
         raise CqoptError(f"{option} {text!r}: expected whole numbers >= 1")
-    return values
+    return [judge_settings({"k": k}, lambda path, value: f"{option} {text}: k = {value}",
+                           CqoptError)["k"] for k in values]
 
 
 def add_parsers(sub) -> None:

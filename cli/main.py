@@ -18,8 +18,9 @@ import cqopt
 from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, run_command
-from cqopt.cli.chart_commands import parse_stat, parse_weights
-from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model, model_names, plan_utilities
+from cqopt.charts.settings import ChartSettings
+from cqopt.cli.chart_commands import chart_options, parse_stat
+from cqopt.costmodel import Utility, make_model, model_names, plan_utilities
 from cqopt.errors import CqoptError, printable
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
@@ -72,8 +73,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise CqoptError(f"--stat {', '.join(sorted(unused))}: no query here depends on it; "
                          "the statistics are " + ", ".join(
                              dict.fromkeys(s for _, q in queries for s in q.statistics)))
-    model = make_model(args.model, catalog)
-    utility = Utility.from_weights(parse_weights(args.weights) or DEFAULT_WEIGHTS)
+    settings = ChartSettings.from_values(chart_options(args, ("model", "weights"))[0])
+    model = make_model(settings.model, catalog, settings.memory_unit)
+    utility = Utility.from_weights(settings.weights)
     objects = []
     for name, q in queries:
         stats = _statistics(q, given, catalog)

@@ -77,8 +77,7 @@ class ModelEntry:
         if memory_unit not in self.memory_units:
             raise CostModelError(
                 f"the {self.name.upper()} model counts memory in "
-                f"{' or '.join(self.memory_units)} only, not {memory_unit!r}"
-                f"{did_you_mean(str(memory_unit), self.memory_units)}")
+                f"{' or '.join(self.memory_units)} only, not {memory_unit!r}")
         return memory_unit
 
 
