@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cqopt.catalog import load_catalog
-from cqopt.charts.workload import load_workload
 from cqopt.charts.settings import check_together, judge_settings
 from cqopt.costmodel import model_names
 from cqopt.errors import CqoptError
@@ -35,6 +33,11 @@ def parse_weights(text: str | None) -> list[float] | None:
     except ValueError:
         raise CqoptError(f"--weights {text!r}: expected WR,WM or WR,WM,WC numbers, "
                          "e.g. 0.4,0.6") from None
+
+
+def option_text(args: argparse.Namespace, key: str) -> str:
+    """A chart setting as the command line gave it, for messages: ``--weights 0,0``."""
+    return f"{option_label(key)} {getattr(args, key)}"
 
 
 def option_label(key: str) -> str:
@@ -64,35 +67,14 @@ def chart_options(args: argparse.Namespace, keys: tuple[str, ...]
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from cqopt.charts.build import build_local
-    from cqopt.charts.refine import check_refinement
-    from cqopt.charts.spec import workload_specs
-    from cqopt.charts.store import check_writable, write_chart_set
+    from cqopt.api import build
 
-    out = Path(args.out)
-    check_writable(out, args.force)  # before any work
-    catalog = load_catalog(args.catalog)
-    workload = load_workload(args.workload)
-    options, labels = chart_options(args, ("k", "model", "weights", "refine", "depth",
-                                           "reduce"))
-    specs = [spec for spec, _ in workload_specs(workload, catalog, options, labels)]
-    shape = {key: options.get(key) for key in ("refine", "depth", "reduce")}
-    if shape["refine"] is not None:  # every bad --refine budget or --depth before any work
-        for spec in specs:
-            check_refinement(spec, shape["refine"], shape["depth"])
     start = time.perf_counter()
-    if args.engine == "local":
-        charts = build_local(specs, catalog, progress=not args.quiet, **shape)
-        extra = {"engine": "local"}
-    else:
-        from cqopt.spark.chart_build import build_spark
-        from cqopt.spark.session import running_session
-
-        with running_session(args.master, progress=not args.quiet) as spark:
-            charts = build_spark(specs, catalog, spark=spark, progress=not args.quiet, **shape)
-            extra = {"engine": "spark", "master": spark.sparkContext.master}
-    write_chart_set(out, charts, catalog, force=args.force, engine=extra.pop("engine"),
-                    extra=extra)
+    charts = build(args.catalog, args.workload, args.out, engine=args.engine, k=args.k,
+                   model=args.model, weights=parse_weights(args.weights), refine=args.refine,
+                   depth=args.depth, reduce=args.reduce, master=args.master, force=args.force,
+                   progress=not args.quiet, name=lambda key, _: option_text(args, key))
+    out = Path(args.out)
     total = time.perf_counter() - start
     print(f"{'query':<16} {'plans':>5} {'cells':>9} {'plans used':>10} {'seconds':>8}")
     for chart in charts:  # cells: the regions stored (a refined chart's leaves)

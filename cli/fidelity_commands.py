@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
-import zlib
 from pathlib import Path
 
 from cqopt.catalog import load_catalog
 from cqopt.charts.settings import check_cells, judge_settings
 from cqopt.charts.staging import staged_directory
-from cqopt.cli.chart_commands import chart_options
+from cqopt.cli.chart_commands import chart_options, option_label
 from cqopt.errors import CqoptError
 from cqopt.cli.policy_options import (
     add_policy_arguments,
@@ -22,8 +20,6 @@ from cqopt.cli.policy_options import (
 )
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
-# A generated trace is held in memory as one frame per stream (about 40 bytes a tuple).
-MAX_GENERATED_TUPLES = 5e7
 MAX_ROUNDS = 1e7  # rounds of one replay: more means a timestamp is wrong
 
 
@@ -38,101 +34,15 @@ def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    import numpy as np
+    from cqopt.api import generate
 
-    from cqopt.replay.trace_generate import generate_trace, interarrival_slice, \
-        load_interarrivals
-    from cqopt.replay.trace_write import write_trace, write_trace_per_round
-
-    catalog = load_catalog(args.catalog)
-    names = args.streams.split(",") if args.streams else list(catalog.streams)
-    streams = []
-    for name in names:
-        stream = catalog.stream(name)
-        if stream is None:
-            raise CqoptError(f"--streams: the catalog has no stream {name!r}; it has "
-                             + ", ".join(catalog.streams))
-        streams.append(stream)
-    if not (0 < args.duration < math.inf):
-        raise CqoptError(f"--duration {args.duration}: needs a positive number of seconds")
-    if not (0 <= args.rate_cv < math.inf):
-        raise CqoptError(f"--rate-cv {args.rate_cv}: needs a number >= 0")
-    try:
-        gaps = load_interarrivals(args.interarrivals) if args.interarrivals else None
-    except (EOFError, OSError, ValueError, zlib.error) as err:  # a truncated .gz, ...
-        raise CqoptError(f"--interarrivals {args.interarrivals}: not a readable CSV file "
-                         f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
-                         ) from None
-    scales: dict[str, float] = {}
-    for stream_name, factor in _pairs(args.rate_scale, "--rate-scale").items():
-        stream = catalog.stream(stream_name)
-        try:
-            value = float(factor)
-        except ValueError:
-            value = float("nan")
-        if stream is None or not (value > 0 and np.isfinite(value)):
-            raise CqoptError(f"--rate-scale {stream_name}={factor}: expected STREAM=FACTOR with "
-                             "a stream of the catalog and a positive factor, e.g. TCP=2.5")
-        scales[stream.name] = value
-    if not (args.offset >= 0 and np.isfinite(args.offset)):
-        raise CqoptError(f"--offset {args.offset}: needs a number of seconds >= 0")
-    for stream in streams:  # before any allocation: 1e12 s would ask for a TiB
-        rate = (sum(stream.rate) / 2 if gaps is None
-                else 1.0 / max(float(np.mean(gaps)), np.finfo(float).tiny))
-        expected = args.duration * rate * scales.get(stream.name, 1.0)
-        if not expected <= MAX_GENERATED_TUPLES:
-            raise CqoptError(f"--duration {args.duration:g}: {stream.name} would get about "
-                             f"{expected:.3g} tuples ({rate:.3g}/s); at most "
-                             f"{MAX_GENERATED_TUPLES:.0e} per stream: shorten --duration")
-    steady: dict[str, dict[str, int]] = {}
-    for item in args.steady or []:
-        target, _, size = item.partition("=")
-        stream_name, dot, column = target.partition(".")
-        stream = catalog.stream(stream_name) if dot else None
-        if stream is None or stream.column(column) is None:
-            raise CqoptError(f"--steady {item!r}: expected STREAM.COLUMN[=DOMAIN] naming an "
-                             "int column of the catalog, e.g. UDP.dest_host=1000")
-        try:
-            domain = int(size) if size else 1000
-        except ValueError:
-            raise CqoptError(f"--steady {item!r}: the domain must be a whole number") from None
-        steady.setdefault(stream.name, {})[stream.column(column).name] = domain
-    if args.file_per_round is not None and not (args.file_per_round > 0
-                                                and args.format != "dec"):
-        raise CqoptError(f"--file-per-round {args.file_per_round}: needs a positive number of "
-                         "seconds and --format parquet or csv")
-    frames = {}
-    out = Path(args.out)
-    with staged_directory(out, args.force, kind="trace set") as tmp:
-        for i, stream in enumerate(streams):
-            scale = scales.get(stream.name, 1.0)
-            try:
-                # Each stream replays its own stretch of the real arrivals (stream i
-                # from --offset + i·--duration, cycled), at its own --rate-scale.
-                own = None if gaps is None else interarrival_slice(
-                    gaps, args.offset + i * args.duration, args.duration, scale)
-                frame = generate_trace(stream, args.duration, seed=args.seed + i,
-                                       rate_cv=args.rate_cv, interarrivals=own,
-                                       steady=steady.get(stream.name),
-                                       mean_rate=None if gaps is not None or stream.name
-                                       not in scales else sum(stream.rate) / 2 * scale)
-            except ValueError as err:
-                raise CqoptError(f"cannot generate {stream.name}: {err}") from None
-            if args.file_per_round:
-                frames[stream.name] = frame
-                continue
-            path = write_trace(frame, tmp / f"{stream.name}.{args.format}")
-            print(f"{stream.name}: {len(frame)} tuples over {args.duration:g} s -> "
-                  f"{out / path.name}", file=sys.stderr)
-        # One origin for every stream, so that file r of each stream is the same round.
-        origin = min((float(f["ts"].min()) for f in frames.values() if len(f)), default=0.0)
-        for name, frame in frames.items():
-            parts = write_trace_per_round(frame, tmp / name, args.file_per_round,
-                                          start=origin, fmt=args.format,
-                                          rounds=math.ceil((args.duration - origin)
-                                                           / args.file_per_round))
-            print(f"{name}: {len(frame)} tuples over {args.duration:g} s -> {len(parts)} "
-                  f"files of {args.file_per_round:g} s in {out / name}", file=sys.stderr)
+    out = generate(args.catalog, args.out,
+                   streams=args.streams.split(",") if args.streams else None,
+                   duration=args.duration, seed=args.seed, rate_cv=args.rate_cv,
+                   interarrivals=args.interarrivals, offset=args.offset,
+                   rate_scale=_pairs(args.rate_scale, "--rate-scale"), steady=args.steady,
+                   format=args.format, file_per_round=args.file_per_round, force=args.force,
+                   progress=True, name=lambda key, value: f"{option_label(key)} {value}")
     print(f"wrote {out}")
     return 0
 

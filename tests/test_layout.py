@@ -13,7 +13,7 @@ import cqopt
 
 # Bottom to top; a package may import itself and any package before it.
 LAYERS = ["cqopt.errors", "cqopt.examples", "cqopt.catalog", "cqopt.optimizer", "cqopt.costmodel",
-          "cqopt.charts", "cqopt.runtime", "cqopt.replay", "cqopt.spark", "cqopt.cli"]
+          "cqopt.charts", "cqopt.runtime", "cqopt.replay", "cqopt.spark", "cqopt.api", "cqopt.cli"]
 # Imports that run upward on purpose, each inside one function, with the reason.
 ALLOWED_UP = {
     # Plan.to_spark is the user's entry point; the DataFrame code must live with the rest
