@@ -300,4 +300,278 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
     return out
 
 
-__all__ = ["build", "generate"]
+DEFAULT_K_SWEEP = (2, 5, 10, 20, 40)
+MAX_ROUNDS = 1e7  # rounds of one replay: more means a timestamp is wrong
+
+
+def trace_paths(catalog: Catalog, traces: Mapping[str, PathLike] | None = None,
+                trace_dir: PathLike | None = None, name: Name = setting_label
+                ) -> dict[str, str]:
+    """Stream name (the catalog's spelling) -> trace path, from ``traces`` and ``trace_dir``.
+
+    In ``trace_dir`` a trace is ``STREAM.<ext>`` (ext: csv, parquet, pq or a
+    DEC-PKT text suffix, optionally compressed, e.g. ``.csv.gz``), or a
+    directory ``STREAM`` / ``STREAM.parquet`` of parts, where STREAM is a
+    stream of the catalog, matched as the catalog matches stream names:
+    whole, ignoring case (``TCP.backup.csv`` is no trace of TCP). Anything
+    else is skipped and named on stderr; two traces for one stream are an
+    error, and so is a trace in ``traces`` for a stream ``trace_dir`` also holds.
+
+    Raises
+    ------
+    CqoptError
+        A stream the catalog lacks, a missing directory, two traces of a stream, or none.
+    """
+    paths: dict[str, str] = {}
+    for stream, path in (traces or {}).items():
+        paths[_stream_name(catalog, stream, name("trace", f"{stream}=..."))] = str(path)
+    if trace_dir is not None:
+        from cqopt.replay.trace_format import trace_stem
+
+        folder = Path(trace_dir)
+        if not folder.is_dir():
+            raise CqoptError(f"{name('traces', folder)}: no such directory")
+        found: dict[str, list[Path]] = {}
+        skipped = []
+        for file in sorted(folder.iterdir()):
+            if file.name.startswith("."):
+                continue
+            stem = trace_stem(file.name) if file.is_file() else (
+                file.name if "." not in file.name else trace_stem(file.name))
+            stream = catalog.stream(stem) if stem else None
+            if stream is None or not (file.is_file() or file.is_dir()):
+                skipped.append(file.name)
+            else:
+                found.setdefault(stream.name, []).append(file)
+        for stream, files in found.items():
+            if len(files) > 1:
+                raise CqoptError(f"{name('traces', folder)}: {len(files)} traces for stream "
+                                 f"{stream}: {', '.join(f.name for f in files)}; keep one, or "
+                                 f"name it with {name('trace', f'{stream}=PATH')}")
+            if stream in paths:
+                raise CqoptError(f"{name('trace', f'{stream}=')} and {name('traces', folder)} "
+                                 f"both give a trace of {stream} ({files[0].name}); they are "
+                                 "alternatives")
+            paths[stream] = str(files[0])
+        if skipped:
+            print(f"{name('traces', folder)}: skipped {', '.join(skipped)} (not a trace named "
+                  "STREAM.<csv|parquet|...> for a stream of the catalog)", file=sys.stderr)
+    if not paths:
+        raise CqoptError(f"no trace given: pass {name('trace', 'STREAM=PATH')} (repeatable) or "
+                         f"{name('traces', 'DIR')} (make one with cqopt generate)")
+    return paths
+
+
+def check_span(query: str, infos: dict, window: float, rounds: int | None,
+               name: Name = setting_label) -> None:
+    """Refuse traces whose time span makes more rounds than anyone replays (a timestamp
+    of 1e300 would make 1e300 rounds), before Spark is asked for them."""
+    start = min(info.start for info in infos.values())
+    end = max(info.end for info in infos.values())
+    count = (end - start) / window
+    if rounds is None and not count <= MAX_ROUNDS:
+        last = max(infos, key=lambda s: infos[s].end)
+        raise CqoptError(f"{query}: the traces span {end - start:.3g} s ({infos[last].path} "
+                         f"ends at {end:.6g} s), {count:.3g} rounds of {window:g} s; at most "
+                         f"{MAX_ROUNDS:.0e}: check the timestamps, or pass "
+                         f"{name('rounds', 'N')}")
+
+
+def _stream_name(catalog: Catalog, stream: str, given: str) -> str:
+    found = catalog.stream(stream)
+    if found is None:
+        raise CqoptError(f"{given}: the catalog has no stream {stream!r}; it has "
+                         + ", ".join(catalog.streams))
+    return found.name
+
+
+def round_seconds(query) -> float:
+    """The length of a query's round: its WINDOW [w], else its longest [RANGE w] window."""
+    if query.window is not None and query.window.seconds:
+        return query.window.seconds
+    ranges = [s.window.seconds for s in query.streams if s.window.kind == "range"]
+    if not ranges:
+        raise CqoptError("the query has no time window to cut rounds by: give it WINDOW [w] "
+                         "or a [RANGE w] window")
+    return max(ranges)
+
+
+def _describe(info) -> str:
+    unparsed = ", ".join(f"{c}: {n}" for c, n in (info.unparsed or {}).items() if n)
+    return (f"{info.path}: {info.rows} tuples over {info.end - info.start:.0f} s, "
+            f"{info.out_of_order} out of order ({info.late} late)"
+            + (f", unparsed values kept as missing ({unparsed})" if unparsed else ""))
+
+
+def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: PathLike, *,
+             traces: Mapping[str, PathLike] | None = None, trace_dir: PathLike | None = None,
+             charts: PathLike | None = None, k: int | None = None,
+             k_sweep: tuple[int, ...] | list[int] = DEFAULT_K_SWEEP, rounds: int | None = None,
+             queries: list[str] | None = None, ts_columns: Mapping[str, str] | None = None,
+             replay_options: Mapping[str, Any] | None = None,
+             describe: Mapping[str, str] | None = None, master: str = "local[*]",
+             force: bool = False, progress: bool = False, name: Name = setting_label
+             ) -> dict[str, Any]:
+    """Replay traces through charts into a fidelity report: the main job's last step.
+
+    Per-round statistics are computed from the traces on Spark (one pass over
+    each trace), replayed through each query's chart and every baseline, swept
+    over k, and written as ``report.md`` and ``report.html`` in ``out``.
+
+    Parameters
+    ----------
+    catalog : path or Catalog
+    workload : path or Workload
+    out : path
+        The report directory to write.
+    traces : mapping of str to path, optional
+        Stream name to its trace (CSV, Parquet or DEC-PKT text).
+    trace_dir : path, optional
+        A directory of ``STREAM.<ext>`` traces (:func:`generate` writes one).
+    charts : path, optional
+        A chart set to replay through; without it each query's chart is built here.
+    k : int, optional
+        The k of charts built here (not with ``charts``).
+    k_sweep : sequence of int
+        The k values to sweep (empty: no sweep).
+    rounds : int, optional
+        Cut each trace into this many rounds instead of the query's window.
+    queries : list of str, optional
+        The workload's queries to replay (default: every one with traces of all
+        its streams).
+    ts_columns : mapping of str to str, optional
+        Stream name to its trace's timestamp column.
+    replay_options : mapping, optional
+        :func:`cqopt.replay.replay.replay`'s keyword arguments (seed, estimator, ...).
+    describe : mapping of str to str, optional
+        More lines for the report's header (the policy, in words).
+    master : str
+        A running Spark session of this process, else a new one on this master URL.
+    force : bool
+        Replace an existing ``out`` that cqopt wrote.
+    progress : bool
+        Progress on stderr.
+    name : callable
+        ``name(parameter, value)`` names a parameter in messages.
+
+    Returns
+    -------
+    dict of str to Replay
+        Each replayed query's rounds and summary (``summary_json`` gives them as JSON).
+
+    Raises
+    ------
+    CqoptError
+        A bad file, query, trace or setting, before Spark starts; a failed Spark job.
+    """
+    import cqopt.charts as chart_sets
+    from cqopt.charts.settings import check_cells
+    from cqopt.charts.spec import workload_specs
+    from cqopt.charts.staging import staged_directory
+    from cqopt.replay.replay import k_sweep as sweep_k
+    from cqopt.replay.replay import local_chart, replay
+    from cqopt.replay.report import write_report
+    from cqopt.replay.rounds import write_round_statistics
+    from cqopt.spark.round_stats import workload_round_statistics
+    from cqopt.spark.session import running_session
+    from cqopt.spark.trace_read import read_trace
+
+    def say(text: str) -> None:
+        if progress:
+            print(text, file=sys.stderr)
+
+    # Everything is checked before any Spark work starts.
+    if rounds is not None and not rounds >= 1:
+        raise CqoptError(f"{name('rounds', rounds)}: needs a number >= 1")
+    options = judge_settings({"k": k}, name, CqoptError)
+    swept = name("k_sweep", ",".join(map(str, k_sweep)))
+    ks = [judge_settings({"k": value}, lambda _, v: f"{swept}: k = {v}", CqoptError)["k"]
+          for value in k_sweep]
+    catalog_path = str(catalog) if not isinstance(catalog, Catalog) else catalog.source
+    workload_path = str(workload) if not isinstance(workload, Workload) else workload.source
+    catalog = _catalog(catalog)
+    workload = _workload(workload)
+    if charts and k is not None:
+        raise CqoptError(f"{name('k', k)} sets the k of charts built here, but "
+                         f"{name('charts', charts)} gives built charts; leave out one of them")
+    paths = trace_paths(catalog, traces, trace_dir, name)
+    times = {_stream_name(catalog, s, name("ts_column", f"{s}=...")): c
+             for s, c in (ts_columns or {}).items()}
+    for stream in times:
+        if stream not in paths:
+            raise CqoptError(f"{name('ts_column', f'{stream}=...')}: no trace of {stream} is "
+                             "given")
+    specs = workload_specs(workload, catalog, options,
+                           {"k": name("k", k)} if k is not None else None)
+    if queries:
+        specs = [(s, q) for s, q in specs if s.name in queries]
+        missing = set(queries) - {s.name for s, _ in specs}
+        if missing:
+            raise CqoptError(f"{name('query', ', '.join(sorted(missing)))}: not in "
+                             f"{workload.source}")
+    for spec, _ in specs:  # a swept chart too large to hold is refused before any work
+        for value in ks:
+            check_cells(spec.name, value, len(spec.axes), name("k_sweep", value))
+    chosen = []
+    for spec, query in specs:
+        lacking = [s for s in query.stream_names if s not in paths]
+        if lacking:
+            print(f"skipping {spec.name}: no trace for {', '.join(lacking)}", file=sys.stderr)
+        else:
+            chosen.append((spec, query))
+    if not chosen:
+        raise CqoptError(f"no query of {workload.source} has a trace for all its streams; "
+                         f"traces were given for {', '.join(paths)}")
+    chart_set = chart_sets.load(charts) if charts else None
+    if chart_set is not None:
+        fresh = chart_set.check(catalog)
+        if fresh.stale:
+            raise CqoptError(f"{name('charts', charts)} is {fresh}")
+        for spec, _ in chosen:
+            stored = chart_set.charts.get(spec.name)
+            if stored is not None and stored.spec.sql != spec.sql:
+                raise CqoptError(f"{name('charts', charts)}: its query {spec.name} is not the "
+                                 f"one in {workload.source}; rebuild the charts with cqopt build")
+    out = Path(out)
+    with staged_directory(out, force, kind="report") as tmp:
+        observed, frames, infos = {}, {}, {}
+        with running_session(master, progress=progress) as spark:
+            for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
+                say(f"{stream}: reading {paths[stream]}")
+                frames[stream], infos[stream] = read_trace(spark, paths[stream],
+                                                           catalog.stream(stream),
+                                                           ts_column=times.get(stream))
+            (tmp / "rounds").mkdir()
+            for spec, query in chosen:
+                check_span(spec.name, {s: infos[s] for s in query.stream_names},
+                            round_seconds(query), rounds, name)
+            say(f"{', '.join(spec.name for spec, _ in chosen)}: per-round statistics on "
+                "Spark, one pass over each trace")
+            tables = workload_round_statistics(
+                [query for _, query in chosen], frames,
+                [round_seconds(query) for _, query in chosen], rounds=rounds)
+            for (spec, _), table in zip(chosen, tables):
+                observed[spec.name] = table
+                write_round_statistics(table, tmp / "rounds" / f"{spec.name}.parquet")
+        replays, sweeps, used = {}, {}, {}
+        options = dict(replay_options or {})
+        for spec, query in chosen:
+            if chart_set is not None and spec.name in chart_set.charts:
+                used[spec.name] = chart_set[spec.name]
+            else:
+                used[spec.name] = local_chart(spec, catalog)
+            say(f"{spec.name}: replaying {len(observed[spec.name])} rounds")
+            replays[spec.name] = replay(spec.name, used[spec.name], catalog,
+                                        observed[spec.name], **options)
+            if ks:
+                sweeps[spec.name] = sweep_k(spec.name, used[spec.name].spec, catalog,
+                                            observed[spec.name], ks, **options)
+        meta = {"catalog": catalog_path, "workload": workload_path,
+                **{f"trace {s}": _describe(info) for s, info in infos.items()},
+                "charts": str(charts) if charts else "built for this report",
+                **(describe or {})}
+        write_report(tmp, replays, used, sweeps, meta)
+    return replays
+
+
+__all__ = ["build", "check_span", "fidelity", "generate", "round_seconds", "trace_paths"]

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
-from cqopt.catalog import load_catalog
-from cqopt.charts.settings import check_cells, judge_settings
-from cqopt.charts.staging import staged_directory
-from cqopt.cli.chart_commands import chart_options, option_label
+from cqopt.api import round_seconds as _window_seconds  # noqa: F401 (cqopt run reads it)
+from cqopt.cli.chart_commands import option_label
 from cqopt.errors import CqoptError
 from cqopt.cli.policy_options import (
     add_policy_arguments,
@@ -20,7 +17,6 @@ from cqopt.cli.policy_options import (
 )
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
-MAX_ROUNDS = 1e7  # rounds of one replay: more means a timestamp is wrong
 
 
 def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
@@ -47,181 +43,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trace_paths(args: argparse.Namespace, catalog) -> dict[str, str]:
-    """Stream name (the catalog's spelling) -> trace path, from --trace and --traces.
-
-    In ``--traces DIR`` a trace is ``STREAM.<ext>`` (ext: csv, parquet, pq or a
-    DEC-PKT text suffix, optionally compressed, e.g. ``.csv.gz``), or a
-    directory ``STREAM`` / ``STREAM.parquet`` of parts, where STREAM is a
-    stream of the catalog, matched as the catalog matches stream names:
-    whole, ignoring case (``TCP.backup.csv`` is no trace of TCP). Anything
-    else is skipped and named; two traces for one stream are an error, and so
-    is a --trace for a stream that --traces also holds.
-    """
-    paths: dict[str, str] = {}
-    for stream, path in _pairs(args.trace, "--trace").items():
-        paths[_stream_name(catalog, stream, "--trace")] = path
-    if args.traces:
-        from cqopt.replay.trace_format import trace_stem
-
-        folder = Path(args.traces)
-        if not folder.is_dir():
-            raise CqoptError(f"--traces {folder}: no such directory")
-        found: dict[str, list[Path]] = {}
-        skipped = []
-        for file in sorted(folder.iterdir()):
-            if file.name.startswith("."):
-                continue
-            stem = trace_stem(file.name) if file.is_file() else (
-                file.name if "." not in file.name else trace_stem(file.name))
-            stream = catalog.stream(stem) if stem else None
-            if stream is None or not (file.is_file() or file.is_dir()):
-                skipped.append(file.name)
-            else:
-                found.setdefault(stream.name, []).append(file)
-        for stream, files in found.items():
-            if len(files) > 1:
-                raise CqoptError(f"--traces {folder}: {len(files)} traces for stream {stream}: "
-                                 f"{', '.join(f.name for f in files)}; keep one, or name it "
-                                 f"with --trace {stream}=PATH")
-            if stream in paths:
-                raise CqoptError(f"--trace {stream}= and --traces {folder} both give a trace "
-                                 f"of {stream} ({files[0].name}); they are alternatives")
-            paths[stream] = str(files[0])
-        if skipped:
-            print(f"--traces {folder}: skipped {', '.join(skipped)} (not a trace named "
-                  "STREAM.<csv|parquet|...> for a stream of the catalog)", file=sys.stderr)
-    if not paths:
-        raise CqoptError("no trace given: pass --trace STREAM=PATH (repeatable) or --traces DIR "
-                         "(make one with cqopt generate)")
-    return paths
-
-
-def _check_span(query: str, infos: dict, window: float, rounds: int | None) -> None:
-    """Refuse traces whose time span makes more rounds than anyone replays (a timestamp
-    of 1e300 would make 1e300 rounds), before Spark is asked for them."""
-    start = min(info.start for info in infos.values())
-    end = max(info.end for info in infos.values())
-    count = (end - start) / window
-    if rounds is None and not count <= MAX_ROUNDS:
-        last = max(infos, key=lambda s: infos[s].end)
-        raise CqoptError(f"{query}: the traces span {end - start:.3g} s ({infos[last].path} "
-                         f"ends at {end:.6g} s), {count:.3g} rounds of {window:g} s; at most "
-                         f"{MAX_ROUNDS:.0e}: check the timestamps, or pass --rounds N")
-
-
-def _stream_name(catalog, name: str, option: str) -> str:
-    stream = catalog.stream(name)
-    if stream is None:
-        raise CqoptError(f"{option} {name}=...: the catalog has no stream {name!r}; it has "
-                         + ", ".join(catalog.streams))
-    return stream.name
-
-
-def _window_seconds(query) -> float:
-    if query.window is not None and query.window.seconds:
-        return query.window.seconds
-    ranges = [s.window.seconds for s in query.streams if s.window.kind == "range"]
-    if not ranges:
-        raise CqoptError("the query has no time window to cut rounds by: give it WINDOW [w] "
-                         "or a [RANGE w] window")
-    return max(ranges)
-
-
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    import cqopt.charts as charts
-    from cqopt.charts.spec import workload_specs
-    from cqopt.charts.workload import load_workload
-    from cqopt.replay.replay import k_sweep, local_chart, replay
-    from cqopt.replay.report import headline, summary_json, write_report
-    from cqopt.replay.rounds import write_round_statistics
-    from cqopt.spark.round_stats import workload_round_statistics
-    from cqopt.spark.session import running_session
-    from cqopt.spark.trace_read import read_trace
+    from cqopt.api import fidelity
+    from cqopt.replay.report import headline, summary_json
 
-    # Every option is checked before any Spark work starts.
-    check_policy_options(args)
-    if args.rounds is not None and not args.rounds >= 1:
-        raise CqoptError(f"--rounds {args.rounds}: needs a number >= 1")
-    options, labels = chart_options(args, ("k",))
-    catalog = load_catalog(args.catalog)
-    workload = load_workload(args.workload)
+    check_policy_options(args)  # before any work starts
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
-    if args.charts and args.k is not None:
-        raise CqoptError(f"--k {args.k} sets the k of charts built here, but --charts "
-                         f"{args.charts} gives built charts; leave out one of them")
-    paths = _trace_paths(args, catalog)
-    times = {_stream_name(catalog, s, "--ts-column"): c
-             for s, c in _pairs(args.ts_column, "--ts-column").items()}
-    for stream in times:
-        if stream not in paths:
-            raise CqoptError(f"--ts-column {stream}=...: no trace of {stream} is given")
-    specs = workload_specs(workload, catalog, options, labels)
-    if args.query:
-        specs = [(s, q) for s, q in specs if s.name in args.query]
-        missing = set(args.query) - {s.name for s, _ in specs}
-        if missing:
-            raise CqoptError(f"--query {', '.join(sorted(missing))}: not in {workload.source}")
-    for spec, _ in specs:  # a swept chart too large to hold is refused before any work
-        for k in ks:
-            check_cells(spec.name, k, len(spec.axes), "--k-sweep")
-    chosen = []
-    for spec, query in specs:
-        lacking = [s for s in query.stream_names if s not in paths]
-        if lacking:
-            print(f"skipping {spec.name}: no trace for {', '.join(lacking)}", file=sys.stderr)
-        else:
-            chosen.append((spec, query))
-    if not chosen:
-        raise CqoptError(f"no query of {workload.source} has a trace for all its streams; "
-                         f"traces were given for {', '.join(paths)}")
-    chart_set = charts.load(args.charts) if args.charts else None
-    if chart_set is not None:
-        fresh = chart_set.check(catalog)
-        if fresh.stale:
-            raise CqoptError(f"--charts {args.charts} is {fresh}")
-        for spec, _ in chosen:
-            stored = chart_set.charts.get(spec.name)
-            if stored is not None and stored.spec.sql != spec.sql:
-                raise CqoptError(f"--charts {args.charts}: its query {spec.name} is not the "
-                                 f"one in {workload.source}; rebuild the charts with cqopt build")
-    out = Path(args.out)
-    with staged_directory(out, args.force, kind="report") as tmp:
-        observed, frames, infos = {}, {}, {}
-        with running_session(args.master, progress=not args.quiet) as spark:
-            for name in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
-                print(f"{name}: reading {paths[name]}", file=sys.stderr)
-                frames[name], infos[name] = read_trace(spark, paths[name], catalog.stream(name),
-                                                       ts_column=times.get(name))
-            (tmp / "rounds").mkdir()
-            for spec, query in chosen:
-                _check_span(spec.name, {s: infos[s] for s in query.stream_names},
-                            _window_seconds(query), args.rounds)
-            print(f"{', '.join(spec.name for spec, _ in chosen)}: per-round statistics on "
-                  "Spark, one pass over each trace", file=sys.stderr)
-            tables = workload_round_statistics(
-                [query for _, query in chosen], frames,
-                [_window_seconds(query) for _, query in chosen], rounds=args.rounds)
-            for (spec, _), table in zip(chosen, tables):
-                observed[spec.name] = table
-                write_round_statistics(table, tmp / "rounds" / f"{spec.name}.parquet")
-        replays, sweeps, used = {}, {}, {}
-        options = {"seed": args.seed, **policy_options(args)}
-        for spec, query in chosen:
-            if chart_set is not None and spec.name in chart_set.charts:
-                used[spec.name] = chart_set[spec.name]
-            else:
-                used[spec.name] = local_chart(spec, catalog)
-            print(f"{spec.name}: replaying {len(observed[spec.name])} rounds", file=sys.stderr)
-            replays[spec.name] = replay(spec.name, used[spec.name], catalog,
-                                        observed[spec.name], **options)
-            if ks:
-                sweeps[spec.name] = k_sweep(spec.name, used[spec.name].spec, catalog,
-                                            observed[spec.name], ks, **options)
-        meta = {"catalog": args.catalog, "workload": args.workload,
-                **{f"trace {s}": _describe(info) for s, info in infos.items()},
-                "charts": args.charts or "built for this report", **describe_policy(args)}
-        write_report(tmp, replays, used, sweeps, meta)
+    replays = fidelity(
+        args.catalog, args.workload, args.out, traces=_pairs(args.trace, "--trace"),
+        trace_dir=args.traces, charts=args.charts, k=args.k, k_sweep=ks, rounds=args.rounds,
+        queries=args.query, ts_columns=_pairs(args.ts_column, "--ts-column"),
+        replay_options={"seed": args.seed, **policy_options(args)},
+        describe=describe_policy(args), master=args.master, force=args.force,
+        progress=True, name=lambda key, value: f"{option_label(key)} {value}")
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
         return 0
@@ -237,27 +71,20 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         print(f"{'':<10} {headline(s)}")
         if s["undefined_rounds"]:
             print(f"{'':<10} ({s['undefined_rounds']} rounds without an optimal plan left out)")
+    out = Path(args.out)
     print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
     return 0
 
 
-def _describe(info) -> str:
-    unparsed = ", ".join(f"{c}: {n}" for c, n in (info.unparsed or {}).items() if n)
-    return (f"{info.path}: {info.rows} tuples over {info.end - info.start:.0f} s, "
-            f"{info.out_of_order} out of order ({info.late} late)"
-            + (f", unparsed values kept as missing ({unparsed})" if unparsed else ""))
-
-
 def _int_list(text: str, option: str) -> list[int]:
-    """``--k-sweep 2,5,10``: each a chart's k, judged as ``--k`` is."""
+    """``--k-sweep 2,5,10`` as numbers; :func:`cqopt.api.fidelity` judges each as a k."""
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise CqoptError(f"{option} {text!r}: expected whole numbers like 2,5,10") from None
     if not values:
         raise CqoptError(f"{option} {text!r}: expected whole numbers >= 1")
-    return [judge_settings({"k": k}, lambda path, value: f"{option} {text}: k = {value}",
-                           CqoptError)["k"] for k in values]
+    return values
 
 
 def add_parsers(sub) -> None:
