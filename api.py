@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cqopt.catalog import Catalog, load_catalog
-from cqopt.charts.settings import check_together, judge_settings, setting_label
+from cqopt.charts.settings import judge_options, judge_settings, setting_label
 from cqopt.charts.workload import Workload, load_workload
 from cqopt.errors import CqoptError
 
@@ -109,8 +109,7 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
         check_writable(Path(out), force)  # before any work
     given = {"k": k, "model": model, "weights": weights, "refine": refine, "depth": depth,
              "reduce": reduce}
-    options = judge_settings(given, name, CqoptError)
-    check_together(options, lambda path, value: name(path, given.get(path)), CqoptError)
+    options = judge_options(given, name, CqoptError)
     catalog = _catalog(catalog)
     workload = _workload(workload)
     labels = {key: name(key, value) for key, value in given.items() if value is not None}

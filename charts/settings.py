@@ -274,6 +274,21 @@ def check_together(values: Mapping[str, Any], where: Callable[[str, Any], str] =
                     f"add {where('refine', None).split(' ')[0]} BUDGET")
 
 
+def judge_options(values: Mapping[str, Any], where: Callable[[str, Any], str] = setting_label,
+                  error: type[CqoptError] = SettingsError) -> dict[str, Any]:
+    """Some settings given together (a command line's, a call's): each judged by
+    :func:`judge_settings`, then together by :func:`check_together`, named by ``where``.
+
+    >>> judge_options({"depth": 2, "k": 4})
+    Traceback (most recent call last):
+    ...
+    cqopt.charts.settings.SettingsError: depth = 2: only a refined chart has a depth; add refine BUDGET
+    """
+    options = judge_settings(values, where, error)
+    check_together(options, lambda path, value: where(path, values.get(path)), error)
+    return options
+
+
 @dataclass(frozen=True)
 class ChartSettings:
     """What a chart is built with, judged by :func:`judge_settings` on construction.

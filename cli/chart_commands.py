@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cqopt.charts.settings import check_together, judge_settings
+from cqopt.charts.settings import judge_options
 from cqopt.costmodel import model_names
 from cqopt.errors import CqoptError
 from cqopt.optimizer.statistics import check_value, split_name
@@ -59,10 +59,8 @@ def chart_options(args: argparse.Namespace, keys: tuple[str, ...]
     labels = {key: f"{option_label(key)} {value}" for key, value in raw.items()
               if value is not None}
     values = {**raw, **({"weights": parse_weights(raw["weights"])} if "weights" in raw else {})}
-    options = judge_settings(values, lambda path, value: labels[path], CqoptError)
-    # The options together (--depth needs --refine); the defaults fill what is not given.
-    check_together(options, lambda path, value: labels.get(path) or option_label(path),
-                   CqoptError)
+    options = judge_options(values, lambda path, value: labels.get(path) or option_label(path),
+                            CqoptError)
     return options, labels
 
 
