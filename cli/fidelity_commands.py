@@ -55,7 +55,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         queries=args.query, ts_columns=_pairs(args.ts_column, "--ts-column"),
         replay_options={"seed": args.seed, **policy_options(args)},
         describe=describe_policy(args), master=args.master, force=args.force,
-        progress=True, name=lambda key, value: f"{option_label(key)} {value}")
+        progress=not args.quiet, name=lambda key, value: f"{option_label(key)} {value}")
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
         return 0
@@ -149,6 +149,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the RAND baseline")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
-    p.add_argument("--quiet", action="store_true", help="no Spark progress bar")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (Spark's bar and each step)")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
     p.set_defaults(run=cmd_fidelity)

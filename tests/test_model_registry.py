@@ -124,6 +124,10 @@ def test_unknown_cli_model_is_one_line_naming_the_choices(dec_toml, workload_tom
     err = capsys.readouterr().err
     assert err.startswith("cqopt: error: ") and err.count("\n") == 1
     assert "did you mean 'om'" in err and "om, pipes" in err
+    assert main(["explain", "--catalog", dec_toml, "--sql", Q1, "--model", "pipe"]) == 2
+    assert capsys.readouterr().err == ("cqopt: error: --model pipe: unknown cost model 'pipe'; "
+                                       "did you mean 'pipes'? (the registered models are om, "
+                                       "pipes)\n")
 
 
 def test_a_model_name_is_registered_once(toy):
