@@ -10,7 +10,9 @@ The repository's top-level folders are the subpackages of this one package
   matplotlib in the process;
 - :class:`AdaptiveQuery` runs one query round by round (OM's Algorithm 2);
 - :func:`load_catalog` reads a stream catalog;
-- :class:`CqoptError` is the one error class every user mistake raises.
+- :class:`CqoptError` is the one error class every user mistake raises;
+- :func:`build`, :func:`generate` and :func:`fidelity` run the pipelines the
+  ``cqopt`` commands run (:mod:`cqopt.api`).
 
 Names load lazily, so ``import cqopt`` stays cheap.
 
@@ -41,6 +43,9 @@ _LAZY = {
     "Plan": "cqopt.optimizer.plan",
     "parse_query": "cqopt.optimizer.logical",
     "CqoptError": "cqopt.errors",
+    "build": "cqopt.api",
+    "generate": "cqopt.api",
+    "fidelity": "cqopt.api",
 }
 
 

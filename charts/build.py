@@ -1,9 +1,12 @@
-"""The local build engine: the chart kernel over every cell, in this process.
+"""Building charts: one orchestrator (:func:`build_charts`) over an engine that costs cells.
 
-:func:`build_local` runs :func:`cqopt.charts.kernel.evaluate_cells` over
-each chart's grid in chunks of :data:`~cqopt.charts.kernel.CHUNK_CELLS`
-cells; :mod:`cqopt.spark.chart_build` runs the same kernel on Spark, so both
-engines produce the same chart.
+:func:`build_charts` checks every setting and chart, then asks its engine for
+grids or, in a refinement, for the utilities at each round's new points, and
+reduces the charts if asked. The engine is a parameter (:class:`BuildEngine`):
+:class:`LocalEngine` runs :func:`cqopt.charts.kernel.evaluate_cells` over
+each chart's grid in chunks of :data:`~cqopt.charts.kernel.CHUNK_CELLS` cells
+in this process (:func:`build_local`); :class:`cqopt.spark.chart_build.SparkEngine`
+runs the same kernel on Spark, so both engines produce the same chart.
 
 >>> from cqopt.catalog import Catalog
 >>> from cqopt.charts.spec import Axis, ChartSpec
@@ -17,8 +20,12 @@ engines produce the same chart.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -29,13 +36,16 @@ from cqopt.charts.kernel import (
     ChartContext,
     chart_from_cells,
     evaluate_cells,
+    point_utilities,
 )
+from cqopt.charts.settings import check_cells, check_together, judge_settings
 from cqopt.charts.spec import ChartSpec
 
 
 def build_chart(context: ChartContext, progress: bool = True) -> Chart:
     """Build one chart in this process with the vectorized kernel, chunk by chunk."""
     spec = context.spec
+    check_cells(spec.name, spec.shape)  # before allocating: more cells than memory holds
     start = time.perf_counter()
     plan_index = np.empty(spec.n_cells, dtype=np.uint16)
     cost = np.empty(spec.n_cells, dtype=np.float64)
@@ -47,18 +57,55 @@ def build_chart(context: ChartContext, progress: bool = True) -> Chart:
     return chart_from_cells(context, plan_index, cost, time.perf_counter() - start)
 
 
-def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True, *,
-                refine: int | None = None, depth: int | None = None,
-                reduce: float | None = None) -> list[Chart]:
-    """Build every chart in this process (see :func:`build_chart`).
+class BuildEngine(Protocol):
+    """Where a build's cells are costed: this process (:class:`LocalEngine`) or Spark
+    (:class:`cqopt.spark.chart_build.SparkEngine`). :func:`build_charts` decides
+    what to cost; an engine only costs it.
+    """
+
+    def running(self) -> AbstractContextManager:
+        """The engine's life around a build (a Spark session's; nothing locally)."""
+
+    def cost_grids(self, contexts: list[ChartContext]) -> list[Chart]:
+        """Every cell of each context's k-regular grid: its chart."""
+
+    def cost_points(self, context: ChartContext, stats: dict[str, np.ndarray]) -> np.ndarray:
+        """Every candidate plan's utility at each point (a refinement's new regions):
+        ``(plans, points)``, as :func:`cqopt.charts.kernel.point_utilities`."""
+
+
+@dataclass
+class LocalEngine:
+    """The chart kernel in this process, chunk by chunk (:func:`build_chart`)."""
+
+    progress: bool = True
+
+    def running(self) -> AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def cost_grids(self, contexts: list[ChartContext]) -> list[Chart]:
+        return [build_chart(c, self.progress) for c in contexts]
+
+    def cost_points(self, context: ChartContext, stats: dict[str, np.ndarray]) -> np.ndarray:
+        return point_utilities(context, stats)
+
+
+def build_charts(specs: list[ChartSpec], catalog: Catalog, engine: BuildEngine, *,
+                 refine: int | None = None, depth: int | None = None,
+                 reduce: float | None = None) -> list[Chart]:
+    """Build every chart on ``engine``: grids, or refined charts, then reduced if asked.
+
+    The one build orchestration: every setting and every chart's query, model
+    and weights is checked here before the engine starts; the engine costs
+    what this asks.
 
     Parameters
     ----------
     specs : list of ChartSpec
         What to build: a query, its axes and fixed statistics, model and weights.
     catalog : Catalog
-    progress : bool
-        Show each chart's progress on stderr.
+    engine : BuildEngine
+        :class:`LocalEngine` or :class:`cqopt.spark.chart_build.SparkEngine`.
     refine : int, optional
         Build refined charts of at most this many regions instead of grids
         (:func:`cqopt.charts.refine.refine_chart`, to ``depth``).
@@ -66,7 +113,74 @@ def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True,
         The refinement's depth (default: the deepest the lookup index allows).
     reduce : float, optional
         Reduce every chart with this cost-increase threshold λ
-        (:func:`cqopt.charts.reduce.reduce_chart`).
+        (:func:`cqopt.charts.reduce.reduce_chart`), in this process.
+
+    Returns
+    -------
+    list of Chart
+        One per spec, in order.
+
+    Raises
+    ------
+    CqoptError
+        A query that does not plan, an unknown model, or bad weights; a grid
+        larger than memory holds; a refinement budget below the corner
+        regions; λ outside [0, 1).
+
+    Examples
+    --------
+    >>> from cqopt.catalog import Catalog
+    >>> from cqopt.charts.spec import Axis, ChartSpec
+    >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [10, 1000],
+    ...     "columns": {"a": "int", "b": "int"}}}})
+    >>> spec = ChartSpec("q", "SELECT S.a FROM S WHERE S.b = 1 WINDOW [1]",
+    ...                  (Axis("sel.S", 0, 1, 4), Axis("rate.S", 10, 1000, 2)))
+    >>> build_charts([spec], cat, LocalEngine(progress=False))[0].plan_index.shape
+    (4, 2)
+    >>> refined = build_charts([spec], cat, LocalEngine(progress=False), refine=8)[0]
+    >>> refined.leaves is not None, refined.plan_index.size <= 8
+    (True, True)
+    """
+    from cqopt.charts.reduce import check_threshold, reduce_chart
+    from cqopt.charts.refine import check_refinement, refine_chart
+
+    if reduce is not None:
+        check_threshold(reduce)  # the settings' rule, as a ReduceError
+    check_together(judge_settings({"refine": refine, "depth": depth}))
+    specs = list(specs)
+    if not specs:
+        return []
+    contexts = [ChartContext(spec, catalog) for spec in specs]
+    for context in contexts:  # fail fast, before the engine starts
+        _ = (context.plans, context.model, context.utility)
+        if refine is None:
+            check_cells(context.spec.name, context.spec.shape)
+        else:
+            check_refinement(context.spec, refine, depth)
+    with engine.running():
+        if refine is None:
+            charts = engine.cost_grids(contexts)
+        else:
+            charts = [refine_chart(c, refine, depth, evaluate=engine.cost_points)
+                      for c in contexts]
+    if reduce is not None:
+        charts = [reduce_chart(c, chart, reduce) for c, chart in zip(contexts, charts)]
+    return charts
+
+
+def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True, *,
+                refine: int | None = None, depth: int | None = None,
+                reduce: float | None = None) -> list[Chart]:
+    """Build every chart in this process: :func:`build_charts` on a :class:`LocalEngine`.
+
+    Parameters
+    ----------
+    specs : list of ChartSpec
+    catalog : Catalog
+    progress : bool
+        Show each chart's progress on stderr.
+    refine, depth, reduce
+        As :func:`build_charts` takes them.
 
     Returns
     -------
@@ -76,23 +190,10 @@ def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True,
     Raises
     ------
     CqoptError
-        A query that does not plan, an unknown model, or bad weights; a
-        refinement budget below the corner regions; λ outside [0, 1).
+        As :func:`build_charts`.
     """
-    from cqopt.charts.reduce import check_threshold, reduce_chart
-    from cqopt.charts.refine import check_refinement, refine_chart
-
-    if reduce is not None:
-        check_threshold(reduce)
-    contexts = [ChartContext(spec, catalog) for spec in specs]
-    if refine is not None:  # every bad budget or depth before any work
-        for spec in specs:
-            check_refinement(spec, refine, depth)
-    charts = [build_chart(c, progress) if refine is None else refine_chart(c, refine, depth)
-              for c in contexts]
-    if reduce is not None:
-        charts = [reduce_chart(c, chart, reduce) for c, chart in zip(contexts, charts)]
-    return charts
+    return build_charts(specs, catalog, LocalEngine(progress), refine=refine, depth=depth,
+                        reduce=reduce)
 
 
 def _bar(name: str, done: int, total: int, width: int = 30) -> None:

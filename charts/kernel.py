@@ -36,7 +36,7 @@ import numpy as np
 
 from cqopt.catalog import Catalog
 from cqopt.charts.spec import ChartSpec, candidate_plans
-from cqopt.costmodel import Utility, make_model, plan_utilities
+from cqopt.costmodel import Utility, plan_utilities
 from cqopt.errors import CqoptError
 from cqopt.optimizer.plan import Plan
 from cqopt.optimizer.plan_codec import plans_from_json, plans_json
@@ -62,11 +62,11 @@ class ChartContext:
 
     @cached_property
     def model(self):
-        return make_model(self.spec.model, self.catalog, self.spec.memory_unit)
+        return self.spec.cost_model(self.catalog)
 
-    @cached_property
+    @property
     def utility(self) -> Utility:
-        return Utility.from_weights(self.spec.weights)
+        return self.spec.utility
 
     def to_bytes(self) -> bytes:
         """The context as a build task receives it: spec, catalog and the plans themselves.

@@ -41,6 +41,7 @@ from dataclasses import replace
 import numpy as np
 
 from cqopt.charts.kernel import Chart, ChartContext, point_utilities
+from cqopt.charts.settings import judge_settings
 from cqopt.errors import CqoptError
 
 SMOOTHING_PASSES = 2
@@ -51,20 +52,17 @@ class ReduceError(CqoptError):
 
 
 def check_threshold(lam: float) -> float:
-    """``lam`` as a float if it is a threshold in [0, 1), else a ReduceError.
+    """``lam`` as a float if it is a threshold in [0, 1), else a ReduceError (the chart
+    settings' rule, :mod:`cqopt.charts.settings`).
 
     >>> check_threshold(0.1)
     0.1
     """
-    try:
-        x = float(lam)
-    except (TypeError, ValueError):
-        raise ReduceError(f"--reduce {lam!r}: expected a cost-increase threshold, a number "
-                          "in [0, 1) such as 0.1") from None
-    if not 0 <= x < 1:
-        raise ReduceError(f"--reduce {lam!r}: the cost-increase threshold must lie in [0, 1), "
-                          "e.g. 0.1 for at most 10% above the optimum")
-    return x
+    judged = judge_settings({"reduce": lam}, lambda path, value: f"--reduce {value!r}",
+                            ReduceError).get("reduce")
+    if judged is None:
+        raise ReduceError("--reduce None: expected a cost-increase threshold in [0, 1)")
+    return judged
 
 
 def reduce_chart(context: ChartContext, chart: Chart, lam: float) -> Chart:

@@ -22,12 +22,22 @@ which also says where each came from (``ChartSpec.sources``).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 
 from cqopt.catalog import Catalog
+from cqopt.charts.settings import (
+    DEFAULT_K,
+    ChartSettings,
+    SettingsError,
+    check_cells,
+    judge_settings,
+    setting_label,
+)
 from cqopt.charts.workload import Workload
 from cqopt.costmodel import Utility, make_model
 from cqopt.costmodel.utility import DEFAULT_WEIGHTS
@@ -44,7 +54,8 @@ from cqopt.optimizer.statistics import (
     split_name,
 )
 
-DEFAULT_K = 10
+__all__ = ["DEFAULT_K", "Axis", "ChartSpec", "candidate_plans", "default_axes", "make_spec",
+           "workload_specs"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,15 @@ class ChartSpec:
     def shape(self) -> tuple[int, ...]:
         return tuple(a.k for a in self.axes)
 
+    @cached_property
+    def utility(self) -> Utility:
+        """The utility of the chart's weights, made once per spec for every costing."""
+        return Utility.from_weights(self.weights)
+
+    def cost_model(self, catalog: Catalog):
+        """The chart's cost model over ``catalog`` (:func:`cqopt.costmodel.make_model`)."""
+        return make_model(self.model, catalog, self.memory_unit)
+
     @property
     def n_cells(self) -> int:
         return math.prod(self.shape)
@@ -124,8 +144,11 @@ class ChartSpec:
                 raise ValueError(f"axis {a.statistic} needs finite lo < hi and k >= 1, got "
                                  f"[{a.lo:g}, {a.hi:g}] with k = {a.k}")
         fixed = {str(k): check_value(k, v) for k, v in dict(d["fixed"]).items()}
-        return cls(str(d["name"]), str(d["sql"]), axes, fixed, str(d["model"]),
-                   tuple(float(w) for w in d["weights"]), str(d["memory_unit"]),
+        # The same judge as a workload's: a model registered here, weights a utility takes.
+        costing = ChartSettings(weights=d["weights"], model=d["model"],
+                                memory_unit=d["memory_unit"])
+        return cls(str(d["name"]), str(d["sql"]), axes, fixed, costing.model,
+                   costing.weights, costing.memory_unit,
                    {str(k): str(v) for k, v in dict(d.get("sources", {})).items()})
 
 
@@ -137,8 +160,7 @@ def candidate_plans(spec: ChartSpec, catalog: Catalog) -> list[Plan]:
     candidates.
     """
     query = parse_query(spec.sql, catalog)
-    model = make_model(spec.model, catalog, spec.memory_unit)
-    utility = Utility.from_weights(spec.weights)
+    model, utility = spec.cost_model(catalog), spec.utility
     centre = spec.centre()
 
     def cost(plan: Plan) -> float:
@@ -156,18 +178,50 @@ def default_axes(query: ContinuousQuery) -> list[str]:
 
 
 def make_spec(name: str, sql: str, query: ContinuousQuery, catalog: Catalog,
-              settings: dict[str, Any], where: str = "") -> ChartSpec:
-    """The chart of one query from its workload settings (already merged with defaults)."""
+              settings: ChartSettings | Mapping[str, Any], where: str = "",
+              k_label: str = "k") -> ChartSpec:
+    """The chart of one query from its settings (a workload's, merged with its defaults).
+
+    Parameters
+    ----------
+    name, sql : str
+        The query's name and text.
+    query : ContinuousQuery
+        The query parsed over ``catalog``.
+    catalog : Catalog
+    settings : ChartSettings or mapping
+        Its chart settings; a mapping is judged (:class:`ChartSettings`) first.
+    where : str
+        Prefix of messages (``"w.toml: "``).
+    k_label : str
+        How a message about the chart's size names k (``"--k"`` when the command line gave it).
+
+    Returns
+    -------
+    ChartSpec
+
+    Raises
+    ------
+    WorkloadError
+        A statistic the query does not have, an axis twice or both an axis
+        and fixed, a range outside a selectivity's [0, 1], a fixed value out of
+        range, or more cells than this machine's memory holds.
+    """
     def fail(problem: str) -> WorkloadError:
         return WorkloadError(f"{where}query {name}: {problem}")
 
+    if not isinstance(settings, ChartSettings):
+        try:
+            settings = ChartSettings(**settings)
+        except (SettingsError, TypeError) as err:
+            raise fail(str(err)) from None
     known = query.statistics
-    ranges = settings.get("ranges", {})
+    ranges = settings.ranges
     # A statistic whose range the workload gives moves: by default it is an axis too.
-    axes_names = settings.get("axes") or [*default_axes(query),
-                                          *(s for s in known if s in ranges
-                                            and s not in default_axes(query))]
-    fixed_given = settings.get("fixed", {})
+    axes_names = list(settings.axes or [*default_axes(query),
+                                        *(s for s in known if s in ranges
+                                          and s not in default_axes(query))])
+    fixed_given = settings.fixed
     for stat in [*axes_names, *ranges, *fixed_given]:
         if stat not in known:
             raise fail(f"statistic {stat!r} is not one this query depends on "
@@ -180,15 +234,17 @@ def make_spec(name: str, sql: str, query: ContinuousQuery, catalog: Catalog,
     for stat in fixed_given:
         if stat in axes_names:
             raise fail(f"{stat!r} is both an axis and fixed; drop one")
-    if settings.get("model") == "pipes" and settings.get("memory_unit", "bytes") != "bytes":
-        raise fail("the PIPES model counts memory in bytes only; drop memory_unit = "
-                   f"{settings['memory_unit']!r} or use model = \"om\"")
-    k = int(settings.get("k", DEFAULT_K))
+    k = settings.k
+    if settings.refine is None:  # a refined chart's size is its budget, judged already
+        try:
+            check_cells(name, k, len(axes_names), k_label)
+        except SettingsError as err:
+            raise WorkloadError(f"{where}{err}") from None
     axes = []
     for stat in axes_names:
         kind, streams = split_name(stat)
         if stat in ranges:
-            lo, hi = (float(x) for x in ranges[stat])
+            lo, hi = ranges[stat]
         elif kind == "rate":
             lo, hi = catalog.stream(streams[0]).rate
         else:
@@ -208,25 +264,49 @@ def make_spec(name: str, sql: str, query: ContinuousQuery, catalog: Catalog,
                 fixed[s] = check_value(s, value)
     except QueryError as err:
         raise fail(f"fixed: {err}") from None
-    return ChartSpec(name, sql.strip(), tuple(axes), fixed, settings.get("model", "om"),
-                     tuple(float(w) for w in settings.get("weights", DEFAULT_WEIGHTS)),
-                     settings.get("memory_unit", "bytes"), sources)
+    return ChartSpec(name, sql.strip(), tuple(axes), fixed, settings.model, settings.weights,
+                     settings.memory_unit, sources)
 
 
 def workload_specs(workload: Workload, catalog: Catalog,
-                   overrides: dict[str, Any] | None = None) -> list[tuple[ChartSpec,
-                                                                          ContinuousQuery]]:
-    """Every query's chart spec; ``overrides`` (from the command line) beat the file."""
+                   overrides: Mapping[str, Any] | None = None,
+                   labels: Mapping[str, str] | None = None
+                   ) -> list[tuple[ChartSpec, ContinuousQuery]]:
+    """Every query's chart spec; ``overrides`` (from the command line, say) beat the file.
+
+    Parameters
+    ----------
+    workload : Workload
+    catalog : Catalog
+    overrides : mapping, optional
+        Settings for every query; ``None`` values are left out. They are judged
+        here unless judged already.
+    labels : mapping of str to str, optional
+        How a message names an override (``{"k": "--k 5"}``); default ``k = 5``.
+
+    Returns
+    -------
+    list of (ChartSpec, ContinuousQuery)
+
+    Raises
+    ------
+    WorkloadError
+        A query that does not parse, or settings that do not make a chart.
+    """
     from cqopt.errors import CqoptError
 
+    labels = dict(labels or {})
+    overrides = judge_settings(overrides or {},
+                               lambda path, value: labels.get(path, setting_label(path, value)))
+    k_label = labels.get("k", "k").split(" ")[0]
     out = []
     for wq in workload.queries:
         try:
             query = parse_query(wq.sql, catalog)
         except CqoptError as err:
             raise WorkloadError(f"{workload.source}: query {wq.name}: {err}") from None
-        settings = {**workload.defaults, **wq.options,
-                    **{k: v for k, v in (overrides or {}).items() if v is not None}}
+        settings = workload.settings(wq, overrides)
         out.append((make_spec(wq.name, wq.sql, query, catalog, settings,
-                              f"{workload.source}: "), query))
+                              f"{workload.source}: ",
+                              k_label if "k" in overrides else "k"), query))
     return out

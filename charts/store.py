@@ -72,8 +72,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cqopt.catalog import Catalog
-from cqopt.costmodel import MODELS, CostModelError, Utility, make_model
-from cqopt.errors import MAX_TEXT_FILE, CqoptError, printable
+from cqopt.costmodel import CostModelError, Utility, make_model, model_names
+from cqopt.errors import MAX_TEXT_FILE, CqoptError, did_you_mean, printable
 from cqopt.optimizer.plan_codec import plans_from_json, plans_json
 from cqopt.output import (
     DirectorySnapshot,
@@ -278,14 +278,20 @@ def read_manifest(source: str | Path | DirectorySnapshot) -> dict[str, Any]:
 def check_model_name(model: object) -> str:
     """``model`` if cqopt has a cost model of that name; the one check of a stored name.
 
-    >>> check_model_name("evil")
+    The registry (:mod:`cqopt.costmodel.registry`) says which models there are: a
+    model registered by the program that built the set must be registered here too.
+
+    >>> check_model_name("omm")
     Traceback (most recent call last):
     ...
-    ValueError: names cost model 'evil', which this cqopt does not have (it has om, pipes)
+    ValueError: names cost model 'omm', which this cqopt does not have (the registered models are om, pipes); did you mean 'om'?
     """
-    if not isinstance(model, str) or model not in MODELS:
-        raise ValueError(f"names cost model {printable(model)[:40]!r}, which this cqopt does "
-                         f"not have (it has {', '.join(MODELS)})")
+    names = model_names()
+    if not isinstance(model, str) or model not in names:
+        text = printable(model)[:40]
+        raise ValueError(f"names cost model {text!r}, which this cqopt does not have (the "
+                         f"registered models are {', '.join(names)})"
+                         + did_you_mean(text, names))
     return model
 
 

@@ -5,7 +5,7 @@ A workload is a TOML file::
     [defaults]
     k = 10                      # regions per chart axis
     weights = [0.4, 0.6]        # OM utility weights w_r, w_m (optionally w_c)
-    model = "om"                # or "pipes"
+    model = "om"                # a registered cost model: "om", "pipes", ...
     memory_unit = "bytes"       # or "tuples": the OM paper's literal formulas
 
     [[query]]
@@ -25,18 +25,16 @@ chart is built.
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cqopt.charts.settings import ChartSettings, SettingsError, judge_settings, setting_label
 from cqopt.errors import did_you_mean, read_text_file
 from cqopt.optimizer.errors import WorkloadError
 
-MODELS = ("om", "pipes")
-MEMORY_UNITS = ("bytes", "tuples")
 DEFAULT_KEYS = ("k", "weights", "model", "memory_unit")
 QUERY_KEYS = ("name", "sql", *DEFAULT_KEYS, "axes", "ranges", "fixed")
 
@@ -66,6 +64,23 @@ class Workload:
         """A query's own setting, else the workload default, else ``fallback``."""
         return query.options.get(key, self.defaults.get(key, fallback))
 
+    def settings(self, query: WorkloadQuery,
+                 overrides: dict[str, Any] | None = None) -> ChartSettings:
+        """The query's chart settings: ``overrides`` (judged already, e.g. the command
+        line's) beat the query's own, which beat the workload's defaults.
+
+        Raises
+        ------
+        WorkloadError
+            The merged settings do not go together (a model and a memory unit it
+            does not count in).
+        """
+        try:
+            return ChartSettings.from_values({**self.defaults, **query.options,
+                                              **(overrides or {})})
+        except SettingsError as err:
+            raise WorkloadError(f"{self.source}: query {query.name}: {err}") from None
+
 
 def load_workload(path: str | Path) -> Workload:
     """Read and validate a workload TOML file."""
@@ -92,7 +107,7 @@ def workload_from_dict(data: dict[str, Any], source: str = "<workload>") -> Work
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
         raise fail("defaults", "must be a table")
-    _check_settings(defaults, "defaults", DEFAULT_KEYS, fail)
+    defaults = _check_settings(defaults, "defaults", DEFAULT_KEYS, source)
     entries = data.get("query", [])
     if not isinstance(entries, list) or not entries:
         raise fail("query", "the workload has no [[query]] entry (expected at least one, "
@@ -111,49 +126,19 @@ def workload_from_dict(data: dict[str, Any], source: str = "<workload>") -> Work
         sql = entry.get("sql")
         if not isinstance(sql, str) or not sql.strip():
             raise fail(f"{key}.sql", "missing or empty (expected the query's CQL text)")
-        _check_settings(entry, key, QUERY_KEYS, fail)
-        options = {k: v for k, v in entry.items() if k not in ("name", "sql")}
+        options = _check_settings(entry, key, QUERY_KEYS, source)
         queries.append(WorkloadQuery(name, sql, options))
     return Workload(tuple(queries), dict(defaults), source)
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
-
-
-def _check_settings(table: dict[str, Any], where: str, allowed: tuple[str, ...], fail) -> None:
-    for key, value in table.items():
-        path = f"{where}.{key}"
+def _check_settings(table: dict[str, Any], where: str, allowed: tuple[str, ...],
+                    source: str) -> dict[str, Any]:
+    """A table's settings judged by the chart settings' one judge, named by their place."""
+    for key in table:
         if key not in allowed:
-            raise fail(path, f"unknown key{did_you_mean(key, allowed)} (expected one of "
-                             f"{', '.join(allowed)})")
-        if key == "k" and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise fail(path, f"must be a whole number >= 1, got {value!r}")
-        if key == "weights" and (not isinstance(value, list) or len(value) not in (2, 3)
-                                 or not all(_number(w) and w >= 0 for w in value)
-                                 or not any(value)):
-            raise fail(path, f"must be [w_r, w_m] or [w_r, w_m, w_c], non-negative with at "
-                             f"least one weight > 0, got {value!r}")
-        if key == "model" and value not in MODELS:
-            raise fail(path, f"unknown model {value!r} (expected {' or '.join(MODELS)})")
-        if key == "memory_unit" and value not in MEMORY_UNITS:
-            raise fail(path, f"unknown memory unit {value!r} (expected "
-                             f"{' or '.join(MEMORY_UNITS)})")
-        if key == "axes" and (not isinstance(value, list) or not value
-                              or not all(isinstance(a, str) for a in value)):
-            raise fail(path, f"must be a list of statistic names, got {value!r}")
-        if key == "ranges":
-            if not isinstance(value, dict):
-                raise fail(path, "must be a table of statistic = [lo, hi]")
-            for stat, rng in value.items():
-                if not (isinstance(rng, list) and len(rng) == 2 and all(map(_number, rng))
-                        and 0 <= rng[0] < rng[1]):
-                    raise fail(f"{path}.{stat}", f"must be [lo, hi] with 0 <= lo < hi, "
-                                                 f"got {rng!r}")
-        if key == "fixed":
-            if not isinstance(value, dict):
-                raise fail(path, "must be a table of statistic = value")
-            for stat, v in value.items():
-                if not _number(v) or v < 0:
-                    raise fail(f"{path}.{stat}", f"must be a non-negative number, got {v!r}")
+            raise WorkloadError(f"{source}: {where}.{key}: unknown key"
+                                f"{did_you_mean(key, allowed)} (expected one of "
+                                f"{', '.join(allowed)})")
+    return judge_settings({k: v for k, v in table.items() if k not in ("name", "sql")},
+                          lambda path, value: f"{source}: {setting_label(f'{where}.{path}', value)}",
+                          WorkloadError)

@@ -7,10 +7,10 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from cqopt.catalog import load_catalog
-from cqopt.charts.workload import load_workload
-from cqopt.costmodel.utility import Utility
+from cqopt.charts.settings import judge_options
+from cqopt.costmodel import model_names
 from cqopt.errors import CqoptError
 from cqopt.optimizer.statistics import check_value, split_name
 
@@ -25,50 +25,54 @@ def parse_stat(text: str) -> tuple[str, float]:
 
 
 def parse_weights(text: str | None) -> list[float] | None:
+    """``--weights WR,WM[,WC]`` as numbers; :func:`chart_options` judges them."""
     if text is None:
         return None
     try:
-        weights = [float(w) for w in text.split(",")]
+        return [float(w) for w in text.split(",")]
     except ValueError:
         raise CqoptError(f"--weights {text!r}: expected WR,WM or WR,WM,WC numbers, "
                          "e.g. 0.4,0.6") from None
-    if len(weights) not in (2, 3):
-        raise CqoptError(f"--weights {text!r}: expected two or three numbers, WR,WM[,WC]")
-    try:
-        Utility.from_weights(weights)  # the one place weights are judged
-    except ValueError as err:
-        raise CqoptError(f"--weights {text!r}: {err}") from None
-    return weights
+
+
+def option_text(args: argparse.Namespace, key: str) -> str:
+    """A chart setting as the command line gave it, for messages: ``--weights 0,0``."""
+    return f"{option_label(key)} {getattr(args, key)}"
+
+
+def option_label(key: str) -> str:
+    """The command-line option of a chart setting: ``memory_unit`` is ``--memory-unit``."""
+    return "--" + key.replace("_", "-")
+
+
+def chart_options(args: argparse.Namespace, keys: tuple[str, ...]
+                  ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The chart settings among ``args``' options, judged by the settings' one judge
+    (:func:`cqopt.charts.settings.judge_settings`), and how a message names each.
+
+    Raises
+    ------
+    CqoptError
+        ``--k 0: must be a whole number >= 1``, and so on.
+    """
+    raw = {key: getattr(args, key) for key in keys}
+    labels = {key: f"{option_label(key)} {value}" for key, value in raw.items()
+              if value is not None}
+    values = {**raw, **({"weights": parse_weights(raw["weights"])} if "weights" in raw else {})}
+    options = judge_options(values, lambda path, value: labels.get(path) or option_label(path),
+                            CqoptError)
+    return options, labels
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from cqopt.charts.build import build_local
-    from cqopt.charts.spec import workload_specs
-    from cqopt.charts.store import check_writable, write_chart_set
+    from cqopt.api import build
 
-    out = Path(args.out)
-    check_writable(out, args.force)  # before any work
-    catalog = load_catalog(args.catalog)
-    workload = load_workload(args.workload)
-    overrides = {"k": args.k, "model": args.model, "weights": parse_weights(args.weights)}
-    if args.k is not None and args.k < 1:
-        raise CqoptError(f"--k {args.k}: needs a whole number >= 1")
-    specs = [spec for spec, _ in workload_specs(workload, catalog, overrides)]
-    shape = {"refine": args.refine, "depth": args.depth, "reduce": args.reduce}
-    _check_shape(specs, **shape)  # every bad --refine, --depth, --reduce before any work
     start = time.perf_counter()
-    if args.engine == "local":
-        charts = build_local(specs, catalog, progress=not args.quiet, **shape)
-        extra = {"engine": "local"}
-    else:
-        from cqopt.spark.chart_build import build_spark
-        from cqopt.spark.session import running_session
-
-        with running_session(args.master, progress=not args.quiet) as spark:
-            charts = build_spark(specs, catalog, spark=spark, progress=not args.quiet, **shape)
-            extra = {"engine": "spark", "master": spark.sparkContext.master}
-    write_chart_set(out, charts, catalog, force=args.force, engine=extra.pop("engine"),
-                    extra=extra)
+    charts = build(args.catalog, args.workload, args.out, engine=args.engine, k=args.k,
+                   model=args.model, weights=parse_weights(args.weights), refine=args.refine,
+                   depth=args.depth, reduce=args.reduce, master=args.master, force=args.force,
+                   progress=not args.quiet, name=lambda key, _: option_text(args, key))
+    out = Path(args.out)
     total = time.perf_counter() - start
     print(f"{'query':<16} {'plans':>5} {'cells':>9} {'plans used':>10} {'seconds':>8}")
     for chart in charts:  # cells: the regions stored (a refined chart's leaves)
@@ -86,21 +90,6 @@ def cmd_build(args: argparse.Namespace) -> int:
                   f"({chart.spec.sources.get(stat, 'default')})")
     print(f"wrote {out} ({len(charts)} charts, {args.engine} engine, {total:.1f} s)")
     return 0
-
-
-def _check_shape(specs: list, refine: int | None, depth: int | None,
-                 reduce: float | None) -> None:
-    from cqopt.charts.reduce import check_threshold
-    from cqopt.charts.refine import check_refinement
-
-    if reduce is not None:
-        check_threshold(reduce)
-    if depth is not None and refine is None:
-        raise CqoptError(f"--depth {depth}: only a refined chart has a depth; add --refine "
-                         "BUDGET")
-    if refine is not None:
-        for spec in specs:
-            check_refinement(spec, refine, depth)
 
 
 def cmd_choose(args: argparse.Namespace) -> int:
@@ -199,8 +188,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="chart set directory to write")
     p.add_argument("--k", type=int, help="regions per axis, for every query (default: the "
                                          "workload's, else 10)")
-    p.add_argument("--model", choices=["om", "pipes"], help="cost model (default: the "
-                                                             "workload's, else om)")
+    p.add_argument("--model", metavar="MODEL",
+                   help=f"cost model: {', '.join(model_names())} (default: the workload's, "
+                        "else om)")
     p.add_argument("--weights", metavar="WR,WM[,WC]",
                    help="utility weights (default: the workload's, else 0.4,0.6)")
     p.add_argument("--refine", type=int, metavar="BUDGET",

@@ -18,8 +18,9 @@ import cqopt
 from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, run_command
-from cqopt.cli.chart_commands import parse_stat, parse_weights
-from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model, plan_utilities
+from cqopt.charts.settings import ChartSettings
+from cqopt.cli.chart_commands import chart_options, parse_stat
+from cqopt.costmodel import Utility, make_model, model_names, plan_utilities
 from cqopt.errors import CqoptError, error_line
 from cqopt.optimizer.enumerate import enumerate_plans, rule_names, rules_without
 from cqopt.optimizer.logical import ContinuousQuery, parse_query
@@ -73,8 +74,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         raise CqoptError(f"--stat {', '.join(sorted(unused))}: no query here depends on it; "
                          "the statistics are " + ", ".join(
                              dict.fromkeys(s for _, q in queries for s in q.statistics)))
-    model = make_model(args.model, catalog)
-    utility = Utility.from_weights(parse_weights(args.weights) or DEFAULT_WEIGHTS)
+    settings = ChartSettings.from_values(chart_options(args, ("model", "weights"))[0])
+    model = make_model(settings.model, catalog, settings.memory_unit)
+    utility = Utility.from_weights(settings.weights)
     objects = []
     for name, q in queries:
         stats = _statistics(q, given, catalog)
@@ -162,8 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stat", action="append", metavar="NAME=VALUE",
                    help="a statistic to cost the plans at, e.g. rate.TCP=500 or sel.TCP=0.3 "
                         "(repeatable; others take their defaults)")
-    p.add_argument("--model", choices=["om", "pipes"], default="om",
-                   help="cost model (default om)")
+    p.add_argument("--model", default="om", metavar="MODEL",
+                   help=f"cost model: {', '.join(model_names())} (default om)")
     p.add_argument("--weights", metavar="WR,WM[,WC]", help="utility weights (default 0.4,0.6)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sql-out", metavar="DIALECT",

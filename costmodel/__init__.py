@@ -1,5 +1,8 @@
 """Cost models: OM's rate/memory utility and PIPES' (d, l, g) model, vectorized.
 
+Every model is registered by name (:mod:`cqopt.costmodel.registry`); the
+workload, the CLI, chart settings and validation read the registry.
+
 Both take a plan and a mapping of statistic names to numpy arrays that
 broadcast, and return a :class:`~cqopt.costmodel.base.PlanCost` of arrays.
 :func:`plan_utilities` scores every candidate plan over a grid in one call:
@@ -13,7 +16,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from cqopt.catalog import Catalog
 from cqopt.costmodel.base import (
     CostModelError,
     MissingStatisticError,
@@ -24,36 +26,22 @@ from cqopt.costmodel.base import (
 )
 from cqopt.costmodel.om import OM
 from cqopt.costmodel.pipes import PIPES
+from cqopt.costmodel.registry import (
+    MODELS,
+    Constant,
+    CostModel,
+    ModelEntry,
+    make_model,
+    model_entry,
+    model_names,
+    register_model,
+    unregister_model,
+)
 from cqopt.costmodel.utility import DEFAULT_WEIGHTS, Utility
 
-MODELS: dict[str, type[OM] | type[PIPES]] = {"om": OM, "pipes": PIPES}
-
-
-def make_model(name: str, catalog: Catalog, memory_unit: str = "bytes") -> OM | PIPES:
-    """The cost model called ``name`` over ``catalog``.
-
-    Parameters
-    ----------
-    name : {"om", "pipes"}
-        OM's rate/memory model or the PIPES (d, l, g) model.
-    catalog : Catalog
-        Widths and operator processing rates the model costs with.
-    memory_unit : {"bytes", "tuples"}
-        What memory is counted in (PIPES counts bytes only).
-
-    Returns
-    -------
-    OM or PIPES
-
-    Raises
-    ------
-    CostModelError
-        An unknown model, or a memory unit the model does not have.
-    """
-    if name not in MODELS:
-        raise CostModelError(f"unknown cost model {name!r} (expected "
-                             f"{' or '.join(MODELS)})")
-    return MODELS[name](catalog, memory_unit=memory_unit)
+# The registered models: a new model is one module and one line here.
+register_model(OM)
+register_model(PIPES)
 
 
 def plan_utilities(model, utility: Utility, plans: Sequence,
@@ -62,7 +50,7 @@ def plan_utilities(model, utility: Utility, plans: Sequence,
 
     Parameters
     ----------
-    model : OM or PIPES
+    model : CostModel
         From :func:`make_model`.
     utility : Utility
         Weights that turn a plan's costs into one number (lower is better).
@@ -91,5 +79,7 @@ def plan_utilities(model, utility: Utility, plans: Sequence,
     return np.stack(np.broadcast_arrays(*scores))
 
 
-__all__ = ["CostModelError", "DEFAULT_WEIGHTS", "MODELS", "MissingStatisticError", "OM",
-           "OperatorCost", "PIPES", "PlanCost", "Utility", "make_model", "plan_utilities"]
+__all__ = ["Constant", "CostModel", "CostModelError", "DEFAULT_WEIGHTS", "MODELS",
+           "MissingStatisticError", "ModelEntry", "OM", "OperatorCost", "PIPES", "PlanCost",
+           "Utility", "make_model", "model_entry", "model_names", "plan_utilities",
+           "register_model", "unregister_model"]

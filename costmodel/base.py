@@ -42,7 +42,7 @@ import functools
 import math
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import NamedTuple
 
 import numpy as np
@@ -50,6 +50,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from cqopt.errors import CqoptError
 from cqopt.optimizer.plan_nodes import PlanNode
+from cqopt.optimizer.statistics import rate_name
 
 Array = NDArray[np.float64]
 
@@ -411,6 +412,10 @@ class PointCosting:
             self._cost(plan, stats, SCALARS)
             raise  # pragma: no cover - _cost raised MissingStatisticError
 
+    def statistics(self, plan) -> tuple[str, ...]:
+        """The statistics costing ``plan`` reads: its streams' rates and its selectivities."""
+        return plan_statistics(plan)
+
     def _point_plan_cost(self, plan, stats: Mapping[str, ArrayLike]) -> PlanCost:
         rate, memory, cpu, operators = self.point_cost(plan, stats)
         return PlanCost(np.float64(rate), np.float64(memory), np.float64(cpu),
@@ -440,6 +445,45 @@ def elementwise(formula):
 
 
 _OPERATORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class Constant:
+    """One constant a cost model costs with, and where its value came from."""
+
+    value: float
+    source: str  # e.g. "catalog [operators]" or "default (the OM paper's measurement)"
+
+
+def catalog_constants(table, section: str, default_source: str) -> dict[str, Constant]:
+    """The fields of a catalog table of constants (a dataclass), each with its source:
+    the catalog's ``[section]`` where it differs from the default, else ``default_source``.
+    """
+    return {f.name: Constant(float(getattr(table, f.name)),
+                             default_source if getattr(table, f.name) == f.default
+                             else f"catalog [{section}]")
+            for f in fields(table)}
+
+
+def plan_statistics(plan) -> tuple[str, ...]:
+    """The statistics a plan's cost depends on, in plan order: each source's rate and
+    each operator's selectivities.
+
+    >>> from cqopt.catalog import Catalog
+    >>> from cqopt.optimizer.enumerate import enumerate_plans
+    >>> from cqopt.optimizer.logical import parse_query
+    >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10], "columns": {"a": "int"}}}})
+    >>> plan_statistics(enumerate_plans(parse_query("SELECT S.a FROM S WHERE S.a = 1 "
+    ...                                             "WINDOW [1]", cat))[0])
+    ('rate.S', 'sel.S')
+    """
+    names: dict[str, None] = {}
+    for _, node in plan_operators(plan):
+        if node.kind == "source":
+            names[rate_name(node.stream)] = None
+        for name in node.selectivity or ():
+            names[name] = None
+    return tuple(names)
 
 
 def plan_operators(plan) -> tuple[tuple[str, PlanNode], ...]:

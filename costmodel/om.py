@@ -62,11 +62,13 @@ from numpy.typing import ArrayLike
 
 from cqopt.catalog import Catalog
 from cqopt.costmodel.base import (
+    Constant,
     Array,
     CostModelError,
     OperatorCost,
     PlanCost,
     PointCosting,
+    catalog_constants,
     plan_cost,
     plan_operators,
     selectivity,
@@ -83,6 +85,7 @@ class OM(PointCosting):
     """OM's rate/memory model over a catalog's processing rates."""
 
     name = "om"
+    memory_units = ("bytes", "tuples")
 
     def __init__(self, catalog: Catalog, memory_unit: str = "bytes", capacity: bool = True):
         if memory_unit not in ("bytes", "tuples"):
@@ -91,6 +94,18 @@ class OM(PointCosting):
         self.catalog = catalog
         self.memory_unit = memory_unit
         self.capacity = capacity
+
+    def constants(self) -> dict[str, Constant]:
+        """Each rate class's tuple processing rate (tuples/s) and where it came from.
+
+        >>> from cqopt.catalog import Catalog
+        >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 2],
+        ...     "columns": {"a": "int"}}}})
+        >>> OM(cat).constants()["equi_join"]
+        Constant(value=3000.0, source="default (the OM paper's measurement)")
+        """
+        return catalog_constants(self.catalog.operators, "operators",
+                                 "default (the OM paper's measurement)")
 
     def _cost(self, plan, stats: Mapping[str, ArrayLike], xp) -> PlanCost:
         rates: dict[str, Array] = {}

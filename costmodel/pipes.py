@@ -61,11 +61,13 @@ from numpy.typing import ArrayLike
 from cqopt.catalog import Catalog, PipesConstants
 from cqopt.costmodel.base import (
     ARRAYS,
+    Constant,
     Array,
     CostModelError,
     OperatorCost,
     PlanCost,
     PointCosting,
+    catalog_constants,
     elementwise,
     plan_cost,
     plan_operators,
@@ -265,6 +267,7 @@ class PIPES(PointCosting):
     """PIPES' (d, l, g) model over a catalog's constants."""
 
     name = "pipes"
+    memory_units = ("bytes",)
 
     def __init__(self, catalog: Catalog, groups: int = 16, memory_unit: str = "bytes"):
         if memory_unit != "bytes":
@@ -275,6 +278,20 @@ class PIPES(PointCosting):
         self.catalog = catalog
         self.groups = groups
         self.memory_unit = memory_unit
+
+    def constants(self) -> dict[str, Constant]:
+        """Each per-operation cost (seconds) and the group count, with their sources.
+
+        >>> from cqopt.catalog import Catalog
+        >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 2],
+        ...     "columns": {"a": "int"}}}})
+        >>> PIPES(cat).constants()["groups"].source
+        'the model (PIPES(groups=...), default 16)'
+        """
+        return {**catalog_constants(self.catalog.pipes, "pipes",
+                                    "default (of the order of a modern CPU's cost)"),
+                "groups": Constant(float(self.groups),
+                                   "the model (PIPES(groups=...), default 16)")}
 
     def _cost(self, plan, stats: Mapping[str, ArrayLike], xp) -> PlanCost:
         unit = self.catalog.seconds_per_time_unit

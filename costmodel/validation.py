@@ -31,14 +31,14 @@ cost kernels do not.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from cqopt.catalog import Catalog
-from cqopt.costmodel.om import OM
-from cqopt.costmodel.pipes import PIPES
+from cqopt.costmodel.registry import make_model, model_names
 from cqopt.costmodel.reference_executor import execute, join, select_mask
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.errors import UnsupportedQueryError
@@ -111,10 +111,13 @@ def window_statistics(query: ContinuousQuery, windows: dict[str, pd.DataFrame],
 
 
 def measure(catalog: Catalog, sqls: dict[str, str], settings: list[Setting],
-            seed: int = 0) -> pd.DataFrame:
-    """One row per (query, setting, model, plan, operator): measured and predicted."""
+            seed: int = 0, models: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per (query, setting, model, plan, operator): measured and predicted.
+
+    ``models`` names the registered models to predict with (default: every one).
+    """
     rng = np.random.default_rng(seed)
-    models = [OM(catalog), PIPES(catalog)]
+    models = [make_model(name, catalog) for name in (models or model_names())]
     rows = []
     for name, sql in sqls.items():
         query = parse_query(sql, catalog)

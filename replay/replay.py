@@ -50,7 +50,7 @@ from cqopt.charts.build import build_chart
 from cqopt.charts.kernel import ChartContext
 from cqopt.charts.lookup import QueryChart
 from cqopt.charts.spec import Axis, ChartSpec
-from cqopt.costmodel import Utility, make_model, plan_utilities
+from cqopt.costmodel import plan_utilities
 from cqopt.replay import baselines
 from cqopt.replay.coverage import coverage_alarms
 from cqopt.replay.sampling import parse_sample_ratio, sampled_statistics
@@ -93,9 +93,7 @@ def round_length(observed: pd.DataFrame) -> float:
 def exact_utilities(chart: QueryChart, catalog: Catalog, observed: pd.DataFrame) -> np.ndarray:
     """Every candidate plan costed at each round's actual statistics: (plans, rounds)."""
     spec = chart.spec
-    model = make_model(spec.model, catalog, spec.memory_unit)
-    utility = Utility.from_weights(spec.weights)
-    scores = plan_utilities(model, utility, list(chart.plans),
+    scores = plan_utilities(spec.cost_model(catalog), spec.utility, list(chart.plans),
                             actual_statistics(chart, observed))
     return np.broadcast_to(scores, (len(chart.plans), len(observed)))
 
@@ -116,8 +114,6 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     :class:`~cqopt.runtime.adaptive.AdaptiveQuery`'s options.
     """
     spec = chart.spec
-    model = make_model(spec.model, catalog, spec.memory_unit)
-    utility = Utility.from_weights(spec.weights)
     plans = list(chart.plans)
     actual = actual_statistics(chart, observed)
     n = len(observed)
@@ -160,7 +156,8 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     early = np.flatnonzero(defined)[:d] if defined.any() else np.arange(min(d, n))
     first = {k: np.array([np.mean(v[early])]) if len(early) else np.array([np.nan])
              for k, v in actual.items()}
-    rate_plan = baselines.rate(plan_utilities(model, utility, plans, first)[:, 0])
+    rate_plan = baselines.rate(plan_utilities(spec.cost_model(catalog), spec.utility, plans,
+                                              first)[:, 0])
     static_plan = baselines.best_static(utilities, defined)
     runs = {"rand": rand, "rate": np.full(n, rate_plan), "best_static": np.full(n, static_plan),
             "oracle_chart": oracle.plan_index}

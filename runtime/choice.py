@@ -202,11 +202,10 @@ def chart_costing(chart, catalog) -> tuple[Callable[[Mapping[str, Any]], np.ndar
     Costs use the chart's model, memory unit and weights; a switch's price is
     the handed-over bytes (PIPES) times the utility's memory weight.
     """
-    from cqopt.costmodel import Utility, make_model, plan_utilities
+    from cqopt.costmodel import make_model, plan_utilities
 
     spec = chart.spec
-    model = make_model(spec.model, catalog, spec.memory_unit)
-    utility = Utility.from_weights(spec.weights)
+    model, utility = spec.cost_model(catalog), spec.utility
     pipes = make_model("pipes", catalog)
     plans: Sequence = list(chart.plans)
 

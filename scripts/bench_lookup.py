@@ -33,7 +33,7 @@ from cqopt.charts.build import build_local
 from cqopt.charts.spec import workload_specs
 from cqopt.charts.store import write_chart_set
 from cqopt.charts.workload import workload_from_dict
-from cqopt.costmodel import Utility, make_model, plan_utilities
+from cqopt.costmodel import plan_utilities
 from cqopt.optimizer.enumerate import enumerate_plans
 from cqopt.optimizer.logical import parse_query
 
@@ -151,7 +151,7 @@ def main() -> None:
 
     # Re-optimizing from scratch per call: enumerate and cost every plan, take the argmin.
     spec = cs["J4"].spec
-    model, utility = make_model(spec.model, catalog), Utility.from_weights(spec.weights)
+    model, utility = spec.cost_model(catalog), spec.utility
     query = parse_query(spec.sql, catalog)
     points = random_stats(cs["J4"], 300, rng)
     times = []

@@ -57,12 +57,14 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cqopt.catalog import Catalog
+from cqopt.charts.build import build_charts
 from cqopt.charts.kernel import (
     Chart,
     ChartContext,
@@ -93,12 +95,61 @@ RESULT_DDL = "block long, plan binary"
 
 
 # -- the driver ----------------------------------------------------------------
+@dataclass
+class SparkEngine:
+    """A :class:`~cqopt.charts.build.BuildEngine` on Spark: one job per grid build (every
+    chart's cells at once) and one per refinement round.
+
+    ``spark`` is a running session, left running; without it a session on
+    ``master`` is started for the build and stopped after it.
+    """
+
+    catalog: Catalog
+    spark: SparkSession | None = None
+    master: str = "local[*]"
+    progress: bool = True
+    scratch: Path | None = None
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[SparkSession]:
+        own = self.spark is None
+        if own:
+            self.spark = spark_session(self.master, progress=self.progress)
+        try:
+            with spark_errors("the Spark job building the charts failed"):
+                if not _is_local(self.spark.sparkContext.master):
+                    ship_packages(self.spark)
+            yield self.spark
+        finally:
+            if own:
+                self.spark.stop()
+                self.spark = None
+
+    def cost_grids(self, contexts: list[ChartContext]) -> list[Chart]:
+        specs = [c.spec for c in contexts]
+        with spark_errors("the Spark job building the charts failed"):
+            start = time.perf_counter()
+            plan = _run_job(self.spark, contexts, self.catalog, self.scratch, self.progress)
+            elapsed = time.perf_counter() - start
+        work = np.array([spec.n_cells * len(c.plans) for spec, c in zip(specs, contexts)],
+                        float)
+        share = work / work.sum()
+        offsets = _offsets(specs)
+        # Plan indices only: a chart's costs follow from them (winning_costs), where asked.
+        return [chart_from_cells(context, plan[lo:hi], None, float(elapsed * part))
+                for context, lo, hi, part in zip(contexts, offsets[:-1], offsets[1:], share)]
+
+    def cost_points(self, context: ChartContext, stats: dict[str, np.ndarray]) -> np.ndarray:
+        return _points_job(self.spark, self.catalog, self.scratch, self.progress, context,
+                           stats)
+
+
 def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | None = None,
                 master: str = "local[*]", progress: bool = True,
                 scratch: Path | None = None, *, refine: int | None = None,
                 depth: int | None = None, reduce: float | None = None) -> list[Chart]:
-    """Build every chart in one Spark job; the same charts as
-    :func:`cqopt.charts.build.build_local`.
+    """Build every chart on Spark: :func:`cqopt.charts.build.build_charts` on a
+    :class:`SparkEngine`; the same charts as :func:`cqopt.charts.build.build_local`.
 
     Parameters
     ----------
@@ -129,57 +180,11 @@ def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | 
     ------
     SparkBuildError
         Spark cannot start, the job fails, or its result is not every cell once.
+    CqoptError
+        As :func:`cqopt.charts.build.build_charts`, on the driver before Spark starts.
     """
-    from cqopt.charts.reduce import check_threshold, reduce_chart
-    from cqopt.charts.refine import check_refinement, refine_chart
-
-    specs = list(specs)
-    if not specs:
-        return []
-    contexts = [ChartContext(spec, catalog) for spec in specs]
-    for context in contexts:  # fail fast, on the driver, on a bad query, model or weights
-        _ = (context.plans, context.model, context.utility)  # each a cached property
-        if refine is not None:
-            check_refinement(context.spec, refine, depth)
-    if reduce is not None:
-        check_threshold(reduce)
-    if refine is not None or reduce is not None:
-        own = spark is None
-        if own:
-            spark = spark_session(master, progress=progress)
-        try:
-            if refine is not None:
-                charts = [refine_chart(c, refine, depth,
-                                       evaluate=functools.partial(_points_job, spark, catalog,
-                                                                  scratch, progress))
-                          for c in contexts]
-            else:
-                charts = build_spark(specs, catalog, spark, progress=progress, scratch=scratch)
-        finally:
-            if own:
-                spark.stop()
-        if reduce is not None:
-            charts = [reduce_chart(c, chart, reduce) for c, chart in zip(contexts, charts)]
-        return charts
-    own = spark is None
-    if own:
-        spark = spark_session(master, progress=progress)
-    try:
-        with spark_errors("the Spark job building the charts failed"):
-            if not _is_local(spark.sparkContext.master):
-                ship_packages(spark)
-            start = time.perf_counter()
-            plan = _run_job(spark, contexts, catalog, scratch, progress)
-            elapsed = time.perf_counter() - start
-    finally:
-        if own:
-            spark.stop()
-    work = np.array([spec.n_cells * len(c.plans) for spec, c in zip(specs, contexts)], float)
-    share = work / work.sum()
-    offsets = _offsets(specs)
-    # Plan indices only: a chart's costs follow from them (winning_costs), where asked for.
-    return [chart_from_cells(context, plan[lo:hi], None, float(elapsed * part))
-            for context, lo, hi, part in zip(contexts, offsets[:-1], offsets[1:], share)]
+    engine = SparkEngine(catalog, spark, master, progress, scratch)
+    return build_charts(specs, catalog, engine, refine=refine, depth=depth, reduce=reduce)
 
 
 def _offsets(specs: list[ChartSpec]) -> np.ndarray:

@@ -14,7 +14,7 @@ import cqopt
 # Bottom to top; a package may import itself and any package before it.
 LAYERS = ["cqopt.errors", "cqopt.output", "cqopt.examples", "cqopt.catalog", "cqopt.optimizer",
           "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay", "cqopt.spark",
-          "cqopt.cli"]
+          "cqopt.api", "cqopt.cli"]
 ENGINES = {  # third-party package -> the only packages or modules that may import it
     "pyspark": ("cqopt.spark",),
     "py4j": ("cqopt.spark",),

@@ -28,7 +28,7 @@ def test_overrides():
     ({"query": [{"sql": "x"}]}, "query[0].name"),
     ({"query": [{"name": "a", "sql": "x"}, {"name": "a", "sql": "y"}]}, "duplicate"),
     ({"defaults": {"k": 0}, "query": [{"name": "a", "sql": "x"}]}, "defaults.k"),
-    ({"defaults": {"model": "x"}, "query": [{"name": "a", "sql": "x"}]}, "unknown model"),
+    ({"defaults": {"model": "x"}, "query": [{"name": "a", "sql": "x"}]}, "unknown cost model"),
     ({"defaults": {"weights": [1]}, "query": [{"name": "a", "sql": "x"}]}, "weights"),
     ({"defaults": {"weights": [0, 0]}, "query": [{"name": "a", "sql": "x"}]},
      "at least one weight > 0"),

@@ -1,0 +1,576 @@
+"""cqopt's pipelines as Python functions: what the ``cqopt`` commands run, without a shell.
+
+:func:`build` builds a workload's plan charts (in this process or on Spark)
+and writes them as a chart set; :func:`generate` writes seeded stream traces;
+:func:`fidelity` replays traces through charts into a report. The command
+line parses its options and calls these; each checks everything it is given
+before any work, and raises a :class:`~cqopt.errors.CqoptError` that says
+what was wrong. ``cqopt.build``, ``cqopt.generate`` and ``cqopt.fidelity``
+are these functions.
+
+A message names a parameter as Python spells it (``k = 0``); the command
+line passes ``name=`` so that its messages name the option (``--k 0``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cqopt.catalog import Catalog, load_catalog
+from cqopt.charts.settings import judge_options, judge_settings, setting_label
+from cqopt.charts.workload import Workload, load_workload
+from cqopt.errors import CqoptError
+
+if TYPE_CHECKING:
+    from cqopt.charts.kernel import Chart
+
+PathLike = str | os.PathLike
+Name = Callable[[str, Any], str]  # how a message names a parameter and its value
+# A generated trace is held in memory as one frame per stream (about 40 bytes a tuple).
+MAX_GENERATED_TUPLES = 5e7
+
+
+def _catalog(catalog: PathLike | Catalog) -> Catalog:
+    return catalog if isinstance(catalog, Catalog) else load_catalog(catalog)
+
+
+def _workload(workload: PathLike | Workload) -> Workload:
+    return workload if isinstance(workload, Workload) else load_workload(workload)
+
+
+def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
+          out: PathLike | None = None, *, engine: str = "local", k: int | None = None,
+          model: str | None = None, weights: tuple[float, ...] | None = None,
+          refine: int | None = None, depth: int | None = None, reduce: float | None = None,
+          master: str = "local[*]", force: bool = False, progress: bool = False,
+          name: Name = setting_label) -> list[Chart]:
+    """Build the plan charts of every query of a workload, and write them as a chart set.
+
+    Parameters
+    ----------
+    catalog : path or Catalog
+        The stream catalog (TOML), or one loaded.
+    workload : path or Workload
+        The workload (TOML) of named queries and their chart settings, or one loaded.
+    out : path, optional
+        The chart set directory to write (:func:`cqopt.load` reads it); without
+        it the charts are returned only.
+    engine : {"local", "spark"}
+        Cost the cells in this process or on Spark (``master``).
+    k, model, weights
+        Override the workload's k, cost model and utility weights for every query.
+    refine, depth : int, optional
+        Refined charts of at most ``refine`` regions (to ``depth``) instead of grids.
+    reduce : float, optional
+        Anorexic reduction at this cost-increase threshold in [0, 1).
+    master : str
+        With ``engine="spark"``: a running session of this process, else a new one
+        on this master URL.
+    force : bool
+        Replace an existing ``out`` that cqopt wrote.
+    progress : bool
+        Progress on stderr.
+    name : callable
+        ``name(parameter, value)`` names a parameter in messages.
+
+    Returns
+    -------
+    list of Chart
+        One per query, in the workload's order.
+
+    Raises
+    ------
+    CqoptError
+        A bad file, query or setting (before any work), or a failed Spark job.
+
+    Examples
+    --------
+    >>> import cqopt, tempfile
+    >>> from cqopt.examples import example
+    >>> out = tempfile.mkdtemp() + "/charts"
+    >>> built = cqopt.build(example("dec-pkt.toml"), example("workload.toml"), out, k=4)
+    >>> [(c.spec.name, c.plan_index.shape) for c in built]
+    [('Q1', (4, 4)), ('Q2', (4, 4, 4))]
+    >>> cqopt.load(out).choose("Q1", {"sel.TCP": 0.1, "rate.TCP": 450.0}).plan_id
+    'TCP[σπ]'
+    """
+    from cqopt.charts.build import build_local
+    from cqopt.charts.refine import check_refinement
+    from cqopt.charts.spec import workload_specs
+    from cqopt.charts.store import check_writable, write_chart_set
+
+    if engine not in ("local", "spark"):
+        raise CqoptError(f"{name('engine', engine)}: expected local or spark")
+    if out is not None:
+        check_writable(Path(out), force)  # before any work
+    given = {"k": k, "model": model, "weights": weights, "refine": refine, "depth": depth,
+             "reduce": reduce}
+    options = judge_options(given, name, CqoptError)
+    catalog = _catalog(catalog)
+    workload = _workload(workload)
+    labels = {key: name(key, value) for key, value in given.items() if value is not None}
+    specs = [spec for spec, _ in workload_specs(workload, catalog, options, labels)]
+    shape = {key: options.get(key) for key in ("refine", "depth", "reduce")}
+    if shape["refine"] is not None:  # every bad budget or depth before Spark starts
+        for spec in specs:
+            check_refinement(spec, shape["refine"], shape["depth"])
+    extra: dict[str, Any] = {}
+    if engine == "local":
+        charts = build_local(specs, catalog, progress=progress, **shape)
+    else:
+        from cqopt.spark.chart_build import build_spark
+        from cqopt.spark.session import running_session
+
+        with running_session(master, progress=progress) as spark:
+            charts = build_spark(specs, catalog, spark=spark, progress=progress, **shape)
+            extra["master"] = spark.sparkContext.master
+    if out is not None:
+        write_chart_set(Path(out), charts, catalog, force=force, engine=engine, extra=extra)
+    return charts
+
+
+def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] | None = None,
+             duration: float = 600.0, seed: int = 0, rate_cv: float = 0.25,
+             interarrivals: PathLike | None = None, offset: float = 0.0,
+             rate_scale: Mapping[str, float | str] | None = None,
+             steady: list[str] | None = None, format: str = "parquet",
+             file_per_round: float | None = None, force: bool = False,
+             progress: bool = False, name: Name = setting_label) -> Path:
+    """Write one seeded trace per stream: bursty arrivals, drifting Zipf-skewed values.
+
+    Parameters
+    ----------
+    catalog : path or Catalog
+    out : path
+        The directory of traces to write (``STREAM.parquet``, ...).
+    streams : list of str, optional
+        The streams to generate (default: every stream of the catalog).
+    duration : float
+        Seconds of trace.
+    seed : int
+        Stream i is drawn with seed ``seed + i``.
+    rate_cv : float
+        Coefficient of variation of the arrival rate (a Markov-modulated Poisson process).
+    interarrivals : path, optional
+        Real inter-arrival times (a CSV) to replay instead; stream i replays the
+        stretch from ``offset + i * duration``.
+    offset : float
+        Where in ``interarrivals`` the first stream starts, in seconds.
+    rate_scale : mapping of str to float, optional
+        Stream name to a factor on its arrival rate.
+    steady : list of str, optional
+        ``"STREAM.COLUMN[=DOMAIN]"``: an int column drawn uniformly from 1..DOMAIN
+        (default 1000) with no drift, e.g. join keys.
+    format : {"parquet", "csv", "dec"}
+    file_per_round : float, optional
+        Write each stream as a directory of one file per this many seconds.
+    force : bool
+        Replace an existing ``out`` that cqopt wrote.
+    progress : bool
+        A line per stream on stderr.
+    name : callable
+        ``name(parameter, value)`` names a parameter in messages.
+
+    Returns
+    -------
+    Path
+        ``out``.
+
+    Raises
+    ------
+    CqoptError
+        An unknown stream or column, a bad number, an unreadable ``interarrivals``
+        or a trace too large to hold, before anything is written.
+
+    Examples
+    --------
+    >>> import cqopt, tempfile
+    >>> from cqopt.examples import example
+    >>> out = cqopt.generate(example("dec-pkt.toml"), tempfile.mkdtemp() + "/traces",
+    ...                      streams=["TCP"], duration=5)
+    >>> sorted(p.name for p in out.glob("*.parquet"))
+    ['TCP.parquet']
+    """
+    import math
+    import zlib
+
+    import numpy as np
+
+    from cqopt.output import staged_directory
+    from cqopt.replay.trace_generate import generate_trace, interarrival_slice, \
+        load_interarrivals
+    from cqopt.replay.trace_write import write_trace, write_trace_per_round
+
+    catalog = _catalog(catalog)
+    chosen = []
+    for stream_name in streams or list(catalog.streams):
+        stream = catalog.stream(stream_name)
+        if stream is None:
+            raise CqoptError(f"{name('streams', ','.join(streams or []))}: the catalog has no "
+                             f"stream {stream_name!r}; it has " + ", ".join(catalog.streams))
+        chosen.append(stream)
+    if not (0 < duration < math.inf):
+        raise CqoptError(f"{name('duration', duration)}: needs a positive number of seconds")
+    if not (0 <= rate_cv < math.inf):
+        raise CqoptError(f"{name('rate_cv', rate_cv)}: needs a number >= 0")
+    try:
+        gaps = load_interarrivals(interarrivals) if interarrivals else None
+    except (EOFError, OSError, ValueError, zlib.error) as err:  # a truncated .gz, ...
+        raise CqoptError(f"{name('interarrivals', interarrivals)}: not a readable CSV file "
+                         f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+                         ) from None
+    scales: dict[str, float] = {}
+    for stream_name, factor in (rate_scale or {}).items():
+        stream = catalog.stream(stream_name)
+        try:
+            value = float(factor)
+        except (TypeError, ValueError):
+            value = float("nan")
+        if stream is None or not (value > 0 and np.isfinite(value)):
+            raise CqoptError(f"{name('rate_scale', f'{stream_name}={factor}')}: expected "
+                             "STREAM=FACTOR with a stream of the catalog and a positive "
+                             "factor, e.g. TCP=2.5")
+        scales[stream.name] = value
+    if not (offset >= 0 and np.isfinite(offset)):
+        raise CqoptError(f"{name('offset', offset)}: needs a number of seconds >= 0")
+    for stream in chosen:  # before any allocation: 1e12 s would ask for a TiB
+        rate = (sum(stream.rate) / 2 if gaps is None
+                else 1.0 / max(float(np.mean(gaps)), np.finfo(float).tiny))
+        expected = duration * rate * scales.get(stream.name, 1.0)
+        if not expected <= MAX_GENERATED_TUPLES:
+            raise CqoptError(f"{name('duration', f'{duration:g}')}: {stream.name} would get "
+                             f"about {expected:.3g} tuples ({rate:.3g}/s); at most "
+                             f"{MAX_GENERATED_TUPLES:.0e} per stream: shorten the duration")
+    uniform: dict[str, dict[str, int]] = {}
+    for item in steady or []:
+        target, _, size = item.partition("=")
+        stream_name, dot, column = target.partition(".")
+        stream = catalog.stream(stream_name) if dot else None
+        if stream is None or stream.column(column) is None:
+            raise CqoptError(f"{name('steady', repr(item))}: expected STREAM.COLUMN[=DOMAIN] "
+                             "naming an int column of the catalog, e.g. UDP.dest_host=1000")
+        try:
+            domain = int(size) if size else 1000
+        except ValueError:
+            raise CqoptError(f"{name('steady', repr(item))}: the domain must be a whole "
+                             "number") from None
+        uniform.setdefault(stream.name, {})[stream.column(column).name] = domain
+    if file_per_round is not None and not (file_per_round > 0 and format != "dec"):
+        raise CqoptError(f"{name('file_per_round', file_per_round)}: needs a positive number "
+                         "of seconds and the parquet or csv format")
+    frames = {}
+    out = Path(out)
+    with staged_directory(out, force, kind="trace set") as tmp:
+        for i, stream in enumerate(chosen):
+            scale = scales.get(stream.name, 1.0)
+            try:
+                # Each stream replays its own stretch of the real arrivals (stream i
+                # from offset + i·duration, cycled), at its own rate scale.
+                own = None if gaps is None else interarrival_slice(
+                    gaps, offset + i * duration, duration, scale)
+                frame = generate_trace(stream, duration, seed=seed + i, rate_cv=rate_cv,
+                                       interarrivals=own, steady=uniform.get(stream.name),
+                                       mean_rate=None if gaps is not None or stream.name
+                                       not in scales else sum(stream.rate) / 2 * scale)
+            except ValueError as err:
+                raise CqoptError(f"cannot generate {stream.name}: {err}") from None
+            if file_per_round:
+                frames[stream.name] = frame
+                continue
+            path = write_trace(frame, tmp / f"{stream.name}.{format}")
+            if progress:
+                print(f"{stream.name}: {len(frame)} tuples over {duration:g} s -> "
+                      f"{out / path.name}", file=sys.stderr)
+        # One origin for every stream, so that file r of each stream is the same round.
+        origin = min((float(f["ts"].min()) for f in frames.values() if len(f)), default=0.0)
+        for stream_name, frame in frames.items():
+            parts = write_trace_per_round(frame, tmp / stream_name, file_per_round,
+                                          start=origin, fmt=format,
+                                          rounds=math.ceil((duration - origin)
+                                                           / file_per_round))
+            if progress:
+                print(f"{stream_name}: {len(frame)} tuples over {duration:g} s -> "
+                      f"{len(parts)} files of {file_per_round:g} s in {out / stream_name}",
+                      file=sys.stderr)
+    return out
+
+
+DEFAULT_K_SWEEP = (2, 5, 10, 20, 40)
+MAX_ROUNDS = 1e7  # rounds of one replay: more means a timestamp is wrong
+
+
+def trace_paths(catalog: Catalog, traces: Mapping[str, PathLike] | None = None,
+                trace_dir: PathLike | None = None, name: Name = setting_label
+                ) -> dict[str, str]:
+    """Stream name (the catalog's spelling) -> trace path, from ``traces`` and ``trace_dir``.
+
+    In ``trace_dir`` a trace is ``STREAM.<ext>`` (ext: csv, parquet, pq or a
+    DEC-PKT text suffix, optionally compressed, e.g. ``.csv.gz``), or a
+    directory ``STREAM`` / ``STREAM.parquet`` of parts, where STREAM is a
+    stream of the catalog, matched as the catalog matches stream names:
+    whole, ignoring case (``TCP.backup.csv`` is no trace of TCP). Anything
+    else is skipped and named on stderr; two traces for one stream are an
+    error, and so is a trace in ``traces`` for a stream ``trace_dir`` also holds.
+
+    Raises
+    ------
+    CqoptError
+        A stream the catalog lacks, a missing directory, two traces of a stream, or none.
+    """
+    paths: dict[str, str] = {}
+    for stream, path in (traces or {}).items():
+        paths[_stream_name(catalog, stream, name("trace", f"{stream}=..."))] = str(path)
+    if trace_dir is not None:
+        from cqopt.replay.trace_format import trace_stem
+
+        folder = Path(trace_dir)
+        if not folder.is_dir():
+            raise CqoptError(f"{name('traces', folder)}: no such directory")
+        found: dict[str, list[Path]] = {}
+        skipped = []
+        for file in sorted(folder.iterdir()):
+            if file.name.startswith("."):
+                continue
+            stem = trace_stem(file.name) if file.is_file() else (
+                file.name if "." not in file.name else trace_stem(file.name))
+            stream = catalog.stream(stem) if stem else None
+            if stream is None or not (file.is_file() or file.is_dir()):
+                skipped.append(file.name)
+            else:
+                found.setdefault(stream.name, []).append(file)
+        for stream, files in found.items():
+            if len(files) > 1:
+                raise CqoptError(f"{name('traces', folder)}: {len(files)} traces for stream "
+                                 f"{stream}: {', '.join(f.name for f in files)}; keep one, or "
+                                 f"name it with {name('trace', f'{stream}=PATH')}")
+            if stream in paths:
+                raise CqoptError(f"{name('trace', f'{stream}=')} and {name('traces', folder)} "
+                                 f"both give a trace of {stream} ({files[0].name}); they are "
+                                 "alternatives")
+            paths[stream] = str(files[0])
+        if skipped:
+            print(f"{name('traces', folder)}: skipped {', '.join(skipped)} (not a trace named "
+                  "STREAM.<csv|parquet|...> for a stream of the catalog)", file=sys.stderr)
+    if not paths:
+        raise CqoptError(f"no trace given: pass {name('trace', 'STREAM=PATH')} (repeatable) or "
+                         f"{name('traces', 'DIR')} (make one with cqopt generate)")
+    return paths
+
+
+def check_span(query: str, infos: dict, window: float, rounds: int | None,
+               name: Name = setting_label) -> None:
+    """Refuse traces whose time span makes more rounds than anyone replays (a timestamp
+    of 1e300 would make 1e300 rounds), before Spark is asked for them."""
+    start = min(info.start for info in infos.values())
+    end = max(info.end for info in infos.values())
+    count = (end - start) / window
+    if rounds is None and not count <= MAX_ROUNDS:
+        last = max(infos, key=lambda s: infos[s].end)
+        raise CqoptError(f"{query}: the traces span {end - start:.3g} s ({infos[last].path} "
+                         f"ends at {end:.6g} s), {count:.3g} rounds of {window:g} s; at most "
+                         f"{MAX_ROUNDS:.0e}: check the timestamps, or pass "
+                         f"{name('rounds', 'N')}")
+
+
+def _stream_name(catalog: Catalog, stream: str, given: str) -> str:
+    found = catalog.stream(stream)
+    if found is None:
+        raise CqoptError(f"{given}: the catalog has no stream {stream!r}; it has "
+                         + ", ".join(catalog.streams))
+    return found.name
+
+
+def round_seconds(query) -> float:
+    """The length of a query's round: its WINDOW [w], else its longest [RANGE w] window."""
+    if query.window is not None and query.window.seconds:
+        return query.window.seconds
+    ranges = [s.window.seconds for s in query.streams if s.window.kind == "range"]
+    if not ranges:
+        raise CqoptError("the query has no time window to cut rounds by: give it WINDOW [w] "
+                         "or a [RANGE w] window")
+    return max(ranges)
+
+
+def _describe(info) -> str:
+    unparsed = ", ".join(f"{c}: {n}" for c, n in (info.unparsed or {}).items() if n)
+    return (f"{info.path}: {info.rows} tuples over {info.end - info.start:.0f} s, "
+            f"{info.out_of_order} out of order ({info.late} late)"
+            + (f", unparsed values kept as missing ({unparsed})" if unparsed else ""))
+
+
+def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: PathLike, *,
+             traces: Mapping[str, PathLike] | None = None, trace_dir: PathLike | None = None,
+             charts: PathLike | None = None, k: int | None = None,
+             k_sweep: tuple[int, ...] | list[int] = DEFAULT_K_SWEEP, rounds: int | None = None,
+             queries: list[str] | None = None, ts_columns: Mapping[str, str] | None = None,
+             replay_options: Mapping[str, Any] | None = None,
+             describe: Mapping[str, str] | None = None, master: str = "local[*]",
+             force: bool = False, progress: bool = False, name: Name = setting_label
+             ) -> dict[str, Any]:
+    """Replay traces through charts into a fidelity report: the main job's last step.
+
+    Per-round statistics are computed from the traces on Spark (one pass over
+    each trace), replayed through each query's chart and every baseline, swept
+    over k, and written as ``report.md`` and ``report.html`` in ``out``.
+
+    Parameters
+    ----------
+    catalog : path or Catalog
+    workload : path or Workload
+    out : path
+        The report directory to write.
+    traces : mapping of str to path, optional
+        Stream name to its trace (CSV, Parquet or DEC-PKT text).
+    trace_dir : path, optional
+        A directory of ``STREAM.<ext>`` traces (:func:`generate` writes one).
+    charts : path, optional
+        A chart set to replay through; without it each query's chart is built here.
+    k : int, optional
+        The k of charts built here (not with ``charts``).
+    k_sweep : sequence of int
+        The k values to sweep (empty: no sweep).
+    rounds : int, optional
+        Cut each trace into this many rounds instead of the query's window.
+    queries : list of str, optional
+        The workload's queries to replay (default: every one with traces of all
+        its streams).
+    ts_columns : mapping of str to str, optional
+        Stream name to its trace's timestamp column.
+    replay_options : mapping, optional
+        :func:`cqopt.replay.replay.replay`'s keyword arguments (seed, estimator, ...).
+    describe : mapping of str to str, optional
+        More lines for the report's header (the policy, in words).
+    master : str
+        A running Spark session of this process, else a new one on this master URL.
+    force : bool
+        Replace an existing ``out`` that cqopt wrote.
+    progress : bool
+        Progress on stderr.
+    name : callable
+        ``name(parameter, value)`` names a parameter in messages.
+
+    Returns
+    -------
+    dict of str to Replay
+        Each replayed query's rounds and summary (``summary_json`` gives them as JSON).
+
+    Raises
+    ------
+    CqoptError
+        A bad file, query, trace or setting, before Spark starts; a failed Spark job.
+    """
+    import cqopt.charts as chart_sets
+    from cqopt.charts.settings import check_cells
+    from cqopt.charts.spec import workload_specs
+    from cqopt.output import staged_directory
+    from cqopt.replay.replay import k_sweep as sweep_k
+    from cqopt.replay.replay import local_chart, replay
+    from cqopt.replay.report import write_report
+    from cqopt.replay.rounds import write_round_statistics
+    from cqopt.spark.round_stats import workload_round_statistics
+    from cqopt.spark.session import running_session
+    from cqopt.spark.trace_read import read_trace
+
+    def say(text: str) -> None:
+        if progress:
+            print(text, file=sys.stderr)
+
+    # Everything is checked before any Spark work starts.
+    if rounds is not None and not rounds >= 1:
+        raise CqoptError(f"{name('rounds', rounds)}: needs a number >= 1")
+    options = judge_settings({"k": k}, name, CqoptError)
+    swept = name("k_sweep", ",".join(map(str, k_sweep)))
+    ks = [judge_settings({"k": value}, lambda _, v: f"{swept}: k = {v}", CqoptError)["k"]
+          for value in k_sweep]
+    catalog_path = str(catalog) if not isinstance(catalog, Catalog) else catalog.source
+    workload_path = str(workload) if not isinstance(workload, Workload) else workload.source
+    catalog = _catalog(catalog)
+    workload = _workload(workload)
+    if charts and k is not None:
+        raise CqoptError(f"{name('k', k)} sets the k of charts built here, but "
+                         f"{name('charts', charts)} gives built charts; leave out one of them")
+    paths = trace_paths(catalog, traces, trace_dir, name)
+    times = {_stream_name(catalog, s, name("ts_column", f"{s}=...")): c
+             for s, c in (ts_columns or {}).items()}
+    for stream in times:
+        if stream not in paths:
+            raise CqoptError(f"{name('ts_column', f'{stream}=...')}: no trace of {stream} is "
+                             "given")
+    specs = workload_specs(workload, catalog, options,
+                           {"k": name("k", k)} if k is not None else None)
+    if queries:
+        specs = [(s, q) for s, q in specs if s.name in queries]
+        missing = set(queries) - {s.name for s, _ in specs}
+        if missing:
+            raise CqoptError(f"{name('query', ', '.join(sorted(missing)))}: not in "
+                             f"{workload.source}")
+    for spec, _ in specs:  # a swept chart too large to hold is refused before any work
+        for value in ks:
+            check_cells(spec.name, value, len(spec.axes), name("k_sweep", value))
+    chosen = []
+    for spec, query in specs:
+        lacking = [s for s in query.stream_names if s not in paths]
+        if lacking:
+            print(f"skipping {spec.name}: no trace for {', '.join(lacking)}", file=sys.stderr)
+        else:
+            chosen.append((spec, query))
+    if not chosen:
+        raise CqoptError(f"no query of {workload.source} has a trace for all its streams; "
+                         f"traces were given for {', '.join(paths)}")
+    chart_set = chart_sets.load(charts) if charts else None
+    if chart_set is not None:
+        fresh = chart_set.check(catalog)
+        if fresh.stale:
+            raise CqoptError(f"{name('charts', charts)} is {fresh}")
+        for spec, _ in chosen:
+            stored = chart_set.charts.get(spec.name)
+            if stored is not None and stored.spec.sql != spec.sql:
+                raise CqoptError(f"{name('charts', charts)}: its query {spec.name} is not the "
+                                 f"one in {workload.source}; rebuild the charts with cqopt build")
+    out = Path(out)
+    with staged_directory(out, force, kind="report") as tmp:
+        observed, frames, infos = {}, {}, {}
+        with running_session(master, progress=progress) as spark:
+            for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
+                say(f"{stream}: reading {paths[stream]}")
+                frames[stream], infos[stream] = read_trace(spark, paths[stream],
+                                                           catalog.stream(stream),
+                                                           ts_column=times.get(stream))
+            (tmp / "rounds").mkdir()
+            for spec, query in chosen:
+                check_span(spec.name, {s: infos[s] for s in query.stream_names},
+                            round_seconds(query), rounds, name)
+            say(f"{', '.join(spec.name for spec, _ in chosen)}: per-round statistics on "
+                "Spark, one pass over each trace")
+            tables = workload_round_statistics(
+                [query for _, query in chosen], frames,
+                [round_seconds(query) for _, query in chosen], rounds=rounds)
+            for (spec, _), table in zip(chosen, tables):
+                observed[spec.name] = table
+                write_round_statistics(table, tmp / "rounds" / f"{spec.name}.parquet")
+        replays, sweeps, used = {}, {}, {}
+        options = dict(replay_options or {})
+        for spec, query in chosen:
+            if chart_set is not None and spec.name in chart_set.charts:
+                used[spec.name] = chart_set[spec.name]
+            else:
+                used[spec.name] = local_chart(spec, catalog)
+            say(f"{spec.name}: replaying {len(observed[spec.name])} rounds")
+            replays[spec.name] = replay(spec.name, used[spec.name], catalog,
+                                        observed[spec.name], **options)
+            if ks:
+                sweeps[spec.name] = sweep_k(spec.name, used[spec.name].spec, catalog,
+                                            observed[spec.name], ks, **options)
+        meta = {"catalog": catalog_path, "workload": workload_path,
+                **{f"trace {s}": _describe(info) for s, info in infos.items()},
+                "charts": str(charts) if charts else "built for this report",
+                **(describe or {})}
+        write_report(tmp, replays, used, sweeps, meta)
+    return replays
+
+
+__all__ = ["build", "check_span", "fidelity", "generate", "round_seconds", "trace_paths"]

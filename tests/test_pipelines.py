@@ -1,0 +1,46 @@
+"""The pipelines as Python functions: cqopt.build, cqopt.generate, cqopt.fidelity."""
+
+from __future__ import annotations
+
+import pytest
+
+import cqopt
+from cqopt.errors import CqoptError
+
+
+def test_build_writes_a_chart_set_that_loads(dec_toml, workload_toml, tmp_path):
+    built = cqopt.build(dec_toml, workload_toml, tmp_path / "charts", k=3, model="pipes")
+    assert [c.spec.name for c in built] == ["Q1", "Q2"]
+    loaded = cqopt.load(tmp_path / "charts")
+    assert loaded["Q2"].spec.shape == (3, 3, 3) and loaded["Q1"].spec.model == "pipes"
+    assert loaded.manifest["engine"] == "local"
+
+
+def test_build_names_a_bad_parameter_as_python_spells_it(dec_toml, workload_toml, tmp_path):
+    with pytest.raises(CqoptError, match=r"^k = 0: must be a whole number >= 1$"):
+        cqopt.build(dec_toml, workload_toml, tmp_path / "charts", k=0)
+    with pytest.raises(CqoptError, match=r"^engine = 'gpu': expected local or spark$"):
+        cqopt.build(dec_toml, workload_toml, engine="gpu")
+    assert not (tmp_path / "charts").exists()
+
+
+def test_generate_writes_seeded_traces(dec_toml, tmp_path):
+    first = cqopt.generate(dec_toml, tmp_path / "a", streams=["UDP"], duration=5, seed=3,
+                           steady=["UDP.dest_host=50"])
+    second = cqopt.generate(dec_toml, tmp_path / "b", streams=["UDP"], duration=5, seed=3,
+                            steady=["UDP.dest_host=50"])
+    assert (first / "UDP.parquet").read_bytes() == (second / "UDP.parquet").read_bytes()
+    with pytest.raises(CqoptError, match=r"^rate_scale = 'UDP=-1': expected STREAM=FACTOR"):
+        cqopt.generate(dec_toml, tmp_path / "c", rate_scale={"UDP": -1})
+
+
+def test_fidelity_replays_traces_into_a_report(spark, dec_toml, workload_toml, tmp_path):
+    cqopt.generate(dec_toml, tmp_path / "traces", streams=["TCP"], duration=20)
+    replays = cqopt.fidelity(dec_toml, workload_toml, tmp_path / "report",
+                             trace_dir=tmp_path / "traces", k=3, k_sweep=[2])
+    assert list(replays) == ["Q1"]  # Q2 lacks traces of UDP and SF
+    assert 19 <= replays["Q1"].summary["rounds"] == len(replays["Q1"].rounds) <= 21
+    assert (tmp_path / "report" / "report.html").exists()
+    with pytest.raises(CqoptError, match=r"^k_sweep = '2,0': k = 0: must be a whole number"):
+        cqopt.fidelity(dec_toml, workload_toml, tmp_path / "r2",
+                       trace_dir=tmp_path / "traces", k_sweep=[2, 0])
