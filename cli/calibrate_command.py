@@ -7,6 +7,12 @@ import sys
 from pathlib import Path
 
 from cqopt.catalog import load_catalog
+from cqopt.cli.options import number
+
+# Bounds a calibration fits in: Spark's DataFrame.range and a 2-core machine's patience.
+MAX_ROWS = 2**31 - 1  # rows of the largest size
+MAX_SIZES = 20  # sizes halve: the 20th of 2^31 rows is 2,048
+MAX_REPEATS = 100
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -53,10 +59,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
     # On 2 cores a selection over a million cached rows takes less than Spark's per-job
     # cost, so the fit cannot tell them apart; 16 million rows time the operator.
-    p.add_argument("--rows", type=int, default=16_000_000,
+    p.add_argument("--rows", type=number(integer=True, low=1000, high=MAX_ROWS),
+                   default=16_000_000,
                    help="rows of the largest size; the others halve it (default 16,000,000)")
-    p.add_argument("--sizes", type=int, default=4, help="how many sizes (default 4)")
-    p.add_argument("--repeats", type=int, default=3,
+    p.add_argument("--sizes", type=number(integer=True, low=2, high=MAX_SIZES), default=4,
+                   help="how many sizes, 2 or more (default 4)")
+    p.add_argument("--repeats", type=number(integer=True, low=1, high=MAX_REPEATS), default=3,
                    help="runs per size; the median counts (default 3)")
     p.add_argument("--driver-memory", metavar="SIZE", default="6g",
                    help="memory of a new Spark driver (default 6g): the generated data is "

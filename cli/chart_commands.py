@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from cqopt.catalog import load_catalog
+from cqopt.cli.options import dialect, number
 from cqopt.charts.workload import load_workload
 from cqopt.costmodel.utility import Utility
 from cqopt.errors import CqoptError
@@ -16,7 +17,8 @@ from cqopt.optimizer.statistics import check_value, split_name
 
 
 def parse_stat(text: str) -> tuple[str, float]:
-    """``NAME=VALUE`` of ``--stat``, checked."""
+    """``NAME=VALUE`` of ``--stat``, checked (the ``type`` of ``--stat`` and ``--at``, so a
+    bad one is refused as the command line is read)."""
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise CqoptError(f"--stat {text!r}: expected NAME=VALUE, e.g. rate.TCP=500")
@@ -107,7 +109,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     import cqopt.charts as charts
 
     chart_set = charts.load(args.charts)
-    stats = dict(parse_stat(s) for s in args.stat or [])
+    stats = dict(args.stat or [])
     if args.catalog is not None:
         fresh = chart_set.check(args.catalog)
         if fresh.stale:
@@ -150,7 +152,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         raise CqoptError(f"--out {args.out}: the diagram is written as .png, .svg or .pdf")
     chart_set = charts.load(args.charts)
     chart = chart_set[args.query]
-    at = dict(parse_stat(s) for s in args.at or [])
+    at = dict(args.at or [])
     sliced = [a.statistic for a in chart.spec.axes[2:]]
     for name in at:
         if name not in sliced:
@@ -179,14 +181,14 @@ def add_parsers(sub) -> None:
                                                              "workload's, else om)")
     p.add_argument("--weights", metavar="WR,WM[,WC]",
                    help="utility weights (default: the workload's, else 0.4,0.6)")
-    p.add_argument("--refine", type=int, metavar="BUDGET",
+    p.add_argument("--refine", type=number(integer=True), metavar="BUDGET",
                    help="adaptive refinement instead of a k-regular grid: start at 2 regions "
                         "per axis and split only where the best plan changes, up to BUDGET "
                         "regions per chart")
-    p.add_argument("--depth", type=int, metavar="D",
+    p.add_argument("--depth", type=number(integer=True), metavar="D",
                    help="with --refine: at most D splits of a coarse region (default: the "
                         "deepest whose lookup index has at most 2^20 cells)")
-    p.add_argument("--reduce", type=float, metavar="LAMBDA",
+    p.add_argument("--reduce", type=number(), metavar="LAMBDA",
                    help="anorexic reduction: a region may take a plan used elsewhere that "
                         "costs at most (1 + LAMBDA) x its optimum, LAMBDA in [0, 1), e.g. 0.1")
     p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
@@ -203,13 +205,13 @@ def add_parsers(sub) -> None:
                     "reported.")
     p.add_argument("--charts", required=True, metavar="DIR", help="chart set directory")
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
-    p.add_argument("--stat", action="append", metavar="NAME=VALUE",
+    p.add_argument("--stat", action="append", metavar="NAME=VALUE", type=parse_stat,
                    help="a statistic, e.g. rate.TCP=500 (repeat for each chart axis)")
     p.add_argument("--catalog", metavar="CATALOG",
                    help="warn when the charts were built from a catalog with other costs")
     p.add_argument("--json", action="store_true",
                    help="print {query, plan, cell, clamped} as JSON")
-    p.add_argument("--sql", metavar="DIALECT",
+    p.add_argument("--sql", metavar="DIALECT", type=dialect,
                    help="also print the chosen plan as SQL of this sqlglot dialect (spark, "
                         "hive, postgres, duckdb, ...)")
     p.set_defaults(run=cmd_choose)
@@ -222,6 +224,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
     p.add_argument("--out", required=True, metavar="FILE.png", help="image to write (.png, .svg "
                                                                      "or .pdf)")
-    p.add_argument("--at", action="append", metavar="NAME=VALUE",
+    p.add_argument("--at", action="append", metavar="NAME=VALUE", type=parse_stat,
                    help="for 3+ axes: slice at this value of an axis beyond the first two")
     p.set_defaults(run=cmd_show)

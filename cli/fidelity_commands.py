@@ -11,7 +11,8 @@ from pathlib import Path
 
 from cqopt.catalog import load_catalog
 from cqopt.charts.staging import staged_directory
-from cqopt.errors import CqoptError
+from cqopt.cli.options import number
+from cqopt.errors import CqoptError, parse_number
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
@@ -65,8 +66,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     for stream_name, factor in _pairs(args.rate_scale, "--rate-scale").items():
         stream = catalog.stream(stream_name)
         try:
-            value = float(factor)
-        except ValueError:
+            value = parse_number(factor, "--rate-scale")
+        except CqoptError:
             value = float("nan")
         if stream is None or not (value > 0 and np.isfinite(value)):
             raise CqoptError(f"--rate-scale {stream_name}={factor}: expected STREAM=FACTOR with "
@@ -91,9 +92,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
             raise CqoptError(f"--steady {item!r}: expected STREAM.COLUMN[=DOMAIN] naming an "
                              "int column of the catalog, e.g. UDP.dest_host=1000")
         try:
-            domain = int(size) if size else 1000
-        except ValueError:
-            raise CqoptError(f"--steady {item!r}: the domain must be a whole number") from None
+            domain = parse_number(size, f"--steady {target}=", integer=True, low=1,
+                                  high=2**62) if size else 1000
+        except CqoptError as err:
+            raise CqoptError(f"{err}: the domain is a whole number of values") from None
         steady.setdefault(stream.name, {})[stream.column(column).name] = domain
     if args.file_per_round is not None and not (args.file_per_round > 0
                                                 and args.format != "dec"):
@@ -352,13 +354,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the traces")
     p.add_argument("--streams", metavar="A,B", help="streams to generate (default: all)")
-    p.add_argument("--duration", type=float, default=600.0, help="seconds (default 600)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--rate-cv", type=float, default=0.25,
+    p.add_argument("--duration", type=number(above=0), default=600.0,
+                   help="seconds (default 600)")
+    p.add_argument("--seed", type=number(integer=True, low=0), default=0,
+                   help="random seed (default 0)")
+    p.add_argument("--rate-cv", type=number(low=0), default=0.25,
                    help="coefficient of variation of the arrival rate (default 0.25)")
     p.add_argument("--interarrivals", metavar="FILE",
                    help="reuse real inter-arrival times from a CSV (e.g. DEC-PKT-1 UDP)")
-    p.add_argument("--offset", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--offset", type=number(low=0), default=0.0, metavar="SECONDS",
                    help="where in --interarrivals the first stream starts; stream i replays "
                         "the stretch from OFFSET + i * DURATION (default 0)")
     p.add_argument("--rate-scale", action="append", metavar="STREAM=FACTOR",
@@ -368,7 +372,7 @@ def add_parsers(sub) -> None:
                         "drift, e.g. join keys (repeatable)")
     p.add_argument("--format", choices=["parquet", "csv", "dec"], default="parquet",
                    help="trace file format (default parquet)")
-    p.add_argument("--file-per-round", type=float, metavar="SECONDS",
+    p.add_argument("--file-per-round", type=number(above=0), metavar="SECONDS",
                    help="write each stream as a directory OUT/STREAM of one file per SECONDS "
                         "of trace time (part-00000.parquet, ...), all streams from one origin, "
                         "for cqopt run's streaming file sources")
@@ -401,8 +405,10 @@ def add_parsers(sub) -> None:
     add_policy_arguments(p)
     p.add_argument("--k-sweep", default=DEFAULT_K_SWEEP, metavar="LIST",
                    help=f"k values to sweep, or none (default {DEFAULT_K_SWEEP})")
-    p.add_argument("--rounds", type=int, help="replay only the first N rounds")
-    p.add_argument("--seed", type=int, default=0, help="seed of the RAND baseline")
+    p.add_argument("--rounds", type=number(integer=True, low=1),
+                   help="replay only the first N rounds")
+    p.add_argument("--seed", type=number(integer=True, low=0), default=0,
+                   help="seed of the RAND baseline")
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--quiet", action="store_true", help="no Spark progress bar")

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from cqopt.catalog import load_catalog
+from cqopt.cli.options import number
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
@@ -104,10 +105,11 @@ def add_parsers(sub) -> None:
                         "micro-batch)")
     p.add_argument("--shadow", action="store_true",
                    help="also run every other candidate plan on each round and time it")
-    p.add_argument("--max-rounds", type=int, metavar="N", help="stop after N rounds")
-    p.add_argument("--tolerance", type=float, default=0.10,
+    p.add_argument("--max-rounds", type=number(integer=True, low=1), metavar="N",
+                   help="stop after N rounds")
+    p.add_argument("--tolerance", type=number(low=0), default=0.10,
                    help="relative noise tolerance of measured fidelity (default 0.10)")
-    p.add_argument("--tolerance-ms", type=float, default=50.0,
+    p.add_argument("--tolerance-ms", type=number(low=0), default=50.0,
                    help="absolute noise tolerance of measured fidelity in ms (default 50)")
     add_policy_arguments(p)
     p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")

@@ -14,6 +14,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cqopt.charts as charts
 from cqopt.cli.main import EXAMPLES, build_parser, main
@@ -28,6 +30,11 @@ def chart_set(dec_toml, workload_toml, tmp_path_factory):
     assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out",
                  str(out), "--engine", "local", "--k", "4", "--quiet"]) == 0
     return out
+
+
+def _refused(capsys, argv: list[str]) -> str:
+    """The one error line of ``cqopt argv``, refused by argparse or by the command."""
+    return _one_line_error(capsys, main(argv))
 
 
 def _one_line_error(capsys, code: int) -> str:
@@ -245,16 +252,13 @@ def test_an_error_quotes_a_few_hundred_characters_of_the_input(dec_toml, capsys,
 
 
 def test_an_overlong_option_value_is_quoted_short(dec_toml, capsys):
-    with pytest.raises(SystemExit):
-        main(["explain", "--catalog", dec_toml, "--sql", "x", "--model", "m" * 100_000])
+    assert main(["explain", "--catalog", dec_toml, "--sql", "x", "--model", "m" * 100_000]) == 2
     err = capsys.readouterr().err
     assert err.startswith("cqopt: error: ") and err.count("\n") == 1 and len(err) < 700
 
 
 def test_h_as_an_option_value_is_one_line(dec_toml, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["explain", "--catalog", dec_toml, "--sql", "-h"])
-    assert exit_.value.code == 2
+    assert main(["explain", "--catalog", dec_toml, "--sql", "-h"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("cqopt: error: argument --sql") and err.count("\n") == 1
 
@@ -291,7 +295,7 @@ def test_generate_refuses_huge_allocations_and_truncated_gzip(dec_toml, tmp_path
 
     base = ["generate", "--catalog", dec_toml, "--out", str(tmp_path / "t")]
     assert "at most" in _one_line_error(capsys, main([*base, "--duration", "1e12"]))
-    _one_line_error(capsys, main([*base, "--duration", "nan"]))
+    _refused(capsys, [*base, "--duration", "nan"])
     tiny = tmp_path / "tiny.csv"
     tiny.write_text("gap\n1e-300\n1e-300\n")
     assert "at most" in _one_line_error(capsys, main([*base, "--interarrivals", str(tiny)]))
@@ -338,6 +342,73 @@ def test_a_timestamp_of_1e300_is_refused_before_spark_counts_rounds():
     with pytest.raises(CqoptError, match="check the timestamps"):
         _check_span("Q1", infos, 1.0, None)
     _check_span("Q1", {"TCP": SimpleNamespace(start=0.0, end=600.0, path="x")}, 1.0, None)
+
+
+# -- numbers on the command line: ASCII, finite, in range, one reader -----------------
+def _options():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, command in sub.choices.items():
+        for action in command._actions:
+            if action.option_strings:
+                yield name, action
+
+
+def test_no_option_reads_numbers_with_float_or_int():
+    # float() and int() take "nan", "inf", "1_0" and "٥"; every number goes through
+    # cqopt.cli.options.number (cqopt.errors.parse_number)
+    bare = {f"{name} {action.option_strings[0]}" for name, action in _options()
+            if action.type in (float, int)}
+    # --k is read with its bounds (a grid's size), in the chart settings' own change
+    assert bare <= {"build --k", "fidelity --k"}, bare
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["explain", "--catalog", "c", "--sql", "SELECT * FROM TCP WINDOW [1]", "--stat",
+      "rate.TCP=\u0665"], "ASCII digits"),
+    (["choose", "--charts", "c", "--query", "Q1", "--stat", "rate.TCP=\u0665"], "ASCII digits"),
+    (["explain", "--catalog", "c", "--sql", "q", "--sql-out", ""], "--sql-out ''"),
+    (["choose", "--charts", "c", "--query", "Q1", "--sql", "nosuch"], "not a SQL dialect"),
+    (["run", "--tolerance", "nan"], "--tolerance 'nan'"),
+    (["run", "--tolerance-ms", "-5"], "--tolerance-ms '-5': needs a number >= 0"),
+    (["run", "--max-rounds", "-1"], "--max-rounds '-1': needs a number >= 1"),
+    (["calibrate", "--rows", "-1"], "--rows '-1': needs a number >= 1000"),
+    (["calibrate", "--sizes", "0"], "--sizes '0': needs a number >= 2"),
+    (["calibrate", "--repeats", "0"], "--repeats '0': needs a number >= 1"),
+    (["fidelity", "--d", "1000000000"], "--d '1000000000': needs a number <= 100000"),
+    (["generate", "--duration", "inf"], "--duration 'inf'"),
+    (["generate", "--seed", "1.5"], "whole number"),
+    (["generate", "--offset", "1e999"], "too large"),
+    (["generate", "--catalog", "c", "--out", "o", "--steady", "UDP.dest_host=\u0665"],
+     "ASCII digits"),
+])
+def test_a_hostile_number_is_one_line_before_any_work(argv, fragment, capsys, dec_toml):
+    argv = [a if a != "c" or argv[0] == "choose" else dec_toml for a in argv]
+    err = _refused(capsys, argv)
+    assert fragment in err, err
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.one_of(
+    st.sampled_from(["nan", "NaN", "inf", "-inf", "1e999", "-1e999", "1_000", "0x10", "", " ",
+                     "\u0665", "\u00b2", "\uff15", "1e-400", "-0", "+5", "5.", ".5", "1e308",
+                     "9" * 40, "1" + "0" * 5000]),
+    st.text(alphabet="0123456789.eE+-_ \u0665\u00b2nafi", max_size=12)))
+def test_every_numeric_option_reads_only_finite_ascii_numbers(text):
+    import argparse
+
+    from cqopt.errors import DECIMAL
+
+    for name, action in _options():
+        if getattr(action.type, "__name__", "") not in ("number", "whole number"):
+            continue
+        try:
+            value = action.type(text)
+        except argparse.ArgumentTypeError as err:
+            assert "\n" not in str(err) and len(str(err)) < 200
+            continue
+        body = text.strip().lstrip("+-")
+        assert DECIMAL.fullmatch(body) and math.isfinite(value), (name, action.dest, text)
 
 
 # -- 4. help --------------------------------------------------------------------------
