@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import errno
+import io
 import math
 import os
 import re
@@ -91,14 +92,62 @@ def read_text_file(path: str | os.PathLike, limit: int = MAX_TEXT_FILE) -> str:
     ...
     OSError: [Errno 22] not a regular file (a FIFO, device or directory): '/dev/zero'
     """
+    check_regular_file(path, limit)
+    with open(path, encoding="utf-8") as f:
+        return f.read(limit + 1)
+
+
+def check_regular_file(path: str | os.PathLike, limit: int) -> int:
+    """The size of ``path``, a regular file of at most ``limit`` bytes; else an OSError.
+
+    Checked before a byte is read: a FIFO would wait for a writer forever,
+    ``/dev/zero`` never ends, and a huge file would fill the memory.
+
+    >>> check_regular_file("/dev/zero", 1 << 20)
+    Traceback (most recent call last):
+    ...
+    OSError: [Errno 22] not a regular file (a FIFO, device or directory): '/dev/zero'
+    """
     info = os.stat(path)
     if not stat.S_ISREG(info.st_mode):
         raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or directory)",
                       str(path))
     if info.st_size > limit:
         raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
-    with open(path, encoding="utf-8") as f:
-        return f.read(limit + 1)
+    return info.st_size
+
+
+class LimitedReader(io.RawIOBase):
+    """A binary stream that raises an OSError once more than ``limit`` bytes are read.
+
+    Bounds what a compressed file expands to (a gzip of zeros grows a
+    thousandfold) where the file's size on disk says nothing.
+
+    >>> reader = io.BufferedReader(LimitedReader(io.BytesIO(b"x" * 10), 4, "f"))
+    >>> reader.read()
+    Traceback (most recent call last):
+    ...
+    OSError: [Errno 27] more than 4 bytes (0 MiB) of text: 'f'
+    """
+
+    def __init__(self, inner, limit: int, name: str):
+        self._inner, self._left, self._limit, self._name = inner, limit, limit, name
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._inner.read(min(len(buffer), self._left + 1))
+        if len(data) > self._left:
+            raise OSError(errno.EFBIG, f"more than {self._limit} bytes "
+                          f"({self._limit >> 20} MiB) of text", self._name)
+        self._left -= len(data)
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
 
 
 def printable(text: object) -> str:

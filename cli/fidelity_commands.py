@@ -24,6 +24,8 @@ DEFAULT_K_SWEEP = "2,5,10,20,40"
 # A generated trace is held in memory as one frame per stream (about 40 bytes a tuple).
 MAX_GENERATED_TUPLES = 5e7
 MAX_ROUNDS = 1e7  # rounds of one replay: more means a timestamp is wrong
+# Files --file-per-round writes per stream: a day of 1-second rounds is 86,400.
+MAX_ROUND_FILES = 100_000
 
 
 def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
@@ -101,6 +103,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
                                                 and args.format != "dec"):
         raise CqoptError(f"--file-per-round {args.file_per_round}: needs a positive number of "
                          "seconds and --format parquet or csv")
+    if args.file_per_round is not None and not (
+            args.duration / args.file_per_round <= MAX_ROUND_FILES):
+        raise CqoptError(f"--file-per-round {args.file_per_round:g} with --duration "
+                         f"{args.duration:g}: about {args.duration / args.file_per_round:.3g} "
+                         f"files per stream; at most {MAX_ROUND_FILES:,}: lengthen "
+                         "--file-per-round or shorten --duration")
     frames = {}
     out = Path(args.out)
     with staged_directory(out, args.force, kind="trace set") as tmp:

@@ -19,6 +19,8 @@ selection's selectivity changes over time.
 
 from __future__ import annotations
 
+import gzip
+import io
 import math
 import os
 from pathlib import Path
@@ -27,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from cqopt.catalog import Stream
+from cqopt.errors import LimitedReader, check_regular_file
 from cqopt.replay.trace_format import TS_NAMES, TraceError, _first_line
 
 # Generator constants. Eight modulating states give a near-continuous spread of
@@ -37,6 +40,8 @@ MEAN_SOJOURN_S = 10.0
 DRIFT_AMPLITUDE = 0.5  # the Zipf exponent swings by +-50% over a drift period
 ZIPF_LEVELS = 33  # exponents the drift is discretized to (one CDF each); odd: zipf_a is one
 VOCABULARY = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+# An inter-arrival file's CSV text, after decompression: the DEC-PKT-1 arrivals are 17 MB.
+MAX_INTERARRIVAL_BYTES = 512 << 20
 _GOLDEN = (math.sqrt(5) - 1) / 2  # spreads the columns' drift phases evenly
 
 
@@ -273,6 +278,13 @@ def zipf_share(a: float, domain: int) -> float:
     return 1.0 / float(np.sum(np.arange(1, domain + 1, dtype=float) ** -a))
 
 
+def _csv_text(path: str) -> io.BufferedReader:
+    """``path``'s text, gunzipped if it is a gzip, that fails past MAX_INTERARRIVAL_BYTES."""
+    raw = open(path, "rb")
+    stream = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == b"\x1f\x8b" else raw
+    return io.BufferedReader(LimitedReader(stream, MAX_INTERARRIVAL_BYTES, path))
+
+
 def load_interarrivals(path: str | Path, *, interarrival_column: str | None = None,
                        ts_column: str | None = None) -> np.ndarray:
     """Inter-arrival times (seconds) from a CSV with a gap column or a timestamp column.
@@ -287,7 +299,9 @@ def load_interarrivals(path: str | Path, *, interarrival_column: str | None = No
     if not os.path.exists(path):
         raise TraceError(path, "no such file")
     try:
-        header = list(pd.read_csv(path, nrows=0).columns)
+        check_regular_file(path, MAX_INTERARRIVAL_BYTES)  # /dev/zero, a FIFO: never read
+        with _csv_text(path) as text:
+            header = list(pd.read_csv(text, nrows=0).columns)
     except (ValueError, OSError, UnicodeDecodeError) as err:
         raise TraceError(path, f"not a readable CSV file: {_first_line(err)}") from None
     by_lower = {c.lower().strip(): c for c in header}
@@ -315,7 +329,11 @@ def load_interarrivals(path: str | Path, *, interarrival_column: str | None = No
                              f"time); the columns are {', '.join(header)}; pass "
                              "interarrival_column= or ts_column=")
     column = gap_col or time_col
-    raw = pd.read_csv(path, usecols=[column])[column].dropna()
+    try:
+        with _csv_text(path) as text:
+            raw = pd.read_csv(text, usecols=[column])[column].dropna()
+    except OSError as err:  # past MAX_INTERARRIVAL_BYTES once decompressed
+        raise TraceError(path, f"not a readable CSV file: {_first_line(err)}") from None
     values = raw if pd.api.types.is_numeric_dtype(raw) else \
         pd.to_numeric(raw.astype(str).str.strip().replace("", np.nan).dropna(), errors="coerce")
     bad = int(values.isna().sum())

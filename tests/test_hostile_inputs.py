@@ -307,6 +307,42 @@ def test_generate_refuses_huge_allocations_and_truncated_gzip(dec_toml, tmp_path
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.parametrize("source", ["/dev/zero", "fifo", "directory"])
+def test_generate_reads_no_device_fifo_or_folder_as_interarrivals(dec_toml, tmp_path, capsys,
+                                                                  source):
+    if source == "fifo":
+        source = str(tmp_path / "gaps.csv")
+        os.mkfifo(source)  # no writer: reading it would wait forever
+    elif source == "directory":
+        source = str(tmp_path)
+    err = _refused(capsys, ["generate", "--catalog", dec_toml, "--out", str(tmp_path / "t"),
+                            "--interarrivals", source])
+    assert "regular file" in err and not (tmp_path / "t").exists()
+
+
+def test_generate_stops_reading_a_gzip_that_expands_past_the_bound(dec_toml, tmp_path, capsys,
+                                                                   monkeypatch):
+    import gzip
+
+    from cqopt.replay import trace_generate
+
+    monkeypatch.setattr(trace_generate, "MAX_INTERARRIVAL_BYTES", 100_000)
+    bomb = tmp_path / "gaps.csv.gz"
+    bomb.write_bytes(gzip.compress(b"gap\n" + b"0.001\n" * 50_000))  # 300 KB of text
+    assert bomb.stat().st_size < 10_000
+    err = _refused(capsys, ["generate", "--catalog", dec_toml, "--out", str(tmp_path / "t"),
+                            "--interarrivals", str(bomb)])
+    assert "more than 100000 bytes" in err
+
+
+def test_generate_bounds_the_files_per_round_before_writing(dec_toml, tmp_path, capsys):
+    out = tmp_path / "t"
+    err = _refused(capsys, ["generate", "--catalog", dec_toml, "--out", str(out), "--duration",
+                            "5", "--file-per-round", "1e-9"])
+    assert "at most 100,000" in err and "--file-per-round" in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
 def test_traces_are_matched_exactly_and_two_candidates_are_an_error(dec_toml, workload_toml,
                                                                     tmp_path, capsys):
     from cqopt.catalog import load_catalog
