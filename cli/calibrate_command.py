@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from cqopt.catalog import load_catalog
-from cqopt.cli.options import number
+from cqopt.cli.options import memory_size, number
 
 # Bounds a calibration fits in: Spark's DataFrame.range and a 2-core machine's patience.
 MAX_ROWS = 2**31 - 1  # rows of the largest size
@@ -66,7 +66,7 @@ def add_parsers(sub) -> None:
                    help="how many sizes, 2 or more (default 4)")
     p.add_argument("--repeats", type=number(integer=True, low=1, high=MAX_REPEATS), default=3,
                    help="runs per size; the median counts (default 3)")
-    p.add_argument("--driver-memory", metavar="SIZE", default="6g",
+    p.add_argument("--driver-memory", metavar="SIZE", default="6g", type=memory_size,
                    help="memory of a new Spark driver (default 6g): the generated data is "
                         "cached twice per size, and data spilled to disk would time the disk")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -3,8 +3,8 @@
 :func:`number` is every numeric option's ``type``: it reads the text with
 :func:`cqopt.errors.parse_number` (ASCII digits only, finite, within the
 option's bounds), so a bad value is one ``cqopt: error: argument --X: ...``
-line before any work starts. :func:`dialect` does the same for a sqlglot
-dialect name.
+line before any work starts. :func:`dialect` and :func:`memory_size` do the
+same for a sqlglot dialect name and a JVM memory size.
 
 >>> number(low=0)("0.25"), number(integer=True, low=1)("3")
 (0.25, 3)
@@ -17,9 +17,11 @@ argparse.ArgumentTypeError: 'nan': expected a number in ASCII digits, e.g. 0.5, 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 from collections.abc import Callable
 
-from cqopt.errors import CqoptError, did_you_mean, parse_number
+from cqopt.errors import CqoptError, did_you_mean, parse_number, shorten
 
 
 def number(*, integer: bool = False, low: float | None = None, above: float | None = None,
@@ -62,3 +64,42 @@ def dialect(text: str) -> str:
             f"{text!r}: not a SQL dialect sqlglot knows{did_you_mean(text, known)}; it knows "
             + ", ".join(known))
     return text.lower()
+
+
+# A JVM heap size as -Xmx reads it, which is how Spark passes spark.driver.memory to a
+# local driver: a whole number and a unit (a bare number would be bytes, not MiB).
+_MEMORY = re.compile(r"([1-9][0-9]{0,12})([kmgt])", re.IGNORECASE)
+_UNIT_BYTES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+MIN_DRIVER_MEMORY = 512 << 20  # Spark refuses a driver of less than 450 MiB
+
+
+def memory_size(text: str) -> str:
+    """An argparse ``type``: a JVM memory size such as ``6g`` or ``512m``, that this
+    machine has (checked here, or the JVM would fail with its own text).
+
+    >>> memory_size("1g")
+    '1g'
+    >>> memory_size("lots")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'lots': expected a size such as 512m or 6g (a whole number and k, m, g or t)
+    """
+    match = _MEMORY.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)!r}: expected a size such as 512m "
+                                         "or 6g (a whole number and k, m, g or t)")
+    size = int(match.group(1)) * _UNIT_BYTES[match.group(2).lower()]
+    if size < MIN_DRIVER_MEMORY:
+        raise argparse.ArgumentTypeError(f"{text!r}: Spark needs a driver of 512m or more")
+    physical = _physical_memory()
+    if physical and size > physical:
+        raise argparse.ArgumentTypeError(f"{text!r}: more than this machine's "
+                                         f"{physical / (1 << 30):.1f} GiB of memory")
+    return text.strip()
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not on this platform
+        return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from cqopt.catalog import load_catalog
 from cqopt.cli.options import number
@@ -12,7 +13,7 @@ from cqopt.cli.policy_options import (
     check_policy_options,
     policy_options,
 )
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, parse_number
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -21,7 +22,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from cqopt.charts.workload import load_workload
     from cqopt.cli.fidelity_commands import _pairs, _window_seconds
     from cqopt.spark.session import running_session
-    from cqopt.spark.streaming import AdaptiveRun, Source, Tolerance, parse_trigger
+    from cqopt.spark.streaming import TRIGGERS, AdaptiveRun, Source, Tolerance, parse_trigger
 
     # Everything is checked before Spark starts.
     check_policy_options(args)
@@ -51,7 +52,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         if stream.lower() not in {s.lower() for s in query.stream_names}:
             raise CqoptError(f"--source {stream}={text}: query {args.query} reads no stream "
                              f"{stream}; its streams are {', '.join(query.stream_names)}")
+        if text.startswith("rate:"):  # rows/s as the command line reads numbers
+            parse_number(text[5:], f"--source {stream}=rate:", integer=True, low=1)
         sources[stream] = Source.parse(stream, text)
+    missing = [s for s in query.stream_names if s.lower() not in {g.lower() for g in given}]
+    if missing:
+        raise CqoptError(f"no --source for stream{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)} of query {args.query}; pass --source "
+                         f"{missing[0]}=DIR (or {missing[0]}=rate:N)")
+    check_run_folder(Path(args.out))
+    if args.trigger not in TRIGGERS:
+        parse_number(args.trigger, "--trigger (once, available-now or seconds)", above=0)
     tolerance = Tolerance(args.tolerance, args.tolerance_ms / 1000)
 
     def say(line: str) -> None:
@@ -79,6 +90,19 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{t['worst_static']:.3f} ({t['worst_static_plan']})")
     print(f"wrote {result.out / 'report.md'}")
     return 0
+
+
+def check_run_folder(out: Path) -> None:
+    """Refuse an ``--out`` that is no run folder cqopt wrote, before Spark starts.
+
+    A new or empty folder starts a run and a folder with a run's ``state.json``
+    resumes it; anything else (a file, a user's folder) is left alone.
+    """
+    if out.exists() and not out.is_dir():
+        raise CqoptError(f"--out {out}: is a file, not a directory; pick a new --out")
+    if out.is_dir() and not (out / "state.json").is_file() and any(out.iterdir()):
+        raise CqoptError(f"--out {out}: exists and is not a cqopt run folder (no state.json); "
+                         "cqopt leaves it alone: pick a new --out")
 
 
 def add_parsers(sub) -> None:

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cqopt.charts as charts
@@ -445,6 +445,179 @@ def test_every_numeric_option_reads_only_finite_ascii_numbers(text):
             continue
         body = text.strip().lstrip("+-")
         assert DECIMAL.fullmatch(body) and math.isfinite(value), (name, action.dest, text)
+
+
+# -- every option checked before Spark starts ------------------------------------------
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Fail the test if a command gets as far as starting Spark."""
+    import cqopt.spark.session as session
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark was started before the options were checked")
+    monkeypatch.setattr(session, "running_session", refuse)
+    monkeypatch.setattr(session, "spark_session", refuse)
+
+
+@pytest.mark.parametrize("option, fragment", [
+    (["--driver-memory", "lots"], "--driver-memory 'lots': expected a size such as 512m"),
+    (["--driver-memory", "1024"], "a whole number and k, m, g or t"),
+    (["--driver-memory", "100000t"], "more than this machine's"),
+    (["--driver-memory", "16m"], "512m or more"),
+    (["--rows", "-1"], "--rows '-1': needs a number >= 1000"),
+    (["--sizes", "0"], "--sizes '0': needs a number >= 2"),
+    (["--repeats", "0"], "--repeats '0': needs a number >= 1"),
+])
+def test_calibrate_checks_every_option_before_spark(dec_toml, tmp_path, capsys, no_spark,
+                                                    option, fragment):
+    err = _refused(capsys, ["calibrate", "--catalog", dec_toml, "--out",
+                            str(tmp_path / "c.toml"), *option])
+    assert fragment in err, err
+
+
+@pytest.fixture
+def trace_dir(tmp_path):
+    folder = tmp_path / "tcp"
+    folder.mkdir()
+    (folder / "part-00000.csv").write_text("ts,src_host\n0.5,1\n")
+    return folder
+
+
+@pytest.mark.parametrize("case", ["user folder", "a file", "missing source", "max rounds",
+                                  "trigger", "rate"])
+def test_run_checks_every_option_before_spark(dec_toml, workload_toml, chart_set, tmp_path,
+                                              trace_dir, capsys, no_spark, case):
+    out = tmp_path / "mine"
+    sources = ["--source", f"TCP={trace_dir}"]
+    extra, fragment = [], None
+    if case == "user folder":
+        out.mkdir()
+        (out / "thesis.tex").write_text("mine")
+        fragment = "is not a cqopt run folder"
+    elif case == "a file":
+        out.write_text("mine")
+        fragment = "is a file"
+    elif case == "missing source":
+        sources += ["--query", "Q2"]
+        fragment = "no --source for streams UDP, SF of query Q2"
+    elif case == "max rounds":
+        extra, fragment = ["--max-rounds", "-1"], "--max-rounds '-1': needs a number >= 1"
+    elif case == "trigger":
+        extra, fragment = ["--trigger", "\u0665"], "--trigger"
+    else:
+        sources, fragment = ["--source", "TCP=rate:\u0665"], "rate:"
+    argv = ["run", "--catalog", dec_toml, "--workload", workload_toml, "--charts",
+            str(chart_set), "--out", str(out), *sources, *extra]
+    if "--query" not in argv:
+        argv += ["--query", "Q1"]
+    err = _refused(capsys, argv)
+    assert fragment in err, err
+    if case == "user folder":
+        assert [p.name for p in out.iterdir()] == ["thesis.tex"]
+
+
+_SESSION = """
+import os, sys, time
+from cqopt.spark.session import running_session
+with running_session("local[1]", progress=False):
+    from pyspark import SparkContext
+    print(SparkContext._gateway.proc.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [15, 2])  # SIGTERM, SIGINT
+def test_a_killed_command_takes_its_jvm_with_it(signum):
+    driver = subprocess.Popen([sys.executable, "-c", _SESSION], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        jvm = int(driver.stdout.readline())
+        os.kill(jvm, 0)  # running
+        driver.send_signal(signum)
+        driver.wait(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    with pytest.raises(ProcessLookupError):  # ended with the driver, not seconds later
+        os.kill(jvm, 0)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_jvm_that_cannot_start_is_one_line():
+    script = ("from cqopt.spark.session import spark_session\n"
+              "from cqopt.errors import CqoptError\n"
+              "try:\n"
+              "    spark_session('local[1]', conf={'spark.driver.memory': 'lots'})\n"
+              "except CqoptError as err:\n"
+              "    print('refused:', err)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.stdout.startswith("refused:") and done.stdout.count("\n") == 1, done
+    assert "Invalid maximum heap size: -Xmxlots" in done.stdout
+    assert done.stderr == "", done.stderr  # nothing of the JVM's own reaches the console
+
+
+_HOSTILE = ["nan", "-inf", "1e999", "-1", "0", "\u0665", "1_0", "", " ", "0x10", "1e-320",
+            "9" * 30, "x" * 5000, "\x1b[31m", "a\nb", "-h", "=", "rate.TCP=", "=5",
+            "rate.TCP=\u0665", "rate.TCP=1e16", "sel.TCP=nan", "lots", "1024", "2.5"]
+_FUZZED = {
+    "explain": (["--sql", "SELECT * FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"],
+                ["--stat", "--model", "--weights", "--sql-out"]),
+    "choose": (["--query", "Q1"], ["--stat", "--sql", "--query"]),
+    "generate": (["--duration", "1", "--streams", "UDP"],
+                 ["--duration", "--seed", "--rate-cv", "--offset", "--file-per-round",
+                  "--rate-scale", "--steady", "--streams", "--interarrivals"]),
+    "calibrate": ([], ["--rows", "--sizes", "--repeats", "--driver-memory", "--master"]),
+    "run": (["--query", "Q1"], ["--max-rounds", "--tolerance", "--tolerance-ms", "--d",
+                                "--decay", "--residuals", "--fallback", "--margin", "--trigger",
+                                "--source", "--horizon", "--hold-rounds"]),
+}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_a_hostile_command_line_is_a_result_or_one_line(data, dec_toml, workload_toml,
+                                                        chart_set, tmp_path_factory,
+                                                        monkeypatch):
+    import contextlib
+    import io
+
+    import cqopt.spark.session as session
+
+    class SparkReached(Exception):
+        pass
+
+    def reached(*args, **kwargs):
+        raise SparkReached
+    monkeypatch.setattr(session, "running_session", reached)
+    command = data.draw(st.sampled_from(sorted(_FUZZED)))
+    base, options = _FUZZED[command]
+    tmp = tmp_path_factory.mktemp("fuzz")
+    argv = [command, *base]
+    for option in data.draw(st.lists(st.sampled_from(options), min_size=1, max_size=3)):
+        argv += [option, data.draw(st.sampled_from(_HOSTILE))]
+    argv += {"explain": ["--catalog", dec_toml],
+             "choose": ["--charts", str(chart_set)],
+             "generate": ["--catalog", dec_toml, "--out", str(tmp / "t")],
+             "calibrate": ["--catalog", dec_toml, "--out", str(tmp / "c.toml")],
+             "run": ["--catalog", dec_toml, "--workload", workload_toml, "--charts",
+                     str(chart_set), "--out", str(tmp / "r")]}[command]
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            code = main(argv)
+        except SparkReached:  # every option was valid: Spark would start now
+            code = "spark"
+    text = err.getvalue()
+    assert "Traceback" not in text and "\x1b" not in text, argv
+    if code == 2:
+        assert text.startswith("cqopt: error: ") and text.count("\n") == 1, (argv, text)
+        assert len(text) < 800
+    else:
+        assert code in (0, "spark"), (argv, code, text)
 
 
 # -- 4. help --------------------------------------------------------------------------
