@@ -53,6 +53,10 @@ def number(*, integer: bool = False, low: float | None = None, above: float | No
 def dialect(text: str) -> str:
     """An argparse ``type``: a sqlglot dialect name, e.g. ``spark`` or ``duckdb``.
 
+    Refuses what :func:`cqopt.optimizer.plan_sql.plan_sql` would, in its words,
+    but as the command line is read (an empty name would be sqlglot's generic
+    dialect, silently).
+
     >>> dialect("duckdb")
     'duckdb'
     """
@@ -60,9 +64,8 @@ def dialect(text: str) -> str:
 
     known = sorted(d.value for d in sqlglot.Dialects if d.value)
     if text.lower() not in known:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: not a SQL dialect sqlglot knows{did_you_mean(text, known)}; it knows "
-            + ", ".join(known))
+        raise CqoptError(f"unknown SQL dialect {shorten(text, 40)!r}"
+                         f"{did_you_mean(text, known)}; sqlglot knows {', '.join(known)}")
     return text.lower()
 
 

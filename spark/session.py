@@ -198,7 +198,9 @@ def running_session(master: str = "local[*]", progress: bool = True,
     """The session already running in this process (a notebook, a test), else a new one.
 
     A session that was running is left running; one started here is stopped
-    on leaving the ``with`` block, also on an error.
+    on leaving the ``with`` block, also on an error, and a SIGTERM or SIGINT
+    in the block (a killed or interrupted command) ends its JVM too before the
+    KeyboardInterrupt goes on (:func:`stop_jvm`).
 
     Parameters
     ----------
