@@ -150,6 +150,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     if Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise CqoptError(f"--out {args.out}: the diagram is written as .png, .svg or .pdf")
+    if Path(args.out).is_dir() or not Path(args.out).parent.is_dir():
+        folder = Path(args.out) if Path(args.out).is_dir() else Path(args.out).parent
+        raise CqoptError(f"--out {args.out}: " + ("is a folder; name the image file to write"
+                                                  if folder == Path(args.out) else
+                                                  f"the folder {folder} does not exist; create "
+                                                  "it first"))
     chart_set = charts.load(args.charts)
     chart = chart_set[args.query]
     at = dict(args.at or [])

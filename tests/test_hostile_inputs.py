@@ -516,6 +516,17 @@ def test_run_checks_every_option_before_spark(dec_toml, workload_toml, chart_set
         assert [p.name for p in out.iterdir()] == ["thesis.tex"]
 
 
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+def test_show_creates_no_folder_for_its_image(chart_set, tmp_path, capsys, where):
+    out = tmp_path / "nonexistent" / "x.png" if where == "missing folder" else tmp_path / "d.png"
+    if where == "a folder":
+        out.mkdir()
+    err = _refused(capsys, ["show", "--charts", str(chart_set), "--query", "Q1", "--out",
+                            str(out)])
+    assert ("does not exist" if where == "missing folder" else "is a folder") in err
+    assert not (tmp_path / "nonexistent").exists()
+
+
 _SESSION = """
 import os, sys, time
 from cqopt.spark.session import running_session
