@@ -192,6 +192,10 @@ def _trace_paths(args: argparse.Namespace, catalog) -> dict[str, str]:
     if not paths:
         raise CqoptError("no trace given: pass --trace STREAM=PATH (repeatable) or --traces DIR "
                          "(make one with cqopt generate)")
+    for stream, path in paths.items():  # Spark would read /dev/zero or a FIFO forever
+        if Path(path).exists() and not (Path(path).is_file() or Path(path).is_dir()):
+            raise CqoptError(f"--trace {stream}={path}: not a regular file or folder (a FIFO "
+                             "or device); a trace is a file or a folder of parts")
     return paths
 
 

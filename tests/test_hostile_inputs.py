@@ -343,6 +343,13 @@ def test_generate_bounds_the_files_per_round_before_writing(dec_toml, tmp_path, 
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
+def test_fidelity_reads_no_device_as_a_trace(dec_toml, workload_toml, tmp_path, capsys,
+                                             no_spark):
+    err = _refused(capsys, ["fidelity", "--catalog", dec_toml, "--workload", workload_toml,
+                            "--trace", "TCP=/dev/zero", "--out", str(tmp_path / "r")])
+    assert "--trace TCP=/dev/zero: not a regular file or folder" in err
+
+
 def test_traces_are_matched_exactly_and_two_candidates_are_an_error(dec_toml, workload_toml,
                                                                     tmp_path, capsys):
     from cqopt.catalog import load_catalog
