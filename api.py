@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.settings import judge_options, judge_settings, setting_label
 from cqopt.charts.workload import Workload, load_workload
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, parse_number
 
 if TYPE_CHECKING:
     from cqopt.charts.kernel import Chart
@@ -32,6 +32,8 @@ PathLike = str | os.PathLike
 Name = Callable[[str, Any], str]  # how a message names a parameter and its value
 # A generated trace is held in memory as one frame per stream (about 40 bytes a tuple).
 MAX_GENERATED_TUPLES = 5e7
+# Files a per-round trace writes per stream: a day of 1-second rounds is 86,400.
+MAX_ROUND_FILES = 100_000
 
 
 def _catalog(catalog: PathLike | Catalog) -> Catalog:
@@ -227,8 +229,8 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
     for stream_name, factor in (rate_scale or {}).items():
         stream = catalog.stream(stream_name)
         try:
-            value = float(factor)
-        except (TypeError, ValueError):
+            value = parse_number(str(factor), name("rate_scale", stream_name))
+        except CqoptError:
             value = float("nan")
         if stream is None or not (value > 0 and np.isfinite(value)):
             raise CqoptError(f"{name('rate_scale', f'{stream_name}={factor}')}: expected "
@@ -254,14 +256,19 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
             raise CqoptError(f"{name('steady', repr(item))}: expected STREAM.COLUMN[=DOMAIN] "
                              "naming an int column of the catalog, e.g. UDP.dest_host=1000")
         try:
-            domain = int(size) if size else 1000
-        except ValueError:
-            raise CqoptError(f"{name('steady', repr(item))}: the domain must be a whole "
-                             "number") from None
+            domain = parse_number(size, name("steady", f"{target}="), integer=True, low=1,
+                                  high=2**62) if size else 1000
+        except CqoptError as err:
+            raise CqoptError(f"{err}: the domain is a whole number of values") from None
         uniform.setdefault(stream.name, {})[stream.column(column).name] = domain
     if file_per_round is not None and not (file_per_round > 0 and format != "dec"):
         raise CqoptError(f"{name('file_per_round', file_per_round)}: needs a positive number "
                          "of seconds and the parquet or csv format")
+    if file_per_round is not None and not duration / file_per_round <= MAX_ROUND_FILES:
+        raise CqoptError(f"{name('file_per_round', f'{file_per_round:g}')} with "
+                         f"{name('duration', f'{duration:g}')}: about "
+                         f"{duration / file_per_round:.3g} files per stream; at most "
+                         f"{MAX_ROUND_FILES:,}: write longer rounds or a shorter trace")
     frames = {}
     out = Path(out)
     with staged_directory(out, force, kind="trace set") as tmp:
@@ -358,6 +365,10 @@ def trace_paths(catalog: Catalog, traces: Mapping[str, PathLike] | None = None,
     if not paths:
         raise CqoptError(f"no trace given: pass {name('trace', 'STREAM=PATH')} (repeatable) or "
                          f"{name('traces', 'DIR')} (make one with cqopt generate)")
+    for stream, path in paths.items():  # Spark would read /dev/zero or a FIFO forever
+        if Path(path).exists() and not (Path(path).is_file() or Path(path).is_dir()):
+            raise CqoptError(f"{name('trace', f'{stream}={path}')}: not a regular file or "
+                             "folder (a FIFO or device); a trace is a file or a folder of parts")
     return paths
 
 

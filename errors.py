@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import difflib
 import errno
+import io
+import math
 import os
 import re
 import stat
@@ -30,6 +32,52 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f"; did you mean '{by_lower[close[0]]}'?" if close else ""
 
 
+# A number as a user writes one: ASCII digits, a decimal point, an exponent. float()
+# alone also takes "nan", "inf", "1_000" and other scripts' digits ("٥" is 5).
+DECIMAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_number(text: str, what: str, *, integer: bool = False, low: float | None = None,
+                 above: float | None = None, high: float | None = None) -> float:
+    """The number a user wrote as ``text`` for ``what``, checked; else a CqoptError.
+
+    The one reader of numbers typed on a command line or given as text: an
+    optional sign and :data:`DECIMAL` (so no NaN, infinity, underscores or
+    non-ASCII digits), finite, a whole number if ``integer`` (returned as an
+    int), and within ``low <= x``, ``above < x`` and ``x <= high`` when given.
+
+    >>> parse_number("2.5e3", "--duration"), parse_number("12", "--rows", integer=True)
+    (2500.0, 12)
+    >>> parse_number("\u0665", "--stat rate.TCP")
+    Traceback (most recent call last):
+    ...
+    cqopt.errors.CqoptError: --stat rate.TCP '٥': expected a number in ASCII digits, e.g. 0.5, 12 or 1e3
+    >>> parse_number("-5", "--tolerance-ms", low=0)
+    Traceback (most recent call last):
+    ...
+    cqopt.errors.CqoptError: --tolerance-ms '-5': needs a number >= 0
+    """
+    where = f"{what} {shorten(text, 40)!r}".lstrip()
+    body = text.strip() if isinstance(text, str) else ""
+    digits = body[1:] if body[:1] in "+-" else body
+    kind = "a whole number" if integer else "a number"
+    if not DECIMAL.fullmatch(digits) or (integer and not digits.isdigit()):
+        example = "e.g. 12" if integer else "e.g. 0.5, 12 or 1e3"
+        raise CqoptError(f"{where}: expected {kind} in ASCII digits, {example}")
+    if integer and len(digits) > 18:
+        raise CqoptError(f"{where}: the number is too large")
+    value = int(body) if integer else float(body)
+    if not math.isfinite(value):
+        raise CqoptError(f"{where}: the number is too large")
+    if low is not None and not value >= low:
+        raise CqoptError(f"{where}: needs a number >= {low:g}")
+    if above is not None and not value > above:
+        raise CqoptError(f"{where}: needs a number > {above:g}")
+    if high is not None and not value <= high:
+        raise CqoptError(f"{where}: needs a number <= {high:g}")
+    return value
+
+
 MAX_TEXT_FILE = 256 << 20  # a catalog, workload or manifest is kilobytes; this is no such file
 
 
@@ -44,14 +92,62 @@ def read_text_file(path: str | os.PathLike, limit: int = MAX_TEXT_FILE) -> str:
     ...
     OSError: [Errno 22] not a regular file (a FIFO, device or directory): '/dev/zero'
     """
+    check_regular_file(path, limit)
+    with open(path, encoding="utf-8") as f:
+        return f.read(limit + 1)
+
+
+def check_regular_file(path: str | os.PathLike, limit: int) -> int:
+    """The size of ``path``, a regular file of at most ``limit`` bytes; else an OSError.
+
+    Checked before a byte is read: a FIFO would wait for a writer forever,
+    ``/dev/zero`` never ends, and a huge file would fill the memory.
+
+    >>> check_regular_file("/dev/zero", 1 << 20)
+    Traceback (most recent call last):
+    ...
+    OSError: [Errno 22] not a regular file (a FIFO, device or directory): '/dev/zero'
+    """
     info = os.stat(path)
     if not stat.S_ISREG(info.st_mode):
         raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or directory)",
                       str(path))
     if info.st_size > limit:
         raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
-    with open(path, encoding="utf-8") as f:
-        return f.read(limit + 1)
+    return info.st_size
+
+
+class LimitedReader(io.RawIOBase):
+    """A binary stream that raises an OSError once more than ``limit`` bytes are read.
+
+    Bounds what a compressed file expands to (a gzip of zeros grows a
+    thousandfold) where the file's size on disk says nothing.
+
+    >>> reader = io.BufferedReader(LimitedReader(io.BytesIO(b"x" * 10), 4, "f"))
+    >>> reader.read()
+    Traceback (most recent call last):
+    ...
+    OSError: [Errno 27] more than 4 bytes (0 MiB) of text: 'f'
+    """
+
+    def __init__(self, inner, limit: int, name: str):
+        self._inner, self._left, self._limit, self._name = inner, limit, limit, name
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._inner.read(min(len(buffer), self._left + 1))
+        if len(data) > self._left:
+            raise OSError(errno.EFBIG, f"more than {self._limit} bytes "
+                          f"({self._limit >> 20} MiB) of text", self._name)
+        self._left -= len(data)
+        buffer[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._inner.close()
+        super().close()
 
 
 def printable(text: object) -> str:

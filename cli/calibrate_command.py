@@ -7,6 +7,13 @@ import sys
 from pathlib import Path
 
 from cqopt.catalog import load_catalog
+from cqopt.cli import options
+from cqopt.cli.options import memory_size, number
+
+# Bounds a calibration fits in: Spark's DataFrame.range and a 2-core machine's patience.
+MAX_ROWS = 2**31 - 1  # rows of the largest size
+MAX_SIZES = 20  # sizes halve: the 20th of 2^31 rows is 2,048
+MAX_REPEATS = 100
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -50,15 +57,18 @@ def add_parsers(sub) -> None:
                     "only if cqopt calibrate wrote it.")
     p.add_argument("--catalog", required=True, help="stream catalog (TOML) to calibrate")
     p.add_argument("--out", required=True, metavar="CATALOG2", help="catalog (TOML) to write")
-    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    p.add_argument("--master", type=options.master, default="local[*]",
+                   help="Spark master URL (default local[*])")
     # On 2 cores a selection over a million cached rows takes less than Spark's per-job
     # cost, so the fit cannot tell them apart; 16 million rows time the operator.
-    p.add_argument("--rows", type=int, default=16_000_000,
+    p.add_argument("--rows", type=number(integer=True, low=1000, high=MAX_ROWS),
+                   default=16_000_000,
                    help="rows of the largest size; the others halve it (default 16,000,000)")
-    p.add_argument("--sizes", type=int, default=4, help="how many sizes (default 4)")
-    p.add_argument("--repeats", type=int, default=3,
+    p.add_argument("--sizes", type=number(integer=True, low=2, high=MAX_SIZES), default=4,
+                   help="how many sizes, 2 or more (default 4)")
+    p.add_argument("--repeats", type=number(integer=True, low=1, high=MAX_REPEATS), default=3,
                    help="runs per size; the median counts (default 3)")
-    p.add_argument("--driver-memory", metavar="SIZE", default="6g",
+    p.add_argument("--driver-memory", metavar="SIZE", default="6g", type=memory_size,
                    help="memory of a new Spark driver (default 6g): the generated data is "
                         "cached twice per size, and data spilled to disk would time the disk")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -10,13 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from cqopt.charts.settings import judge_options
+from cqopt.cli import options
+from cqopt.cli.options import dialect, number
 from cqopt.costmodel import model_names
 from cqopt.errors import CqoptError
 from cqopt.optimizer.statistics import check_value, split_name
 
 
 def parse_stat(text: str) -> tuple[str, float]:
-    """``NAME=VALUE`` of ``--stat``, checked."""
+    """``NAME=VALUE`` of ``--stat``, checked (the ``type`` of ``--stat`` and ``--at``, so a
+    bad one is refused as the command line is read)."""
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise CqoptError(f"--stat {text!r}: expected NAME=VALUE, e.g. rate.TCP=500")
@@ -96,7 +99,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     import cqopt.charts as charts
 
     chart_set = charts.load(args.charts)
-    stats = dict(parse_stat(s) for s in args.stat or [])
+    stats = dict(args.stat or [])
     if args.catalog is not None:
         fresh = chart_set.check(args.catalog)
         if fresh.stale:
@@ -140,9 +143,15 @@ def cmd_show(args: argparse.Namespace) -> int:
                          "trees, or both")
     if args.out is not None and Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise CqoptError(f"--out {args.out}: the diagram is written as .png, .svg or .pdf")
+    if args.out is not None and (Path(args.out).is_dir() or not Path(args.out).parent.is_dir()):
+        folder = Path(args.out) if Path(args.out).is_dir() else Path(args.out).parent
+        raise CqoptError(f"--out {args.out}: " + ("is a folder; name the image file to write"
+                                                  if folder == Path(args.out) else
+                                                  f"the folder {folder} does not exist; create "
+                                                  "it first"))
     chart_set = charts.load(args.charts)
     chart = chart_set[args.query]
-    at = dict(parse_stat(s) for s in args.at or [])
+    at = dict(args.at or [])
     sliced = [a.statistic for a in chart.spec.axes[2:]]
     for name in at:
         if name not in sliced:
@@ -193,17 +202,18 @@ def add_parsers(sub) -> None:
                         "else om)")
     p.add_argument("--weights", metavar="WR,WM[,WC]",
                    help="utility weights (default: the workload's, else 0.4,0.6)")
-    p.add_argument("--refine", type=int, metavar="BUDGET",
+    p.add_argument("--refine", type=number(integer=True), metavar="BUDGET",
                    help="adaptive refinement instead of a k-regular grid: start at 2 regions "
                         "per axis and split only where the best plan changes, up to BUDGET "
                         "regions per chart")
-    p.add_argument("--depth", type=int, metavar="D",
+    p.add_argument("--depth", type=number(integer=True), metavar="D",
                    help="with --refine: at most D splits of a coarse region (default: the "
                         "deepest whose lookup index has at most 2^20 cells)")
-    p.add_argument("--reduce", type=float, metavar="LAMBDA",
+    p.add_argument("--reduce", type=number(), metavar="LAMBDA",
                    help="anorexic reduction: a region may take a plan used elsewhere that "
                         "costs at most (1 + LAMBDA) x its optimum, LAMBDA in [0, 1), e.g. 0.1")
-    p.add_argument("--master", default="local[*]", help="Spark master URL (default local[*])")
+    p.add_argument("--master", type=options.master, default="local[*]",
+                   help="Spark master URL (default local[*])")
     p.add_argument("--engine", choices=["spark", "local"], default="spark",
                    help="spark (default) or local: the same kernel in this process")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
@@ -217,13 +227,13 @@ def add_parsers(sub) -> None:
                     "reported.")
     p.add_argument("--charts", required=True, metavar="DIR", help="chart set directory")
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
-    p.add_argument("--stat", action="append", metavar="NAME=VALUE",
+    p.add_argument("--stat", action="append", metavar="NAME=VALUE", type=parse_stat,
                    help="a statistic, e.g. rate.TCP=500 (repeat for each chart axis)")
     p.add_argument("--catalog", metavar="CATALOG",
                    help="warn when the charts were built from a catalog with other costs")
     p.add_argument("--json", action="store_true",
                    help="print {query, plan, cell, clamped} as JSON")
-    p.add_argument("--sql", metavar="DIALECT",
+    p.add_argument("--sql", metavar="DIALECT", type=dialect,
                    help="also print the chosen plan as SQL of this sqlglot dialect (spark, "
                         "hive, postgres, duckdb, ...)")
     p.set_defaults(run=cmd_choose)
@@ -240,6 +250,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--plans", action="store_true",
                    help="print each plan's number (P1 covers the most area), its share of the "
                         "chart and its tree, as the diagram's legend numbers them")
-    p.add_argument("--at", action="append", metavar="NAME=VALUE",
+    p.add_argument("--at", action="append", metavar="NAME=VALUE", type=parse_stat,
                    help="for 3+ axes: slice at this value of an axis beyond the first two")
     p.set_defaults(run=cmd_show)

@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from cqopt.api import round_seconds as _window_seconds  # noqa: F401 (cqopt run reads it)
+from cqopt.cli import options
 from cqopt.cli.chart_commands import option_label
-from cqopt.errors import CqoptError
+from cqopt.cli.options import number
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
     describe_policy,
     policy_options,
 )
+from cqopt.errors import CqoptError
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
 
@@ -95,13 +98,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the traces")
     p.add_argument("--streams", metavar="A,B", help="streams to generate (default: all)")
-    p.add_argument("--duration", type=float, default=600.0, help="seconds (default 600)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--rate-cv", type=float, default=0.25,
+    p.add_argument("--duration", type=number(above=0), default=600.0,
+                   help="seconds (default 600)")
+    p.add_argument("--seed", type=number(integer=True, low=0), default=0,
+                   help="random seed (default 0)")
+    p.add_argument("--rate-cv", type=number(low=0), default=0.25,
                    help="coefficient of variation of the arrival rate (default 0.25)")
     p.add_argument("--interarrivals", metavar="FILE",
                    help="reuse real inter-arrival times from a CSV (e.g. DEC-PKT-1 UDP)")
-    p.add_argument("--offset", type=float, default=0.0, metavar="SECONDS",
+    p.add_argument("--offset", type=number(low=0), default=0.0, metavar="SECONDS",
                    help="where in --interarrivals the first stream starts; stream i replays "
                         "the stretch from OFFSET + i * DURATION (default 0)")
     p.add_argument("--rate-scale", action="append", metavar="STREAM=FACTOR",
@@ -111,7 +116,7 @@ def add_parsers(sub) -> None:
                         "drift, e.g. join keys (repeatable)")
     p.add_argument("--format", choices=["parquet", "csv", "dec"], default="parquet",
                    help="trace file format (default parquet)")
-    p.add_argument("--file-per-round", type=float, metavar="SECONDS",
+    p.add_argument("--file-per-round", type=number(above=0), metavar="SECONDS",
                    help="write each stream as a directory OUT/STREAM of one file per SECONDS "
                         "of trace time (part-00000.parquet, ...), all streams from one origin, "
                         "for cqopt run's streaming file sources")
@@ -144,9 +149,12 @@ def add_parsers(sub) -> None:
     add_policy_arguments(p)
     p.add_argument("--k-sweep", default=DEFAULT_K_SWEEP, metavar="LIST",
                    help=f"k values to sweep, or none (default {DEFAULT_K_SWEEP})")
-    p.add_argument("--rounds", type=int, help="replay only the first N rounds")
-    p.add_argument("--seed", type=int, default=0, help="seed of the RAND baseline")
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--rounds", type=number(integer=True, low=1),
+                   help="replay only the first N rounds")
+    p.add_argument("--seed", type=number(integer=True, low=0), default=0,
+                   help="seed of the RAND baseline")
+    p.add_argument("--master", type=options.master, default="local[*]",
+                   help="Spark master URL (default local[*])")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (Spark's bar and each step)")

@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 import cqopt
 from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
-from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, run_command
+from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, options, run_command
 from cqopt.charts.settings import ChartSettings
 from cqopt.cli.chart_commands import chart_options, parse_stat
 from cqopt.costmodel import Utility, make_model, model_names, plan_utilities
@@ -68,7 +69,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     rules = rules_without(args.without or [])
     catalog = load_catalog(args.catalog)
     queries = _queries(args, catalog)
-    given = dict(parse_stat(s) for s in args.stat or [])
+    given = dict(args.stat or [])
     unused = set(given) - {s for _, q in queries for s in q.statistics}
     if unused:
         raise CqoptError(f"--stat {', '.join(sorted(unused))}: no query here depends on it; "
@@ -161,14 +162,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "the statistics its cost depends on; then every candidate plan (OM's "
                     "heuristics) with its id and operator tree.")
     _add_query_source(p)
-    p.add_argument("--stat", action="append", metavar="NAME=VALUE",
+    p.add_argument("--stat", action="append", metavar="NAME=VALUE", type=parse_stat,
                    help="a statistic to cost the plans at, e.g. rate.TCP=500 or sel.TCP=0.3 "
                         "(repeatable; others take their defaults)")
     p.add_argument("--model", default="om", metavar="MODEL",
                    help=f"cost model: {', '.join(model_names())} (default om)")
     p.add_argument("--weights", metavar="WR,WM[,WC]", help="utility weights (default 0.4,0.6)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--sql-out", metavar="DIALECT",
+    p.add_argument("--sql-out", metavar="DIALECT", type=options.dialect,
                    help="also print each plan as SQL of this sqlglot dialect (spark, hive, "
                         "postgres, duckdb, ...), shaped like the plan")
     p.add_argument("--without", action="append", metavar="RULE",
@@ -221,6 +222,9 @@ class ArgumentParser(argparse.ArgumentParser):
     the command's worked example, printed as written."""
 
     def error(self, message: str):
+        # "argument --d: '0': needs ..." (an options.number refusal) as "--d '0': needs ...",
+        # as the commands' own checks word it.
+        message = re.sub(r"^argument (-[\w-]+)(?:/-[\w-]+)*: (?=')", r"\1 ", message)
         command = self.prog.removeprefix("cqopt").strip()
         hint = f"cqopt {command} --help" if command else "cqopt --help"
         self.exit(EXIT_USAGE, f"cqopt: error: {error_line(message)} (see {hint})\n")
@@ -240,7 +244,10 @@ OPTIONAL = {"pyspark": "spark", "py4j": "spark", "pandas": "spark", "matplotlib"
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exit_:  # --help, --version, or a usage error's line: printed
+            return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
         return args.run(args)
     except CqoptError as err:
         print(f"cqopt: error: {error_line(err)}", file=sys.stderr)

@@ -13,14 +13,22 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from cqopt.cli.options import number
 from cqopt.errors import CqoptError
 from cqopt.runtime.estimators import ESTIMATORS
 
 
+# The most rounds an estimator, the residuals or the fallback look back: each keeps
+# that many values per statistic or plan, and a step reads them.
+MAX_WINDOW = 100_000
+
+
 def add_policy_arguments(p: argparse.ArgumentParser) -> None:
     """Add the estimator, choice, fallback and hysteresis options to ``p``."""
-    p.add_argument("--d", type=int, default=5, help="rounds the estimator looks back (5)")
-    p.add_argument("--decay", type=float, default=0.5, help="OM's decay a (default 0.5)")
+    p.add_argument("--d", type=number(integer=True, low=1, high=MAX_WINDOW), default=5,
+                   help="rounds the estimator looks back (5)")
+    p.add_argument("--decay", type=number(low=0), default=0.5,
+                   help="OM's decay a (default 0.5)")
     p.add_argument("--estimator", type=_estimator, default="decay",
                    metavar="{" + ",".join(ESTIMATORS) + ",sample[:RATIO]}",
                    help="rate and selectivity estimator (default: OM's decay mean); "
@@ -29,17 +37,21 @@ def add_policy_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--choice", choices=["point", "expected"], default="point",
                    help="run the chart's plan at the point estimate (OM), or the plan of "
                         "lowest expected cost over recent estimation errors")
-    p.add_argument("--residuals", type=int, default=20, metavar="N",
+    p.add_argument("--residuals", type=number(integer=True, low=1, high=MAX_WINDOW), default=20,
+                   metavar="N",
                    help="rounds of estimation errors --choice expected keeps (20)")
-    p.add_argument("--fallback", type=int, metavar="ROUNDS",
+    p.add_argument("--fallback", type=number(integer=True, low=1, high=MAX_WINDOW),
+                   metavar="ROUNDS",
                    help="run the best fixed plan of the last ROUNDS while it beats the chart")
     p.add_argument("--hysteresis", choices=["none", "margin", "priced"], default="none",
                    help="hold the current plan: until another wins by --margin for "
                         "--hold-rounds rounds, or until the saving over --horizon rounds pays "
                         "for handing over the new plan's join state (default none)")
-    p.add_argument("--margin", type=float, default=0.05, help="hysteresis margin (0.05)")
-    p.add_argument("--hold-rounds", type=int, default=3, help="hysteresis rounds (3)")
-    p.add_argument("--horizon", type=float, default=100.0,
+    p.add_argument("--margin", type=number(low=0), default=0.05,
+                   help="hysteresis margin (0.05)")
+    p.add_argument("--hold-rounds", type=number(integer=True, low=1), default=3,
+                   help="hysteresis rounds (3)")
+    p.add_argument("--horizon", type=number(low=0), default=100.0,
                    help="rounds a priced switch must pay back in (100)")
 
 

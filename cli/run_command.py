@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from cqopt.catalog import load_catalog
+from cqopt.cli import options
+from cqopt.cli.options import number
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
     policy_options,
 )
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, parse_number
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -20,7 +23,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from cqopt.charts.workload import load_workload
     from cqopt.cli.fidelity_commands import _pairs, _window_seconds
     from cqopt.spark.session import running_session
-    from cqopt.spark.streaming import AdaptiveRun, Source, Tolerance, parse_trigger
+    from cqopt.spark.streaming import (
+        TRIGGERS,
+        AdaptiveRun,
+        Source,
+        Tolerance,
+        parse_trigger,
+    )
 
     # Everything is checked before Spark starts.
     check_policy_options(args)
@@ -50,7 +59,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         if stream.lower() not in {s.lower() for s in query.stream_names}:
             raise CqoptError(f"--source {stream}={text}: query {args.query} reads no stream "
                              f"{stream}; its streams are {', '.join(query.stream_names)}")
+        if text.startswith("rate:"):  # rows/s as the command line reads numbers
+            parse_number(text[5:], f"--source {stream}=rate:", integer=True, low=1)
         sources[stream] = Source.parse(stream, text)
+    missing = [s for s in query.stream_names if s.lower() not in {g.lower() for g in given}]
+    if missing:
+        raise CqoptError(f"no --source for stream{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)} of query {args.query}; pass --source "
+                         f"{missing[0]}=DIR (or {missing[0]}=rate:N)")
+    check_run_folder(Path(args.out))
+    if args.trigger not in TRIGGERS:
+        parse_number(args.trigger, "--trigger (once, available-now or seconds)", above=0)
     tolerance = Tolerance(args.tolerance, args.tolerance_ms / 1000)
 
     def say(line: str) -> None:
@@ -80,6 +99,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_run_folder(out: Path) -> None:
+    """Refuse an ``--out`` that is no run folder cqopt wrote, before Spark starts.
+
+    A new or empty folder starts a run and a folder with a run's ``state.json``
+    resumes it; anything else (a file, a user's folder) is left alone.
+    """
+    if out.exists() and not out.is_dir():
+        raise CqoptError(f"--out {out}: is a file, not a directory; pick a new --out")
+    if out.is_dir() and not (out / "state.json").is_file() and any(out.iterdir()):
+        raise CqoptError(f"--out {out}: exists and is not a cqopt run folder (no state.json); "
+                         "cqopt leaves it alone: pick a new --out")
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser(
         "run", help="run a query adaptively on Spark Structured Streaming",
@@ -104,12 +136,14 @@ def add_parsers(sub) -> None:
                         "micro-batch)")
     p.add_argument("--shadow", action="store_true",
                    help="also run every other candidate plan on each round and time it")
-    p.add_argument("--max-rounds", type=int, metavar="N", help="stop after N rounds")
-    p.add_argument("--tolerance", type=float, default=0.10,
+    p.add_argument("--max-rounds", type=number(integer=True, low=1), metavar="N",
+                   help="stop after N rounds")
+    p.add_argument("--tolerance", type=number(low=0), default=0.10,
                    help="relative noise tolerance of measured fidelity (default 0.10)")
-    p.add_argument("--tolerance-ms", type=float, default=50.0,
+    p.add_argument("--tolerance-ms", type=number(low=0), default=50.0,
                    help="absolute noise tolerance of measured fidelity in ms (default 50)")
     add_policy_arguments(p)
-    p.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    p.add_argument("--master", type=options.master, default="local[*]",
+                   help="Spark master URL (default local[*])")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=cmd_run)

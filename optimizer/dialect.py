@@ -390,8 +390,7 @@ MAX_NESTING = 32  # parentheses within parentheses
 # The clauses that end a FROM list (whose commas separate streams).
 _AFTER_FROM = frozenset({TokenType.WHERE, TokenType.GROUP_BY, TokenType.HAVING,
                          TokenType.WINDOW, TokenType.ORDER_BY, TokenType.QUALIFY,
-                         TokenType.LIMIT, TokenType.SEMICOLON, TokenType.ON,
-                         TokenType.USING})
+                         TokenType.LIMIT, TokenType.SEMICOLON})
 
 
 def check_size(token_list: list[Token]) -> None:

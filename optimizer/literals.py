@@ -11,19 +11,17 @@ long); any other number is a ``float``, and must be finite.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from sqlglot import exp
 
+from cqopt.errors import DECIMAL
 from cqopt.optimizer.dialect import CQL
 from cqopt.optimizer.errors import UnsupportedQueryError
 
 # Python's int() refuses longer digit strings (sys.get_int_max_str_digits); no stream
 # column holds such a value anyway.
 MAX_DIGITS = 4300
-# What the tokenizer reads as a number; float() alone also takes "1_0", "inf", "٣".
-_DECIMAL = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def literal_value(node: exp.Expression) -> Any:
@@ -50,7 +48,7 @@ def number_value(text: str) -> int | float:
             raise UnsupportedQueryError(f"the constant {text[:12]}... has {len(text)} digits; "
                                         f"constants may have at most {MAX_DIGITS}")
         return int(text)  # not through float: 12345678901234567890 keeps its digits
-    if not _DECIMAL.fullmatch(text):
+    if not DECIMAL.fullmatch(text):  # float() alone also takes "1_0", "inf", "٣"
         raise UnsupportedQueryError(f"'{text}' is not a number: write digits, optionally with "
                                     "a decimal point and an exponent such as 1.5e3")
     value = float(text)

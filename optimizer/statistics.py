@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cqopt.catalog.catalog import MAX_RATE
+from cqopt.errors import CqoptError, parse_number
 from cqopt.optimizer.errors import QueryError
 
 KINDS = ("rate", "sel", "jsel")
@@ -121,6 +122,11 @@ def check_value(name: str, value: float) -> float:
     cqopt.optimizer.errors.QueryError: statistic rate.S must be a number a float can hold, got an int of 401 digits
     """
     kind, _ = split_name(name)
+    if isinstance(value, str):  # typed by a user: read as the command line reads numbers
+        try:
+            value = parse_number(value, f"statistic {name}")
+        except CqoptError as err:
+            raise QueryError(str(err)) from None
     try:
         x = float(value)
     except OverflowError:

@@ -19,14 +19,24 @@ selection's selectivity changes over time.
 
 from __future__ import annotations
 
+import gzip
+import io
 import math
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from cqopt.catalog import Stream
-from cqopt.replay.trace_format import TS_NAMES, TraceError, read_trace_frame
+from cqopt.errors import LimitedReader, check_regular_file
+from cqopt.replay.trace_format import (
+    TS_NAMES,
+    TraceError,
+    _first_line,
+    read_trace_frame,
+    trace_format,
+)
 
 # Generator constants. Eight modulating states give a near-continuous spread of
 # rates; a state lasts 10 s on average, long against the 1-s buckets the rate CV
@@ -36,6 +46,8 @@ MEAN_SOJOURN_S = 10.0
 DRIFT_AMPLITUDE = 0.5  # the Zipf exponent swings by +-50% over a drift period
 ZIPF_LEVELS = 33  # exponents the drift is discretized to (one CDF each); odd: zipf_a is one
 VOCABULARY = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+# An inter-arrival file's CSV text, after decompression: the DEC-PKT-1 arrivals are 17 MB.
+MAX_INTERARRIVAL_BYTES = 512 << 20
 _GOLDEN = (math.sqrt(5) - 1) / 2  # spreads the columns' drift phases evenly
 
 
@@ -272,6 +284,13 @@ def zipf_share(a: float, domain: int) -> float:
     return 1.0 / float(np.sum(np.arange(1, domain + 1, dtype=float) ** -a))
 
 
+def _csv_text(path: str) -> io.BufferedReader:
+    """``path``'s text, gunzipped if it is a gzip, that fails past MAX_INTERARRIVAL_BYTES."""
+    raw = open(path, "rb")
+    stream = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == b"\x1f\x8b" else raw
+    return io.BufferedReader(LimitedReader(stream, MAX_INTERARRIVAL_BYTES, path))
+
+
 def load_interarrivals(path: str | Path, *, interarrival_column: str | None = None,
                        ts_column: str | None = None) -> np.ndarray:
     """Inter-arrival times (seconds) from a trace with a gap column or a timestamp column.
@@ -286,8 +305,19 @@ def load_interarrivals(path: str | Path, *, interarrival_column: str | None = No
     DEC-PKT-1 file leaves the first row's gap empty.
     """
     path = str(path)
-    frame = read_trace_frame(path)
-    header = [str(c) for c in frame.columns]
+    if not os.path.exists(path):
+        raise TraceError(path, "no such file")
+    frame = None
+    try:
+        check_regular_file(path, MAX_INTERARRIVAL_BYTES)  # /dev/zero, a FIFO: never read
+        if trace_format(path) == "csv":  # read through a bound on its gunzipped size
+            with _csv_text(path) as text:
+                header = list(pd.read_csv(text, nrows=0).columns)
+        else:  # another registered format: its own reader
+            frame = read_trace_frame(path)
+            header = [str(c) for c in frame.columns]
+    except (ValueError, OSError, UnicodeDecodeError) as err:
+        raise TraceError(path, f"not a readable trace file: {_first_line(err)}") from None
     by_lower = {c.lower().strip(): c for c in header}
 
     def named(name: str) -> str:
@@ -313,7 +343,14 @@ def load_interarrivals(path: str | Path, *, interarrival_column: str | None = No
                              f"time); the columns are {', '.join(header)}; pass "
                              "interarrival_column= or ts_column=")
     column = gap_col or time_col
-    raw = frame[column].dropna()
+    try:
+        if frame is not None:
+            raw = frame[column].dropna()
+        else:
+            with _csv_text(path) as text:
+                raw = pd.read_csv(text, usecols=[column])[column].dropna()
+    except OSError as err:  # past MAX_INTERARRIVAL_BYTES once decompressed
+        raise TraceError(path, f"not a readable CSV file: {_first_line(err)}") from None
     values = raw if pd.api.types.is_numeric_dtype(raw) else \
         pd.to_numeric(raw.astype(str).str.strip().replace("", np.nan).dropna(), errors="coerce")
     bad = int(values.isna().sum())

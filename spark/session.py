@@ -198,7 +198,9 @@ def running_session(master: str = "local[*]", progress: bool = True,
     """The session already running in this process (a notebook, a test), else a new one.
 
     A session that was running is left running; one started here is stopped
-    on leaving the ``with`` block, also on an error.
+    on leaving the ``with`` block, also on an error, and a SIGTERM or SIGINT
+    in the block (a killed or interrupted command) ends its JVM too before the
+    KeyboardInterrupt goes on (:func:`stop_jvm`).
 
     Parameters
     ----------
@@ -216,12 +218,78 @@ def running_session(master: str = "local[*]", progress: bool = True,
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
-    spark = active or spark_session(master, progress=progress, conf=conf)
+    if active is not None:
+        yield active
+        return
+    with _stop_jvm_when_killed() as killed:
+        spark = spark_session(master, progress=progress, conf=conf)
+        try:
+            yield spark
+        finally:
+            try:
+                spark.stop()
+            except Exception:  # noqa: BLE001 - a JVM killed under it; stop_jvm follows
+                if not killed():
+                    raise
+
+
+@contextlib.contextmanager
+def _stop_jvm_when_killed() -> Iterator[Callable[[], bool]]:
+    """In the block, SIGTERM and SIGINT raise KeyboardInterrupt, and either stops the JVM.
+
+    The JVM ignores SIGINT (PySpark starts it so) and outlives a killed
+    driver until it notices its stdin close; a command that is killed or
+    interrupted stops it (:func:`stop_jvm`) before it exits. Yields a
+    function that says whether a signal came. In a thread other than the
+    main one (where no handler can be set) it only stops the JVM on
+    KeyboardInterrupt.
+    """
+    import signal
+
+    came: list[int] = []
+
+    def interrupt(signum: int, frame) -> None:
+        came.append(signum)
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    saved = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            saved[signum] = signal.signal(signum, interrupt)
     try:
-        yield spark
+        yield lambda: bool(came)
+    except KeyboardInterrupt:
+        came.append(signal.SIGINT)
+        raise
     finally:
-        if active is None:
-            spark.stop()
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        if came:
+            stop_jvm()
+
+
+def stop_jvm(timeout: float = 10.0) -> None:
+    """End this process's Spark JVM now (SIGTERM, then SIGKILL after ``timeout`` seconds).
+
+    For a command that is killed or interrupted: the session need not have
+    stopped. A later session in this process starts a new JVM.
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is None:
+        return
+    with contextlib.suppress(Exception):  # noqa: BLE001 - the JVM may be gone already
+        gateway.close()
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    SparkContext._gateway = SparkContext._jvm = None
+    SparkContext._active_spark_context = None
 
 
 def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: bool = True,
@@ -273,9 +341,19 @@ def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: b
     hint = ("; check the master URL" + ("" if local else " and that its cluster is up")
             + ("; Spark's log above may say more" if level != "off" else
                "; CQOPT_SPARK_LOG=warn shows Spark's log"))
-    with spark_errors(f"Spark could not start with master {master!r}", hint=hint):
-        with _environ(env), _jvm_stderr_filtered():
-            spark = builder.getOrCreate()
+    jvm_said: list[str] = []  # what the JVM printed while it failed to start
+
+    def said(text: str) -> str:
+        return (f"; the JVM said: {'; '.join(jvm_said[:2])}" if jvm_said else "") + hint
+
+    with spark_errors(f"Spark could not start with master {master!r}", hint=said):
+        with _environ(env), _jvm_stderr_filtered() as start:
+            try:
+                spark = builder.getOrCreate()
+            except Exception:
+                jvm_said.extend(start.failed())
+                raise
+            start.started()
         try:
             spark.sparkContext.setLogLevel(level.upper())
             if not local:
@@ -365,51 +443,97 @@ def _log4j_file() -> Path:
     return path
 
 
+class _JvmStart:
+    """The JVM's stderr while it starts: held back until it has started, then passed on.
+
+    A JVM that cannot start (an invalid heap size, too little memory) prints
+    its reasons and a "Could not create the Java Virtual Machine" on its
+    stderr; held back, they become part of cqopt's one error line instead.
+    """
+
+    def __init__(self, real: int | None = None):
+        self.real, self.lock = real, threading.Lock()
+        self.held: list[bytes] | None = []  # None once started: lines pass straight on
+        self.copier: threading.Thread | None = None
+        self.restored = False  # this process's stderr is its own again
+
+    def line(self, line: bytes) -> None:
+        if line.startswith(_JVM_NOISE) or not line.strip():
+            return
+        with self.lock:
+            if self.held is not None:
+                self.held.append(line)
+                return
+        with contextlib.suppress(OSError):
+            os.write(self.real, line + b"\n")
+
+    def started(self) -> None:
+        """The JVM runs: what it printed so far, and all it prints later, goes to stderr."""
+        with self.lock:
+            held, self.held = self.held or [], None
+        for line in held:
+            with contextlib.suppress(OSError):
+                os.write(self.real, line + b"\n")
+
+    def failed(self, wait: float = 5.0) -> list[str]:
+        """What the JVM printed before it failed to start (its stderr is closed first)."""
+        if self.copier is not None and not self.restored:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(self.real, 2)  # our end of the pipe: once the JVM is gone, it ends
+            self.restored = True
+            self.copier.join(wait)
+        with self.lock:
+            held, self.held = self.held or [], None
+        return [line.decode("utf-8", "replace").strip() for line in held]
+
+
 @contextlib.contextmanager
-def _jvm_stderr_filtered() -> Iterator[None]:
+def _jvm_stderr_filtered() -> Iterator[_JvmStart]:
     """Start the JVM (in the block) with its stderr through a filter of :data:`_JVM_NOISE`.
 
     The JVM inherits a pipe as its stderr for its whole life; a daemon thread
-    copies the pipe to the real stderr without the noise lines. This
+    copies the pipe to the real stderr without the noise lines, holding them
+    back until the block calls ``started()`` (see :class:`_JvmStart`). This
     process's own stderr is restored when the block ends.
     """
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # the JVM runs already (spark-submit)
-        yield
+        yield _JvmStart()
         return
     try:
         sys.stderr.flush()
         read_end, write_end = os.pipe()
         real = os.dup(2)
     except (OSError, ValueError):
-        yield
+        yield _JvmStart()
         return
+    start = _JvmStart(real)
     os.dup2(write_end, 2)
     os.close(write_end)
-    threading.Thread(target=_copy_without_noise, args=(read_end, real), daemon=True,
-                     name="cqopt-jvm-stderr").start()
+    start.copier = threading.Thread(target=_copy_without_noise, args=(read_end, start),
+                                    daemon=True, name="cqopt-jvm-stderr")
+    start.copier.start()
     try:
-        yield
+        yield start
     finally:
-        with contextlib.suppress(OSError, ValueError):
-            sys.stderr.flush()
-        os.dup2(real, 2)  # the JVM keeps the pipe; the thread ends when the JVM does
+        if not start.restored:  # (failed() restored it, and the thread may have closed real)
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(real, 2)  # the JVM keeps the pipe; the thread ends when the JVM does
 
 
-def _copy_without_noise(read_end: int, real: int) -> None:
+def _copy_without_noise(read_end: int, start: _JvmStart) -> None:
     with open(read_end, "rb", buffering=0) as pipe:
         pending = b""
         while chunk := pipe.read(65536):
             lines = (pending + chunk).split(b"\n")
             pending = lines.pop()
-            kept = [line for line in lines if not line.startswith(_JVM_NOISE)]
-            if kept:
-                with contextlib.suppress(OSError):
-                    os.write(real, b"\n".join(kept) + b"\n")
-        if pending and not pending.startswith(_JVM_NOISE):
-            with contextlib.suppress(OSError):
-                os.write(real, pending)
+            for line in lines:
+                start.line(line)
+        if pending:
+            start.line(pending)
     with contextlib.suppress(OSError):
-        os.close(real)
+        os.close(start.real)
 
 
 @contextlib.contextmanager

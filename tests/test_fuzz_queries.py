@@ -106,6 +106,7 @@ def test_a_chain_of_joins_without_on_is_read_in_one_pass(monkeypatch):
      "at most 250,000"),
     ("SELECT TCP.src_host FROM TCP" + " JOIN UDP" * 40 + " WINDOW [1]", "at most 32"),
     ("SELECT TCP.src_host FROM TCP" + ", UDP" * 40 + " WINDOW [1]", "at most 32"),
+    ("SELECT * FROM TCP JOIN UDP ON TCP.a = UDP.a" + ", SF" * 40 + " WINDOW [1]", "at most 32"),
     ("SELECT TCP.src_host FROM TCP WHERE TCP.dest_host IN (" + ", ".join(map(str, range(10_001)))
      + ") WINDOW [1]", "at most 10,000"),
     ("SELECT TCP.src_host FROM TCP WHERE " + "(" * 33 + "TCP.dest_host = 1" + ")" * 33

@@ -14,6 +14,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import cqopt.charts as charts
 from cqopt.cli.main import EXAMPLES, build_parser, main
@@ -28,6 +30,11 @@ def chart_set(dec_toml, workload_toml, tmp_path_factory):
     assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out",
                  str(out), "--engine", "local", "--k", "4", "--quiet"]) == 0
     return out
+
+
+def _refused(capsys, argv: list[str]) -> str:
+    """The one error line of ``cqopt argv``, refused by argparse or by the command."""
+    return _one_line_error(capsys, main(argv))
 
 
 def _one_line_error(capsys, code: int) -> str:
@@ -254,9 +261,7 @@ def test_an_overlong_option_value_is_quoted_short(dec_toml, capsys):
 
 
 def test_h_as_an_option_value_is_one_line(dec_toml, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        main(["explain", "--catalog", dec_toml, "--sql", "-h"])
-    assert exit_.value.code == 2
+    assert main(["explain", "--catalog", dec_toml, "--sql", "-h"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("cqopt: error: argument --sql") and err.count("\n") == 1
 
@@ -293,7 +298,7 @@ def test_generate_refuses_huge_allocations_and_truncated_gzip(dec_toml, tmp_path
 
     base = ["generate", "--catalog", dec_toml, "--out", str(tmp_path / "t")]
     assert "at most" in _one_line_error(capsys, main([*base, "--duration", "1e12"]))
-    _one_line_error(capsys, main([*base, "--duration", "nan"]))
+    _refused(capsys, [*base, "--duration", "nan"])
     tiny = tmp_path / "tiny.csv"
     tiny.write_text("gap\n1e-300\n1e-300\n")
     assert "at most" in _one_line_error(capsys, main([*base, "--interarrivals", str(tiny)]))
@@ -303,6 +308,49 @@ def test_generate_refuses_huge_allocations_and_truncated_gzip(dec_toml, tmp_path
     truncated.write_bytes(whole[: len(whole) // 2])
     _one_line_error(capsys, main([*base, "--interarrivals", str(truncated)]))
     assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "fifo", "directory"])
+def test_generate_reads_no_device_fifo_or_folder_as_interarrivals(dec_toml, tmp_path, capsys,
+                                                                  source):
+    if source == "fifo":
+        source = str(tmp_path / "gaps.csv")
+        os.mkfifo(source)  # no writer: reading it would wait forever
+    elif source == "directory":
+        source = str(tmp_path)
+    err = _refused(capsys, ["generate", "--catalog", dec_toml, "--out", str(tmp_path / "t"),
+                            "--interarrivals", source])
+    assert "regular file" in err and not (tmp_path / "t").exists()
+
+
+def test_generate_stops_reading_a_gzip_that_expands_past_the_bound(dec_toml, tmp_path, capsys,
+                                                                   monkeypatch):
+    import gzip
+
+    from cqopt.replay import trace_generate
+
+    monkeypatch.setattr(trace_generate, "MAX_INTERARRIVAL_BYTES", 100_000)
+    bomb = tmp_path / "gaps.csv.gz"
+    bomb.write_bytes(gzip.compress(b"gap\n" + b"0.001\n" * 50_000))  # 300 KB of text
+    assert bomb.stat().st_size < 10_000
+    err = _refused(capsys, ["generate", "--catalog", dec_toml, "--out", str(tmp_path / "t"),
+                            "--interarrivals", str(bomb)])
+    assert "more than 100000 bytes" in err
+
+
+def test_generate_bounds_the_files_per_round_before_writing(dec_toml, tmp_path, capsys):
+    out = tmp_path / "t"
+    err = _refused(capsys, ["generate", "--catalog", dec_toml, "--out", str(out), "--duration",
+                            "5", "--file-per-round", "1e-9"])
+    assert "at most 100,000" in err and "--file-per-round" in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_fidelity_reads_no_device_as_a_trace(dec_toml, workload_toml, tmp_path, capsys,
+                                             no_spark):
+    err = _refused(capsys, ["fidelity", "--catalog", dec_toml, "--workload", workload_toml,
+                            "--trace", "TCP=/dev/zero", "--out", str(tmp_path / "r")])
+    assert "--trace TCP=/dev/zero: not a regular file or folder" in err
 
 
 def test_traces_are_matched_exactly_and_two_candidates_are_an_error(dec_toml, workload_toml,
@@ -339,6 +387,257 @@ def test_a_timestamp_of_1e300_is_refused_before_spark_counts_rounds():
     with pytest.raises(CqoptError, match="check the timestamps"):
         check_span("Q1", infos, 1.0, None)
     check_span("Q1", {"TCP": SimpleNamespace(start=0.0, end=600.0, path="x")}, 1.0, None)
+
+
+# -- numbers on the command line: ASCII, finite, in range, one reader -----------------
+def _options():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name, command in sub.choices.items():
+        for action in command._actions:
+            if action.option_strings:
+                yield name, action
+
+
+def test_no_option_reads_numbers_with_float_or_int():
+    # float() and int() take "nan", "inf", "1_0" and "٥"; every number goes through
+    # cqopt.cli.options.number (cqopt.errors.parse_number)
+    bare = {f"{name} {action.option_strings[0]}" for name, action in _options()
+            if action.type in (float, int)}
+    # --k is read with its bounds (a grid's size), in the chart settings' own change
+    assert bare <= {"build --k", "fidelity --k"}, bare
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["explain", "--catalog", "c", "--sql", "SELECT * FROM TCP WINDOW [1]", "--stat",
+      "rate.TCP=\u0665"], "ASCII digits"),
+    (["choose", "--charts", "c", "--query", "Q1", "--stat", "rate.TCP=\u0665"], "ASCII digits"),
+    (["explain", "--catalog", "c", "--sql", "q", "--sql-out", ""], "unknown SQL dialect ''"),
+    (["choose", "--charts", "c", "--query", "Q1", "--sql", "nosuch"], "unknown SQL dialect"),
+    (["run", "--tolerance", "nan"], "--tolerance 'nan'"),
+    (["run", "--tolerance-ms", "-5"], "--tolerance-ms '-5': needs a number >= 0"),
+    (["run", "--max-rounds", "-1"], "--max-rounds '-1': needs a number >= 1"),
+    (["calibrate", "--rows", "-1"], "--rows '-1': needs a number >= 1000"),
+    (["calibrate", "--sizes", "0"], "--sizes '0': needs a number >= 2"),
+    (["calibrate", "--repeats", "0"], "--repeats '0': needs a number >= 1"),
+    (["fidelity", "--d", "1000000000"], "--d '1000000000': needs a number <= 100000"),
+    (["generate", "--duration", "inf"], "--duration 'inf'"),
+    (["generate", "--seed", "1.5"], "whole number"),
+    (["generate", "--offset", "1e999"], "too large"),
+    (["generate", "--catalog", "c", "--out", "o", "--steady", "UDP.dest_host=\u0665"],
+     "ASCII digits"),
+])
+def test_a_hostile_number_is_one_line_before_any_work(argv, fragment, capsys, dec_toml):
+    argv = [a if a != "c" or argv[0] == "choose" else dec_toml for a in argv]
+    err = _refused(capsys, argv)
+    assert fragment in err, err
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.one_of(
+    st.sampled_from(["nan", "NaN", "inf", "-inf", "1e999", "-1e999", "1_000", "0x10", "", " ",
+                     "\u0665", "\u00b2", "\uff15", "1e-400", "-0", "+5", "5.", ".5", "1e308",
+                     "9" * 40, "1" + "0" * 5000]),
+    st.text(alphabet="0123456789.eE+-_ \u0665\u00b2nafi", max_size=12)))
+def test_every_numeric_option_reads_only_finite_ascii_numbers(text):
+    import argparse
+
+    from cqopt.errors import DECIMAL
+
+    for name, action in _options():
+        if getattr(action.type, "__name__", "") not in ("number", "whole number"):
+            continue
+        try:
+            value = action.type(text)
+        except argparse.ArgumentTypeError as err:
+            assert "\n" not in str(err) and len(str(err)) < 200
+            continue
+        body = text.strip().lstrip("+-")
+        assert DECIMAL.fullmatch(body) and math.isfinite(value), (name, action.dest, text)
+
+
+# -- every option checked before Spark starts ------------------------------------------
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Fail the test if a command gets as far as starting Spark."""
+    import cqopt.spark.session as session
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark was started before the options were checked")
+    monkeypatch.setattr(session, "running_session", refuse)
+    monkeypatch.setattr(session, "spark_session", refuse)
+
+
+@pytest.mark.parametrize("option, fragment", [
+    (["--driver-memory", "lots"], "--driver-memory 'lots': expected a size such as 512m"),
+    (["--driver-memory", "1024"], "a whole number and k, m, g or t"),
+    (["--driver-memory", "100000t"], "more than this machine's"),
+    (["--driver-memory", "16m"], "512m or more"),
+    (["--rows", "-1"], "--rows '-1': needs a number >= 1000"),
+    (["--sizes", "0"], "--sizes '0': needs a number >= 2"),
+    (["--repeats", "0"], "--repeats '0': needs a number >= 1"),
+])
+def test_calibrate_checks_every_option_before_spark(dec_toml, tmp_path, capsys, no_spark,
+                                                    option, fragment):
+    err = _refused(capsys, ["calibrate", "--catalog", dec_toml, "--out",
+                            str(tmp_path / "c.toml"), *option])
+    assert fragment in err, err
+
+
+@pytest.fixture
+def trace_dir(tmp_path):
+    folder = tmp_path / "tcp"
+    folder.mkdir()
+    (folder / "part-00000.csv").write_text("ts,src_host\n0.5,1\n")
+    return folder
+
+
+@pytest.mark.parametrize("case", ["user folder", "a file", "missing source", "max rounds",
+                                  "trigger", "rate"])
+def test_run_checks_every_option_before_spark(dec_toml, workload_toml, chart_set, tmp_path,
+                                              trace_dir, capsys, no_spark, case):
+    out = tmp_path / "mine"
+    sources = ["--source", f"TCP={trace_dir}"]
+    extra, fragment = [], None
+    if case == "user folder":
+        out.mkdir()
+        (out / "thesis.tex").write_text("mine")
+        fragment = "is not a cqopt run folder"
+    elif case == "a file":
+        out.write_text("mine")
+        fragment = "is a file"
+    elif case == "missing source":
+        sources += ["--query", "Q2"]
+        fragment = "no --source for streams UDP, SF of query Q2"
+    elif case == "max rounds":
+        extra, fragment = ["--max-rounds", "-1"], "--max-rounds '-1': needs a number >= 1"
+    elif case == "trigger":
+        extra, fragment = ["--trigger", "\u0665"], "--trigger"
+    else:
+        sources, fragment = ["--source", "TCP=rate:\u0665"], "rate:"
+    argv = ["run", "--catalog", dec_toml, "--workload", workload_toml, "--charts",
+            str(chart_set), "--out", str(out), *sources, *extra]
+    if "--query" not in argv:
+        argv += ["--query", "Q1"]
+    err = _refused(capsys, argv)
+    assert fragment in err, err
+    if case == "user folder":
+        assert [p.name for p in out.iterdir()] == ["thesis.tex"]
+
+
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+def test_show_creates_no_folder_for_its_image(chart_set, tmp_path, capsys, where):
+    out = tmp_path / "nonexistent" / "x.png" if where == "missing folder" else tmp_path / "d.png"
+    if where == "a folder":
+        out.mkdir()
+    err = _refused(capsys, ["show", "--charts", str(chart_set), "--query", "Q1", "--out",
+                            str(out)])
+    assert ("does not exist" if where == "missing folder" else "is a folder") in err
+    assert not (tmp_path / "nonexistent").exists()
+
+
+_SESSION = """
+import os, sys, time
+from cqopt.spark.session import running_session
+with running_session("local[1]", progress=False):
+    from pyspark import SparkContext
+    print(SparkContext._gateway.proc.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [15, 2])  # SIGTERM, SIGINT
+def test_a_killed_command_takes_its_jvm_with_it(signum):
+    driver = subprocess.Popen([sys.executable, "-c", _SESSION], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        jvm = int(driver.stdout.readline())
+        os.kill(jvm, 0)  # running
+        driver.send_signal(signum)
+        driver.wait(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    with pytest.raises(ProcessLookupError):  # ended with the driver, not seconds later
+        os.kill(jvm, 0)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_jvm_that_cannot_start_is_one_line():
+    script = ("from cqopt.spark.session import spark_session\n"
+              "from cqopt.errors import CqoptError\n"
+              "try:\n"
+              "    spark_session('local[1]', conf={'spark.driver.memory': 'lots'})\n"
+              "except CqoptError as err:\n"
+              "    print('refused:', err)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert done.stdout.startswith("refused:") and done.stdout.count("\n") == 1, done
+    assert "Invalid maximum heap size: -Xmxlots" in done.stdout
+    assert done.stderr == "", done.stderr  # nothing of the JVM's own reaches the console
+
+
+_HOSTILE = ["nan", "-inf", "1e999", "-1", "0", "\u0665", "1_0", "", " ", "0x10", "1e-320",
+            "9" * 30, "x" * 5000, "\x1b[31m", "a\nb", "-h", "=", "rate.TCP=", "=5",
+            "rate.TCP=\u0665", "rate.TCP=1e16", "sel.TCP=nan", "lots", "1024", "2.5"]
+_FUZZED = {
+    "explain": (["--sql", "SELECT * FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"],
+                ["--stat", "--model", "--weights", "--sql-out"]),
+    "choose": (["--query", "Q1"], ["--stat", "--sql", "--query"]),
+    "generate": (["--duration", "1", "--streams", "UDP"],
+                 ["--duration", "--seed", "--rate-cv", "--offset", "--file-per-round",
+                  "--rate-scale", "--steady", "--streams", "--interarrivals"]),
+    "calibrate": ([], ["--rows", "--sizes", "--repeats", "--driver-memory", "--master"]),
+    "run": (["--query", "Q1"], ["--max-rounds", "--tolerance", "--tolerance-ms", "--d",
+                                "--decay", "--residuals", "--fallback", "--margin", "--trigger",
+                                "--source", "--horizon", "--hold-rounds"]),
+}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_a_hostile_command_line_is_a_result_or_one_line(data, dec_toml, workload_toml,
+                                                        chart_set, tmp_path_factory,
+                                                        monkeypatch):
+    import contextlib
+    import io
+
+    import cqopt.spark.session as session
+
+    class SparkReached(Exception):
+        pass
+
+    def reached(*args, **kwargs):
+        raise SparkReached
+    monkeypatch.setattr(session, "running_session", reached)
+    command = data.draw(st.sampled_from(sorted(_FUZZED)))
+    base, options = _FUZZED[command]
+    tmp = tmp_path_factory.mktemp("fuzz")
+    argv = [command, *base]
+    for option in data.draw(st.lists(st.sampled_from(options), min_size=1, max_size=3)):
+        argv += [option, data.draw(st.sampled_from(_HOSTILE))]
+    argv += {"explain": ["--catalog", dec_toml],
+             "choose": ["--charts", str(chart_set)],
+             "generate": ["--catalog", dec_toml, "--out", str(tmp / "t")],
+             "calibrate": ["--catalog", dec_toml, "--out", str(tmp / "c.toml")],
+             "run": ["--catalog", dec_toml, "--workload", workload_toml, "--charts",
+                     str(chart_set), "--out", str(tmp / "r")]}[command]
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            code = main(argv)
+        except SparkReached:  # every option was valid: Spark would start now
+            code = "spark"
+    text = err.getvalue()
+    assert "Traceback" not in text and "\x1b" not in text, argv
+    if code == 2:
+        assert text.startswith("cqopt: error: ") and text.count("\n") == 1, (argv, text)
+        assert len(text) < 800
+    else:
+        assert code in (0, "spark"), (argv, code, text)
 
 
 # -- 4. help --------------------------------------------------------------------------

@@ -325,9 +325,10 @@ def test_bogus_master_is_a_one_line_cli_error(examples, repo_root, tmp_path):
         cwd=repo_root, capture_output=True, text=True,
         timeout=120)
     assert run.returncode == 2, run.stderr
-    assert run.stderr.startswith("cqopt: error: Spark could not start with master "
-                                 "'bogus://x': not a master URL Spark knows; check the master "
-                                 "URL: local[*]"), run.stderr
+    # Refused as the command line is read, before Spark starts.
+    assert run.stderr.startswith("cqopt: error: argument --master: not a Spark master URL: "
+                                 "'bogus://x'; expected local"), run.stderr
+    assert run.stderr.count("\n") == 1
     assert "Traceback" not in run.stderr and not out.exists()
 
 

@@ -1,0 +1,129 @@
+"""Option values the command line reads, checked as argparse reads them.
+
+:func:`number` is every numeric option's ``type``: it reads the text with
+:func:`cqopt.errors.parse_number` (ASCII digits only, finite, within the
+option's bounds), so a bad value is one ``cqopt: error: argument --X: ...``
+line before any work starts. :func:`dialect` and :func:`memory_size` do the
+same for a sqlglot dialect name and a JVM memory size.
+
+>>> number(low=0)("0.25"), number(integer=True, low=1)("3")
+(0.25, 3)
+>>> number(low=0)("nan")
+Traceback (most recent call last):
+...
+argparse.ArgumentTypeError: 'nan': expected a number in ASCII digits, e.g. 0.5, 12 or 1e3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable
+
+from cqopt.errors import CqoptError, did_you_mean, parse_number, shorten
+
+
+def number(*, integer: bool = False, low: float | None = None, above: float | None = None,
+           high: float | None = None) -> Callable[[str], float]:
+    """An argparse ``type`` reading a number within the given bounds (see parse_number).
+
+    Parameters
+    ----------
+    integer : bool
+        A whole number (returned as an int).
+    low, above, high : float, optional
+        ``low <= x``, ``above < x``, ``x <= high``.
+
+    Returns
+    -------
+    callable
+        ``text -> number``, raising :class:`argparse.ArgumentTypeError`.
+    """
+    def read(text: str) -> float:
+        try:
+            return parse_number(text, "", integer=integer, low=low, above=above, high=high)
+        except CqoptError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    read.__name__ = "whole number" if integer else "number"
+    return read
+
+
+def dialect(text: str) -> str:
+    """An argparse ``type``: a sqlglot dialect name, e.g. ``spark`` or ``duckdb``.
+
+    Refuses what :func:`cqopt.optimizer.plan_sql.plan_sql` would, in its words,
+    but as the command line is read (an empty name would be sqlglot's generic
+    dialect, silently).
+
+    >>> dialect("duckdb")
+    'duckdb'
+    """
+    import sqlglot
+
+    known = sorted(d.value for d in sqlglot.Dialects if d.value)
+    if text.lower() not in known:
+        raise CqoptError(f"unknown SQL dialect {shorten(text, 40)!r}"
+                         f"{did_you_mean(text, known)}; sqlglot knows {', '.join(known)}")
+    return text.lower()
+
+
+# Spark's master URLs (SparkContext's own forms): local, local[N], local[*], local[N,F],
+# local-cluster[N,C,M], spark://, yarn, k8s://, mesos://. Nothing with spaces or control
+# characters.
+_MASTER = re.compile(r"(local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?|yarn|"
+                     r"local-cluster\[[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*\]|"
+                     r"(spark|k8s|mesos)://[\x21-\x7e]+)")
+
+
+def master(text: str) -> str:
+    """An argparse ``type``: a Spark master URL, checked before Spark starts.
+
+    >>> master("local[2]"), master("spark://host:7077")
+    ('local[2]', 'spark://host:7077')
+    """
+    if not _MASTER.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"not a Spark master URL: {shorten(text, 40)!r}; expected local, local[N], "
+            "local[*], spark://HOST:PORT, yarn or k8s://HOST:PORT")
+    return text
+
+
+# A JVM heap size as -Xmx reads it, which is how Spark passes spark.driver.memory to a
+# local driver: a whole number and a unit (a bare number would be bytes, not MiB).
+_MEMORY = re.compile(r"([1-9][0-9]{0,12})([kmgt])", re.IGNORECASE)
+_UNIT_BYTES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+MIN_DRIVER_MEMORY = 512 << 20  # Spark refuses a driver of less than 450 MiB
+
+
+def memory_size(text: str) -> str:
+    """An argparse ``type``: a JVM memory size such as ``6g`` or ``512m``, that this
+    machine has (checked here, or the JVM would fail with its own text).
+
+    >>> memory_size("1g")
+    '1g'
+    >>> memory_size("lots")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'lots': expected a size such as 512m or 6g (a whole number and k, m, g or t)
+    """
+    match = _MEMORY.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)!r}: expected a size such as 512m "
+                                         "or 6g (a whole number and k, m, g or t)")
+    size = int(match.group(1)) * _UNIT_BYTES[match.group(2).lower()]
+    if size < MIN_DRIVER_MEMORY:
+        raise argparse.ArgumentTypeError(f"{text!r}: Spark needs a driver of 512m or more")
+    physical = _physical_memory()
+    if physical and size > physical:
+        raise argparse.ArgumentTypeError(f"{text!r}: more than this machine's "
+                                         f"{physical / (1 << 30):.1f} GiB of memory")
+    return text.strip()
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not on this platform
+        return None
