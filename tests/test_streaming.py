@@ -76,27 +76,29 @@ def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path)
     # Files of 1.5 s against rounds of 1 s: rounds 1 and 4 straddle two micro-batches.
     write_trace_per_round(trace, tmp_path / "TCP", 1.5, start=0.0)
     result = _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")},
-                  shadow=True)
+                  shadow=True, max_files_per_trigger=1)
     start = float(trace.ts.min())
     expected = _expected(trace, start)
     log = result.rounds
-    # Complete rounds all ran, in order, once; the trailing partial round waits.
-    assert log["round"].tolist() == [0, 1, 2, 3]
-    assert result.pending == [4]
-    assert log["rows_in:TCP"].tolist() == [expected[r][0] for r in range(4)]
-    assert log["rows_out"].tolist() == [expected[r][1] for r in range(4)]
-    for r in range(4):
+    # Every round ran, in order, once; the last one when the input ended.
+    assert log["round"].tolist() == [0, 1, 2, 3, 4]
+    assert result.pending == [] and result.stopped_by == "end of input"
+    assert log["rows_in:TCP"].tolist() == [expected[r][0] for r in range(5)]
+    assert log["rows_out"].tolist() == [expected[r][1] for r in range(5)]
+    for r in range(5):
         written = pd.read_parquet(tmp_path / "run" / "results" / f"round-{r:06d}.parquet")
         assert len(written) == expected[r][1]
     # Observed statistics are the offline definitions: rate = tuples / W.
-    assert np.allclose(log["observed:rate.TCP"], [expected[r][0] / W for r in range(4)])
+    assert np.allclose(log["observed:rate.TCP"], [expected[r][0] / W for r in range(5)])
+    # Tuples kept for open rounds are gone once their rounds ran.
+    assert not list((tmp_path / "run" / "pending").glob("batch-*"))
     summary = result.summary
     assert set(summary["plans_run"]) <= set(setting["charts"]["Q1"].plan_ids)
     assert 0.0 <= summary["measured"]["fidelity"] <= 1.0
     assert summary["measured"]["total_seconds"]["best_static"] <= \
         summary["measured"]["total_seconds"]["worst_static"]
     report = json.loads((tmp_path / "run" / "report.json").read_text())
-    assert report["rounds"] == 4 and "measured fidelity" in \
+    assert report["rounds"] == 5 and "measured fidelity" in \
         (tmp_path / "run" / "report.md").read_text()
 
 
@@ -139,7 +141,7 @@ def _cli(*args: str) -> list[str]:
 @pytest.mark.slow
 def test_a_killed_run_resumes_with_every_round_exactly_once(setting, examples, tmp_path):
     trace = setting["trace"]
-    trace = trace[trace.ts < 3.5]  # rounds 0, 1 and 2 complete; round 3 stays pending
+    trace = trace[trace.ts < 3.5]  # rounds 0, 1 and 2 complete; round 3 when the input ends
     write_trace_per_round(trace, tmp_path / "TCP", W, start=float(trace.ts.min()))
     out = tmp_path / "run"
     command = _cli("run", "--catalog", str(examples / "dec-pkt.toml"),
@@ -157,19 +159,19 @@ def test_a_killed_run_resumes_with_every_round_exactly_once(setting, examples, t
     os.killpg(first.pid, signal.SIGKILL)  # the Python driver and its JVM
     first.wait()
     done_before = len(list((out / "log").glob("round-*.json")))
-    assert done_before < 3, "the run finished before it could be killed"
+    assert done_before < 4, "the run finished before it could be killed"
     second = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr
     expected = _expected(trace, float(trace.ts.min()))
     logged = [json.loads(p.read_text()) for p in sorted((out / "log").glob("round-*.json"))]
-    assert [r["round"] for r in logged] == [0, 1, 2]
+    assert [r["round"] for r in logged] == [0, 1, 2, 3]
     assert sorted(p.name for p in (out / "results").iterdir()) == \
-        [f"round-{r:06d}.parquet" for r in range(3)]
-    for r in range(3):
+        [f"round-{r:06d}.parquet" for r in range(4)]
+    for r in range(4):
         assert logged[r]["rows_in"]["TCP"] == expected[r][0]
         rows = pd.read_parquet(out / "results" / f"round-{r:06d}.parquet")
         assert len(rows) == expected[r][1] == logged[r]["rows_out"]
-    assert pd.read_csv(out / "rounds.csv")["round"].tolist() == [0, 1, 2]
+    assert pd.read_csv(out / "rounds.csv")["round"].tolist() == [0, 1, 2, 3]
 
 
 # -- bad input: one line, exit 2, before or instead of a JVM trace ---------------------
