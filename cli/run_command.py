@@ -77,6 +77,12 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{t['best_static']:.3f} ({t['best_static_plan']}), worst static "
               f"{t['worst_static']:.3f} ({t['worst_static_plan']})")
     print(f"wrote {result.out / 'report.md'}")
+    dropped = s.get("late_tuples", 0) + s.get("untimed_tuples", 0)
+    if dropped and not args.allow_late:
+        raise CqoptError(f"{dropped} tuples were not run ({s.get('late_tuples', 0)} late, of "
+                         f"rounds that had already run; {s.get('untimed_tuples', 0)} without a "
+                         f"time); see {result.out / 'report.md'}; pass --allow-late to accept "
+                         "dropped tuples")
     return 0
 
 
@@ -105,6 +111,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--shadow", action="store_true",
                    help="also run every other candidate plan on each round and time it")
     p.add_argument("--max-rounds", type=int, metavar="N", help="stop after N rounds")
+    p.add_argument("--allow-late", action="store_true",
+                   help="exit 0 even when tuples were dropped (late: their round had already "
+                        "run; or without a time); they are counted in the report either way")
     p.add_argument("--tolerance", type=float, default=0.10,
                    help="relative noise tolerance of measured fidelity (default 0.10)")
     p.add_argument("--tolerance-ms", type=float, default=50.0,

@@ -447,6 +447,11 @@ class AdaptiveRun:
 
         stream = self.catalog.stream(source.stream)
         where = f"--source {source.stream}={source.path}"
+        time_names = [c.name for c in stream.columns if c.type == "timestamp"][:1]
+        time_names += list(_TIME_NAMES)
+        # Every file readable and of the stream's layout, before Spark reads one.
+        _check_layouts(source, _file_columns(source), [c.name for c in stream.columns],
+                       time_names)
         if source.kind == "parquet":
             schema = self.spark.read.parquet(source.path).schema
         else:
@@ -461,8 +466,6 @@ class AdaptiveRun:
                                           _spark_type(SPARK_TYPES[col.type])))
             schema = StructType(fields)
         names = [f.name for f in schema.fields]
-        time_names = [c.name for c in stream.columns if c.type == "timestamp"][:1]
-        time_names += list(_TIME_NAMES)
         by_lower = {f.name.lower(): f for f in schema.fields}
         time_column = next((by_lower[n.lower()] for n in time_names if n.lower() in by_lower),
                            None)
@@ -942,6 +945,58 @@ def _spark_type(name: str):
 
     return {"long": T.LongType(), "double": T.DoubleType(), "boolean": T.BooleanType(),
             "string": T.StringType()}[name]
+
+
+def _file_columns(source: Source) -> dict[str, list[str]]:
+    """Each file of a source directory -> its columns (a Parquet footer, a CSV header).
+
+    Raises
+    ------
+    StreamingRunError
+        A file that is not readable Parquet (corrupt, truncated): Spark would
+        fail on it only when its micro-batch runs.
+    """
+    import pyarrow.parquet as pq
+
+    layouts = {}
+    for path in sorted(Path(source.path).iterdir()):
+        name = path.name.lower()
+        if name.startswith((".", "_")):
+            continue
+        if source.kind == "parquet" and name.endswith(".parquet"):
+            try:
+                layouts[path.name] = pq.read_schema(path).names
+            except (OSError, ValueError) as err:
+                raise StreamingRunError(
+                    f"--source {source.stream}={source.path}: file {path.name} is not a "
+                    f"readable Parquet file ({str(err).splitlines()[0][:120]}); move it out of "
+                    "the directory (or repair it) and rerun with the same --out") from None
+        elif source.kind == "csv" and name.endswith((".csv", ".csv.gz")):
+            layouts[path.name] = _csv_header(path)
+    return layouts
+
+
+def _check_layouts(source: Source, layouts: Mapping[str, list[str]], columns: list[str],
+                   time_names: list[str]) -> None:
+    """Every file has a time column (one of ``time_names``) and no column the stream lacks.
+
+    Spark would read a file of another layout as tuples without a time;
+    files arriving once the run is going are counted as such instead.
+    """
+    times = {c.lower() for c in time_names}
+    known = {c.lower() for c in columns} | times
+    for name, have in layouts.items():
+        lower = [c.lower() for c in have]
+        unknown = [c for c, low in zip(have, lower) if low not in known]
+        timed = bool(times.intersection(lower))
+        if timed and not unknown:
+            continue
+        what = (f"has no time column (one of {', '.join(time_names)})" if not timed
+                else f"column {unknown[0]} is not a column of stream {source.stream} in the "
+                     "catalog")
+        raise StreamingRunError(f"--source {source.stream}={source.path}: file {name}: {what} "
+                                f"(its columns: {', '.join(have)}); fix the catalog, or move "
+                                "the file out of the directory and rerun with the same --out")
 
 
 def _csv_header(path: Path) -> list[str]:

@@ -267,3 +267,122 @@ def test_generate_writes_one_file_per_round(examples, tmp_path, capsys):
     for stream, parts in frames.items():
         for r, part in enumerate(parts):
             assert all(round_of(t, origin, 1.0) == r for t in part.ts)
+
+
+# -- input a user copied, edited or mixed: no round lost or doubled ------------------------
+def _per_round(trace: pd.DataFrame, folder: Path) -> float:
+    """The trace as one Parquet file per round; round 0's start."""
+    start = float(trace.ts.min())
+    write_trace_per_round(trace, folder, W, start=start)
+    return start
+
+
+@pytest.mark.spark
+def test_files_copied_out_of_round_order_lose_no_round(spark, setting, tmp_path):
+    trace = setting["trace"]
+    start = _per_round(trace, tmp_path / "TCP")
+    # A plain cp gives the files modification times in no round order: here the last
+    # round's file looks oldest and round 0's newest.
+    parts = sorted((tmp_path / "TCP").glob("part-*.parquet"))
+    now = time.time()
+    for age, part in enumerate(parts):
+        os.utime(part, (now - age, now - age))
+    from cqopt.spark.streaming import Source
+
+    result = _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")})
+    expected = _expected(trace, start)
+    assert result.rounds["round"].tolist() == sorted(expected)
+    assert result.rounds["rows_in:TCP"].tolist() == [expected[r][0] for r in sorted(expected)]
+    assert result.rounds["rows_out"].tolist() == [expected[r][1] for r in sorted(expected)]
+    assert result.summary["late_tuples"] == 0 and result.pending == []
+
+
+@pytest.mark.spark
+def test_a_clock_jump_back_is_counted_late_and_fails_the_run_unless_allowed(
+        spark, setting, run_args, tmp_path, capsys):
+    trace = setting["trace"]
+    start = float(trace.ts.min())
+    _per_round(trace[trace.ts < start + 3], tmp_path / "TCP")  # rounds 0, 1, 2
+    source = ("--source", f"TCP={tmp_path / 'TCP'}")
+    assert main(run_args(*source)) == 0
+    # A later file of round 3 whose clock jumped back: 5 tuples stamped in round 1.
+    round3 = trace[(trace.ts >= start + 3) & (trace.ts < start + 4)]
+    back = trace[(trace.ts >= start + 1) & (trace.ts < start + 2)].head(5)
+    pd.concat([round3, back]).to_parquet(tmp_path / "TCP" / "part-00003.parquet",
+                                         index=False)
+    err = _error(run_args(*source), capsys)
+    assert "5 tuples were not run (5 late" in err and "--allow-late" in err
+    assert main(run_args(*source, "--allow-late")) == 0
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["late_tuples"] == 5 and report["rounds"] == 4
+    log = pd.read_csv(tmp_path / "run" / "rounds.csv")
+    assert log["round"].tolist() == [0, 1, 2, 3]
+    assert log["rows_in:TCP"].tolist()[3] == len(round3)
+    assert log["rows_in:TCP"].tolist()[1] == _expected(trace, start)[1][0]
+
+
+@pytest.mark.spark
+def test_a_corrupt_file_is_named_before_any_round_runs(spark, setting, run_args, tmp_path,
+                                                       capsys):
+    _per_round(setting["trace"], tmp_path / "TCP")
+    (tmp_path / "TCP" / "part-00002.parquet").write_bytes(b"PAR1 not really")
+    err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
+    assert "file part-00002.parquet is not a readable Parquet file" in err
+    assert not list((tmp_path / "run").glob("log/round-*.json"))
+
+
+@pytest.mark.spark
+def test_a_file_of_another_layout_is_named(spark, setting, run_args, tmp_path, capsys):
+    _per_round(setting["trace"], tmp_path / "TCP")
+    pd.DataFrame({"time_s": [9.0], "dest_host": [2]}).to_parquet(
+        tmp_path / "TCP" / "part-00009.parquet")
+    err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
+    assert "file part-00009.parquet: has no time column" in err
+
+
+@pytest.mark.spark
+def test_a_file_deleted_while_its_round_is_pending_loses_nothing(spark, setting, tmp_path):
+    from cqopt.spark.streaming import Source
+
+    trace = setting["trace"]
+    start = _per_round(trace, tmp_path / "TCP")
+    sources = {"TCP": Source.files("TCP", tmp_path / "TCP")}
+    first = _run(setting, tmp_path / "run", sources, max_rounds=2)
+    assert first.rounds["round"].tolist() == [0, 1] and first.pending == [2, 3, 4]
+    (tmp_path / "TCP" / "part-00003.parquet").unlink()  # its tuples were kept by the run
+    result = _run(setting, tmp_path / "run", sources)
+    expected = _expected(trace, start)
+    assert result.rounds["round"].tolist() == [0, 1, 2, 3, 4]
+    assert result.rounds["rows_in:TCP"].tolist() == [expected[r][0] for r in range(5)]
+    assert result.rounds["rows_out"].tolist() == [expected[r][1] for r in range(5)]
+
+
+@pytest.mark.spark
+def test_a_round_with_tuples_of_only_some_streams_runs_once(spark, setting, tmp_path):
+    """Q2 (TCP, UDP, SF) where UDP sends nothing in round 1 and stops a round early."""
+    from cqopt.spark.streaming import AdaptiveRun, Source
+
+    catalog = setting["catalog"]
+    specs = dict((s.name, q) for s, q in workload_specs(
+        load_workload(Path(__file__).resolve().parent.parent / "examples" / "workload.toml"),
+        catalog))
+    traces = {name: generate_trace(catalog.stream(name), 4.0, seed=i, mean_rate=200)
+              for i, name in enumerate(("TCP", "UDP", "SF"))}
+    start = min(float(t.ts.min()) for t in traces.values())
+    udp = traces["UDP"]
+    traces["UDP"] = udp[((udp.ts < start + 1) | (udp.ts >= start + 2)) & (udp.ts < start + 3)]
+    for name, trace in traces.items():
+        write_trace_per_round(trace, tmp_path / name, W, start=start)
+    run = AdaptiveRun(spark, "Q2", specs["Q2"], setting["charts"]["Q2"], catalog,
+                      {n: Source.files(n, tmp_path / n) for n in traces}, tmp_path / "run",
+                      window_s=W, start=start, progress=lambda _: None)
+    result = run.run()
+    log = result.rounds
+    top = max(round_of(float(t.ts.max()), start, W) for t in traces.values())
+    assert log["round"].tolist() == list(range(top + 1))
+    for name, trace in traces.items():
+        counts = _expected(trace.assign(dest_host=0), start)
+        assert log[f"rows_in:{name}"].tolist() == [counts.get(r, (0, 0))[0]
+                                                   for r in range(top + 1)]
+    assert log["rows_in:UDP"][1] == 0 and log["rows_out"][1] == 0
+    assert log["rows_in:UDP"][3] == 0 and log["rows_in:TCP"][3] > 0
