@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     from cqopt.optimizer.logical import ContinuousQuery
 
 STATE_VERSION = 2
+LAG_ROUNDS = 10  # a lag that grows this many rounds in a row is warned about
 TRIGGERS = ("once", "available-now")
 RATE_DOMAIN = 1000
 _TIME_NAMES = ("ts", "timestamp", "time")
@@ -693,6 +694,7 @@ class AdaptiveRun:
         """
         from cqopt.spark.round_stats import round_statistics
 
+        newest = stop - 1  # the newest complete round, which the lag is measured against
         if self.max_rounds is not None:
             stop = min(stop, self.max_rounds)
         first = self.next_round
@@ -703,10 +705,10 @@ class AdaptiveRun:
                                  rounds=stop)
         for r in range(first, stop):
             observed = {name: float(table[name].iloc[r]) for name in self.query.statistics}
-            self._run_round(r, tuples, observed, batch_id)
+            self._run_round(r, tuples, observed, batch_id, lag_s=(newest - r) * self.window_s)
 
     def _run_round(self, r: int, tuples: dict[str, DataFrame], observed: dict[str, float],
-                   batch_id: int | None) -> None:
+                   batch_id: int | None, lag_s: float) -> None:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
@@ -740,10 +742,16 @@ class AdaptiveRun:
             "cell": list(outcome.cell), "plan": outcome.plan_id,
             "chart_plan": outcome.chart_plan_id, "move": outcome.move,
             "switch": outcome.switch, "rows_out": rows_out, "plan_seconds": seconds,
-            "shadow_seconds": shadow, "batch": batch_id, "finished_at": time.time(),
+            "shadow_seconds": shadow, "batch": batch_id, "lag_s": lag_s,
+            "finished_at": time.time(),
         }
         _write_json(self.out / "log" / f"round-{r:06d}.json", record)
         self.records.append(record)
+        growth = lag_growth([rec.get("lag_s", 0.0) for rec in self.records[-LAG_ROUNDS - 1:]])
+        if growth >= LAG_ROUNDS:
+            self.progress(f"{self.name}: warning: the lag grew {growth} rounds in a row, to "
+                          f"{lag_s:.1f} s behind the newest complete round: the run does not "
+                          "keep up with its input")
         note = " (no tuples)" if record["empty"] else ""
         fastest = f", fastest {min(shadow, key=shadow.get)}" if shadow else ""
         self.progress(f"{self.name}: round {r}{note}: {outcome.plan_id}"
@@ -790,6 +798,21 @@ class AdaptiveRun:
 
 
 # -- the round log and its summary -------------------------------------------------------
+def lag_growth(lags: list[float]) -> int:
+    """How many rounds in a row, up to the last, the lag grew.
+
+    >>> lag_growth([0.0, 1.0, 0.0, 1.0, 2.0, 3.0]), lag_growth([2.0, 1.0]), lag_growth([])
+    (3, 0, 0)
+    """
+    grew = 0
+    for before, after in zip(lags[::-1][1:], lags[::-1]):
+        if not after > before:
+            break
+        grew += 1
+    return grew
+
+
+
 def read_round_log(out: str | Path) -> list[dict[str, Any]]:
     """The round records of a run folder, in round order (one per round)."""
     records = []
@@ -830,6 +853,10 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
                            "moves": sum(r["move"] for r in records),
                            "plan_seconds_total": float(sum(r["plan_seconds"] for r in records)),
                            "rows_out_total": int(sum(r["rows_out"] for r in records))}
+    lags = [float(r.get("lag_s") or 0.0) for r in records]
+    out["lag_s"] = {"last": lags[-1] if lags else 0.0, "highest": max(lags, default=0.0)}
+    out["lag_warnings"] = sum(lag_growth(lags[max(0, i - LAG_ROUNDS):i + 1]) >= LAG_ROUNDS
+                              for i in range(len(lags)))
     for rec in records:
         out["plans_run"][rec["plan"]] = out["plans_run"].get(rec["plan"], 0) + 1
     if not records:
@@ -881,6 +908,9 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"{len(s.get('pending_rounds', []))}; late tuples: {s.get('late_tuples', 0)}; "
              f"tuples without a time: {s.get('untimed_tuples', 0)}",
              "- plans run: " + ", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()),
+             f"- lag behind the newest complete round: last {s['lag_s']['last']:.1f} s, "
+             f"highest {s['lag_s']['highest']:.1f} s; rounds where it had grown "
+             f"{LAG_ROUNDS} rounds in a row: {s['lag_warnings']}",
              f"- moves: {s['moves']}, switches: {s['switches']}",
              f"- chosen plans' wall time (result written to Parquet): "
              f"{s['plan_seconds_total']:.3f} s; rows out: {s['rows_out_total']}"]

@@ -90,6 +90,9 @@ def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path)
         assert len(written) == expected[r][1]
     # Observed statistics are the offline definitions: rate = tuples / W.
     assert np.allclose(log["observed:rate.TCP"], [expected[r][0] / W for r in range(5)])
+    # Lag: complete rounds waiting behind each one as it ran, times W (the third file,
+    # up to 4.5 s, completes rounds 2 and 3 at once).
+    assert log["lag_s"].tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]
     # Tuples kept for open rounds are gone once their rounds ran.
     assert not list((tmp_path / "run" / "pending").glob("batch-*"))
     summary = result.summary
@@ -250,6 +253,16 @@ def test_a_column_the_catalog_does_not_know(spark, run_args, tmp_path, capsys):
         tmp_path / "TCP" / "part-00000.parquet")
     err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
     assert "column colour is not a column of stream TCP" in err
+
+
+def test_a_lag_is_warned_about_once_it_grew_ten_rounds_in_a_row():
+    from cqopt.spark.streaming import LAG_ROUNDS, lag_growth
+
+    assert LAG_ROUNDS == 10
+    growing = [float(i) for i in range(12)]
+    assert lag_growth(growing[:10]) == 9 and lag_growth(growing[:11]) == 10
+    assert lag_growth(growing + [11.0]) == 0  # held: no longer growing
+    assert lag_growth([5.0, 0.0, 1.0]) == 1
 
 
 def test_generate_writes_one_file_per_round(examples, tmp_path, capsys):
