@@ -8,38 +8,55 @@ every round once it is complete:
 
 1. the round's statistics are observed with
    :func:`cqopt.spark.round_stats.round_statistics`, the implementation of the
-   offline statistics, on the round's tuples;
+   offline statistics, in one Spark job for every round a micro-batch
+   completes;
 2. an :class:`~cqopt.runtime.adaptive.AdaptiveQuery` estimates the round from
    the rounds before it and looks the estimate up in the chart (Algorithm 2,
    section 4.5), counting moves and switches;
 3. the chosen plan runs as a DataFrame (:func:`cqopt.spark.plan_frame.to_spark`)
    on the round's tuples, and its result is written to
-   ``OUT/results/round-NNNNNN.parquet``;
+   ``OUT/results/round-NNNNNN.parquet``, its rows counted on the way
+   (``DataFrame.observe``): one Spark job per round;
 4. one record goes to the round log ``OUT/log/round-NNNNNN.json`` (statistics
    observed and estimated, cell, plan, switch, rows in and out, the plan's
-   wall time); with ``shadow`` every candidate plan also runs on the round
-   (``write.format("noop")``: executed, then discarded) and its time is logged.
+   wall time, the lag); with ``shadow`` every candidate plan also runs on the
+   round (``write.format("noop")``: executed, then discarded) and its time is
+   logged.
 
 **Rounds and micro-batches.** A tuple's round is
 :func:`~cqopt.spark.round_stats.assign_round` of its timestamp, from the
-earliest timestamp of the first micro-batch (or ``start``). Micro-batch
-boundaries need not match round boundaries: each micro-batch's tuples are
-staged under ``OUT/pending/batch-B/_round=R/_stream=S`` and a round runs when
-it is complete, i.e. every stream of the query has shown a timestamp at or
-past the round's end (the earliest of the streams' latest timestamps, as
-Spark's default watermark policy takes the minimum); a partial round waits
-for the next micro-batch. The last round of a finite input therefore stays
-pending, as the offline statistics drop a trailing partial round. A tuple of
-a round that already ran arrives late: it is counted, not run.
+earliest timestamp of the first micro-batch (or ``start``). A file source
+reads every file there is per micro-batch (``max_files_per_trigger`` can
+limit that), so a backlog is one micro-batch, and Spark's order of files (by
+modification time, which a plain ``cp`` scrambles) does not matter. A round
+is complete when every stream of the query has shown a timestamp at or past
+the round's end (the earliest of the streams' latest timestamps, as Spark's
+default watermark policy takes the minimum). Per micro-batch: one job reads
+the batch into Spark's cache and finds each stream's time span, one computes
+the statistics of the rounds it completes, then one job per round. Tuples of
+rounds still open are staged under ``OUT/pending/batch-B`` (one Parquet,
+keyed by the batch id) and read with the next batch's; a stage is removed
+once its rounds ran. When a finite input ends (``once``, ``available-now``)
+the rounds still open run too, the last one included. A tuple of a round
+that already ran is late; one without a time (a file of another layout) is
+unusable: both are counted per micro-batch in the report, not run.
 
-**Restart safety.** Spark's checkpoint is ``OUT/checkpoint``; a micro-batch
-that was not committed runs again with the same tuples, and staging is keyed
-by its batch id. A round is done when its log record exists; its result is
-written before its record, each atomically (a scratch name, then a rename),
-so a killed run resumes at the next unfinished round and no round's output is
-lost or written twice. On resumption the logged rounds' observations are
-fed to a fresh :class:`AdaptiveQuery`, which therefore continues where it
-stopped.
+**Lag.** Each round's record holds its lag: the complete rounds waiting
+behind it when it ran, times ``W`` (0 when the run keeps up). A lag that grew
+``LAG_ROUNDS`` rounds in a row is warned about, and counted in the report.
+
+**Restart safety.** Spark's checkpoint (``OUT/checkpoint``) decides which
+files each micro-batch holds, and a batch not committed runs again with the
+same files. The sink is keyed by round: a round is done when its log record
+exists, its result is written before its record, each atomically (a scratch
+name, then a rename), and a replayed batch skips the rounds its first attempt
+logged. Spark commits a batch once it is handed back, so only the tuples of
+rounds still open need keeping, and only until those rounds run: that is
+the staging above (a backlog run to its end stages just its last round). A
+killed run therefore resumes at the next unfinished round and no round's
+output is lost or written twice. On resumption the logged rounds'
+observations are fed to a fresh :class:`AdaptiveQuery`, which therefore
+continues where it stopped.
 
 **The rate source** (a live demo): ``Source.rate("TCP", 200)`` is Spark's
 ``rate`` source at 200 rows/s; ``ts`` is its ``timestamp`` in seconds, and
