@@ -106,8 +106,8 @@ def add_parsers(sub) -> None:
                    help="run folder: results, round log, report, checkpoint; rerun with the "
                         "same --out to resume")
     p.add_argument("--trigger", default="available-now", metavar="once|available-now|SECONDS",
-                   help="Spark trigger (default available-now, one file per stream per "
-                        "micro-batch)")
+                   help="Spark trigger (default available-now: every file there is in one "
+                        "micro-batch, and the last round runs when the input ends)")
     p.add_argument("--shadow", action="store_true",
                    help="also run every other candidate plan on each round and time it")
     p.add_argument("--max-rounds", type=int, metavar="N", help="stop after N rounds")
