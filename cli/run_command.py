@@ -96,6 +96,12 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{t['best_static']:.3f} ({t['best_static_plan']}), worst static "
               f"{t['worst_static']:.3f} ({t['worst_static_plan']})")
     print(f"wrote {result.out / 'report.md'}")
+    dropped = s.get("late_tuples", 0) + s.get("untimed_tuples", 0)
+    if dropped and not args.allow_late:
+        raise CqoptError(f"{dropped} tuples were not run ({s.get('late_tuples', 0)} late, of "
+                         f"rounds that had already run; {s.get('untimed_tuples', 0)} without a "
+                         f"time); see {result.out / 'report.md'}; pass --allow-late to accept "
+                         "dropped tuples")
     return 0
 
 
@@ -132,12 +138,15 @@ def add_parsers(sub) -> None:
                    help="run folder: results, round log, report, checkpoint; rerun with the "
                         "same --out to resume")
     p.add_argument("--trigger", default="available-now", metavar="once|available-now|SECONDS",
-                   help="Spark trigger (default available-now, one file per stream per "
-                        "micro-batch)")
+                   help="Spark trigger (default available-now: every file there is in one "
+                        "micro-batch, and the last round runs when the input ends)")
     p.add_argument("--shadow", action="store_true",
                    help="also run every other candidate plan on each round and time it")
     p.add_argument("--max-rounds", type=number(integer=True, low=1), metavar="N",
                    help="stop after N rounds")
+    p.add_argument("--allow-late", action="store_true",
+                   help="exit 0 even when tuples were dropped (late: their round had already "
+                        "run; or without a time); they are counted in the report either way")
     p.add_argument("--tolerance", type=number(low=0), default=0.10,
                    help="relative noise tolerance of measured fidelity (default 0.10)")
     p.add_argument("--tolerance-ms", type=number(low=0), default=50.0,

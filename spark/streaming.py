@@ -8,38 +8,55 @@ every round once it is complete:
 
 1. the round's statistics are observed with
    :func:`cqopt.spark.round_stats.round_statistics`, the implementation of the
-   offline statistics, on the round's tuples;
+   offline statistics, in one Spark job for every round a micro-batch
+   completes;
 2. an :class:`~cqopt.runtime.adaptive.AdaptiveQuery` estimates the round from
    the rounds before it and looks the estimate up in the chart (Algorithm 2,
    section 4.5), counting moves and switches;
 3. the chosen plan runs as a DataFrame (:func:`cqopt.spark.plan_frame.to_spark`)
    on the round's tuples, and its result is written to
-   ``OUT/results/round-NNNNNN.parquet``;
+   ``OUT/results/round-NNNNNN.parquet``, its rows counted on the way
+   (``DataFrame.observe``): one Spark job per round;
 4. one record goes to the round log ``OUT/log/round-NNNNNN.json`` (statistics
    observed and estimated, cell, plan, switch, rows in and out, the plan's
-   wall time); with ``shadow`` every candidate plan also runs on the round
-   (``write.format("noop")``: executed, then discarded) and its time is logged.
+   wall time, the lag); with ``shadow`` every candidate plan also runs on the
+   round (``write.format("noop")``: executed, then discarded) and its time is
+   logged.
 
 **Rounds and micro-batches.** A tuple's round is
 :func:`~cqopt.spark.round_stats.assign_round` of its timestamp, from the
-earliest timestamp of the first micro-batch (or ``start``). Micro-batch
-boundaries need not match round boundaries: each micro-batch's tuples are
-staged under ``OUT/pending/batch-B/_round=R/_stream=S`` and a round runs when
-it is complete, i.e. every stream of the query has shown a timestamp at or
-past the round's end (the earliest of the streams' latest timestamps, as
-Spark's default watermark policy takes the minimum); a partial round waits
-for the next micro-batch. The last round of a finite input therefore stays
-pending, as the offline statistics drop a trailing partial round. A tuple of
-a round that already ran arrives late: it is counted, not run.
+earliest timestamp of the first micro-batch (or ``start``). A file source
+reads every file there is per micro-batch (``max_files_per_trigger`` can
+limit that), so a backlog is one micro-batch, and Spark's order of files (by
+modification time, which a plain ``cp`` scrambles) does not matter. A round
+is complete when every stream of the query has shown a timestamp at or past
+the round's end (the earliest of the streams' latest timestamps, as Spark's
+default watermark policy takes the minimum). Per micro-batch: one job reads
+the batch into Spark's cache and finds each stream's time span, one computes
+the statistics of the rounds it completes, then one job per round. Tuples of
+rounds still open are staged under ``OUT/pending/batch-B`` (one Parquet,
+keyed by the batch id) and read with the next batch's; a stage is removed
+once its rounds ran. When a finite input ends (``once``, ``available-now``)
+the rounds still open run too, the last one included. A tuple of a round
+that already ran is late; one without a time (a file of another layout) is
+unusable: both are counted per micro-batch in the report, not run.
 
-**Restart safety.** Spark's checkpoint is ``OUT/checkpoint``; a micro-batch
-that was not committed runs again with the same tuples, and staging is keyed
-by its batch id. A round is done when its log record exists; its result is
-written before its record, each atomically (a scratch name, then a rename),
-so a killed run resumes at the next unfinished round and no round's output is
-lost or written twice. On resumption the logged rounds' observations are
-fed to a fresh :class:`AdaptiveQuery`, which therefore continues where it
-stopped.
+**Lag.** Each round's record holds its lag: the complete rounds waiting
+behind it when it ran, times ``W`` (0 when the run keeps up). A lag that grew
+``LAG_ROUNDS`` rounds in a row is warned about, and counted in the report.
+
+**Restart safety.** Spark's checkpoint (``OUT/checkpoint``) decides which
+files each micro-batch holds, and a batch not committed runs again with the
+same files. The sink is keyed by round: a round is done when its log record
+exists, its result is written before its record, each atomically (a scratch
+name, then a rename), and a replayed batch skips the rounds its first attempt
+logged. Spark commits a batch once it is handed back, so only the tuples of
+rounds still open need keeping, and only until those rounds run: that is
+the staging above (a backlog run to its end stages just its last round). A
+killed run therefore resumes at the next unfinished round and no round's
+output is lost or written twice. On resumption the logged rounds'
+observations are fed to a fresh :class:`AdaptiveQuery`, which therefore
+continues where it stopped.
 
 **The rate source** (a live demo): ``Source.rate("TCP", 200)`` is Spark's
 ``rate`` source at 200 rows/s; ``ts`` is its ``timestamp`` in seconds, and
@@ -82,6 +99,7 @@ from cqopt.replay.rounds import round_of
 from cqopt.runtime.adaptive import AdaptiveQuery
 from cqopt.spark.session import spark_errors, spark_message
 from cqopt.spark.trace_read import SPARK_TYPES
+from cqopt.output import write_atomic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -89,7 +107,8 @@ if TYPE_CHECKING:
 
     from cqopt.optimizer.logical import ContinuousQuery
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+LAG_ROUNDS = 10  # a lag that grows this many rounds in a row is warned about
 TRIGGERS = ("once", "available-now")
 RATE_DOMAIN = 1000
 _TIME_NAMES = ("ts", "timestamp", "time")
@@ -209,7 +228,7 @@ class AdaptiveRun:
                  chart: QueryChart, catalog: Catalog, sources: Mapping[str, Source],
                  out: str | Path, *, window_s: float, trigger: str | float = "available-now",
                  shadow: bool = False, max_rounds: int | None = None,
-                 max_files_per_trigger: int = 1, estimator: str = "decay", d: int = 5,
+                 max_files_per_trigger: int | None = None, estimator: str = "decay", d: int = 5,
                  decay: float = 0.5, policy: Mapping[str, Any] | None = None,
                  start: float | None = None, tolerance: Tolerance = Tolerance(),
                  progress: Callable[[str], None] | None = None):
@@ -240,8 +259,10 @@ class AdaptiveRun:
             Also run every other candidate plan on each round and time it.
         max_rounds : int, optional
             Stop once this many rounds have run in ``out`` (earlier runs count).
-        max_files_per_trigger : int
-            Files per micro-batch of each file source (1: one round file each).
+        max_files_per_trigger : int, optional
+            Files per micro-batch of each file source; default every file
+            there is (a backlog is one micro-batch, whatever order the files'
+            modification times give them).
         estimator, d, decay :
             As :class:`~cqopt.runtime.adaptive.AdaptiveQuery`.
         policy : Mapping, optional
@@ -271,7 +292,8 @@ class AdaptiveRun:
         self.sources = _match_sources(sources, self.streams, name)
         if max_rounds is not None and not (isinstance(max_rounds, int) and max_rounds >= 1):
             raise StreamingRunError(f"--max-rounds {max_rounds}: needs a whole number >= 1")
-        if not (isinstance(max_files_per_trigger, int) and max_files_per_trigger >= 1):
+        if max_files_per_trigger is not None and not (
+                isinstance(max_files_per_trigger, int) and max_files_per_trigger >= 1):
             raise StreamingRunError(f"max_files_per_trigger {max_files_per_trigger}: needs a "
                                     "whole number >= 1")
         if not (math.isfinite(self.window_s) and self.window_s > 0):
@@ -315,7 +337,8 @@ class AdaptiveRun:
             raise StreamingRunError(f"--out {self.out}: exists and is not a cqopt run folder "
                                     "(no state.json); cqopt leaves it alone: pick a new --out")
         self.out.mkdir(parents=True, exist_ok=True)
-        state = {**identity, "start": start, "seen": {}, "late": {}, "empty_batches": []}
+        state = {**identity, "start": start, "seen": {}, "late": {}, "untimed": {},
+                 "pending": {}, "empty_batches": []}
         _write_json(state_file, state)
         return state
 
@@ -383,6 +406,7 @@ class AdaptiveRun:
                 handle.awaitTermination(0.5)
         except KeyboardInterrupt:
             self.stopped_by = "interrupted (Ctrl-C)"
+            self.stop_requested.set()
             self.progress(f"{self.name}: interrupted; stopping, every finished round is kept")
             handle.stop()
         except Exception as err:  # StreamingQueryException: the batch's own error first
@@ -392,6 +416,8 @@ class AdaptiveRun:
                                     f"{spark_message(err)}") from None
         if self.error is not None:
             raise self.error
+        if self.trigger in TRIGGERS and not self.stop_requested.is_set():
+            self._finish_input()
         return self.report()
 
     def _read_stream(self, source: Source) -> DataFrame:
@@ -408,8 +434,9 @@ class AdaptiveRun:
                 columns.append(value.alias(f"{stream.name}__{col.name}"))
             return raw.select(*columns)
         schema, time_column = self._file_schema(source)
-        reader = (self.spark.readStream.schema(schema)
-                  .option("maxFilesPerTrigger", self.max_files))
+        reader = self.spark.readStream.schema(schema)
+        if self.max_files is not None:
+            reader = reader.option("maxFilesPerTrigger", self.max_files)
         if source.kind == "csv":
             raw = reader.option("header", True).option("enforceSchema", False).csv(source.path)
         else:
@@ -439,6 +466,11 @@ class AdaptiveRun:
 
         stream = self.catalog.stream(source.stream)
         where = f"--source {source.stream}={source.path}"
+        time_names = [c.name for c in stream.columns if c.type == "timestamp"][:1]
+        time_names += list(_TIME_NAMES)
+        # Every file readable and of the stream's layout, before Spark reads one.
+        _check_layouts(source, _file_columns(source), [c.name for c in stream.columns],
+                       time_names)
         if source.kind == "parquet":
             schema = self.spark.read.parquet(source.path).schema
         else:
@@ -453,8 +485,6 @@ class AdaptiveRun:
                                           _spark_type(SPARK_TYPES[col.type])))
             schema = StructType(fields)
         names = [f.name for f in schema.fields]
-        time_names = [c.name for c in stream.columns if c.type == "timestamp"][:1]
-        time_names += list(_TIME_NAMES)
         by_lower = {f.name.lower(): f for f in schema.fields}
         time_column = next((by_lower[n.lower()] for n in time_names if n.lower() in by_lower),
                            None)
@@ -480,13 +510,11 @@ class AdaptiveRun:
     def _batch(self, batch: DataFrame, batch_id: int) -> None:
         stopping = self.stop_requested.is_set()
         try:
-            # Staged even when stopping: Spark commits the batch when this returns, so
-            # its tuples must be kept for a later run.
+            # Taken even when stopping: Spark commits the batch when this returns, so
+            # its tuples of rounds not yet run must be kept for a later run.
             with spark_errors(f"Spark failed on micro-batch {batch_id} of {self.name}",
-                              StreamingRunError):
-                self._stage(batch, batch_id)
-                if not self.stop_requested.is_set():
-                    self._run_complete_rounds()
+                              StreamingRunError, hint=_file_hint):
+                self._take(batch, batch_id)
         except BaseException as err:
             # A batch begun after the stop was asked for is interrupted by the stop itself;
             # it is not committed, so a later run reads it again: no error of the run's.
@@ -495,8 +523,14 @@ class AdaptiveRun:
             self.stop_requested.set()
             raise
 
-    def _stage(self, batch: DataFrame, batch_id: int) -> None:
-        """Keep the batch's tuples of unfinished rounds under pending/, keyed by batch id."""
+    def _take(self, batch: DataFrame, batch_id: int) -> None:
+        """Run the rounds the batch completes; stage its tuples of rounds still open.
+
+        Spark jobs: one over the batch (each stream's time span and its dropped
+        tuples, which also fills the batch's cache), one for the statistics of
+        every round it completes, then one per round (the plan's write), and a
+        write of the open rounds' tuples when some remain.
+        """
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
@@ -504,115 +538,220 @@ class AdaptiveRun:
 
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            if self.state["start"] is None:  # the first tuples fix round 0 (one more job)
-                first = batch.agg(F.min("ts")).collect()[0][0]
-                if first is not None:
-                    self.state["start"] = float(first)
-            start = self.state["start"] if self.state["start"] is not None else 0.0
-            tagged = batch.withColumn("_round", assign_round(F.col("ts"), start, self.window_s))
-            span = {r["_stream"]: r for r in tagged.groupBy("_stream").agg(
-                F.max("ts").alias("hi"),
-                F.sum(F.when(F.col("_round") < self.next_round, 1).otherwise(0))
-                .alias("late")).collect()}
-            if not span:
+            start = self.state["start"]
+            # Rounds this batch already ran before a kill: its replay skips them quietly;
+            # tuples of rounds run by earlier batches are late.
+            replayed = [r["round"] for r in self.records if r.get("batch") == batch_id]
+            cut = min(replayed) if replayed else self.next_round
+            late = (F.lit(0) if start is None else
+                    F.when(assign_round(F.col("ts"), start, self.window_s) < cut, 1)
+                    .otherwise(0))
+            spans = {row["_stream"]: row for row in batch.groupBy("_stream").agg(
+                F.min("ts").alias("lo"), F.max("ts").alias("hi"),
+                F.sum(F.when(F.col("ts").isNull(), 1).otherwise(0)).alias("untimed"),
+                F.sum(late).alias("late")).collect()}
+            if not spans:
                 self.progress(f"{self.name}: micro-batch {batch_id} holds no tuple")
                 if batch_id not in self.state["empty_batches"]:
                     self.state["empty_batches"].append(batch_id)
                     self._save_state()
                 return
-            late = sum(int(r["late"]) for r in span.values())
-            scratch = self.out / "pending" / f".tmp-batch-{batch_id:06d}"
-            final = self.out / "pending" / f"batch-{batch_id:06d}"
-            _remove(scratch)
-            (tagged.where(F.col("_round") >= self.next_round)
-             .write.partitionBy("_round", "_stream").parquet(str(scratch)))
-            _replace(scratch, final)
-            for stream, row in span.items():
+            self._count_dropped(batch_id, spans)
+            timed = {s: row for s, row in spans.items() if row["hi"] is not None}
+            if not timed:
+                return
+            if start is None:  # the first tuples fix round 0
+                start = self.state["start"] = float(min(r["lo"] for r in timed.values()))
+            for stream, row in timed.items():
                 seen = self.state["seen"].get(stream)
-                self.state["seen"][stream] = max(float(row["hi"]), seen if seen is not None
-                                                 else -math.inf)
-            self.state["late"][str(batch_id)] = int(late)
-            if late:
-                self.progress(f"{self.name}: micro-batch {batch_id}: {late} tuples of rounds "
-                              "that already ran arrived late; not run")
+                self.state["seen"][stream] = max(float(row["hi"]), -math.inf if seen is None
+                                                 else seen)
+            self._save_state()  # before any round runs: a resumed run needs round 0's start
+            tagged = batch.where(F.col("ts").isNotNull()).withColumn(
+                "_round", assign_round(F.col("ts"), start, self.window_s))
+            self._run_rounds(tagged, batch_id, self._complete_round())
+            top = max(round_of(float(r["hi"]), start, self.window_s) for r in timed.values())
+            if top >= self.next_round:
+                self._stage(tagged, batch_id, top)
+            self._drop_finished_stages()
             self._save_state()
+            if self._reached_max():
+                # Asked only now: a stop during the batch would interrupt its staging.
+                self.stop_requested.set()
         finally:
             batch.unpersist()
 
-    def _run_complete_rounds(self) -> None:
+    def _count_dropped(self, batch_id: int, spans: Mapping[str, Any]) -> None:
+        """Late tuples (of rounds already run) and tuples without a time: counted per batch."""
+        late = int(sum(int(r["late"] or 0) for r in spans.values()))
+        untimed = {s: int(r["untimed"] or 0) for s, r in spans.items() if r["untimed"]}
+        key = str(batch_id)
+        if late:
+            self.state["late"][key] = late
+            self.progress(f"{self.name}: micro-batch {batch_id}: {late} tuples of rounds that "
+                          "already ran arrived late; not run (counted in the report)")
+        if untimed:
+            self.state["untimed"][key] = sum(untimed.values())
+            for stream, n in untimed.items():
+                self.progress(f"{self.name}: micro-batch {batch_id}: {n} tuples of {stream} "
+                              "have no time (a file of another schema?); not run (counted in "
+                              "the report)")
+
+    def _complete_round(self) -> int:
+        """The first round not known complete: every stream has shown a later time."""
         seen = self.state["seen"]
         if any(s not in seen for s in self.streams):
-            return  # a stream has shown no tuple yet: no round can be known complete
+            return self.next_round  # a stream has shown no tuple yet
         watermark = min(seen[s] for s in self.streams)
-        complete = round_of(watermark, self.state["start"], self.window_s)
-        while self.next_round < complete:
-            if self.max_rounds is not None and self.next_round >= self.max_rounds:
-                self.stopped_by = f"max rounds ({self.max_rounds})"
-                self.stop_requested.set()
-                return
-            self._run_round(self.next_round)
+        return round_of(watermark, self.state["start"], self.window_s)
+
+    def _reached_max(self) -> bool:
+        """Whether ``max_rounds`` have run (the stop is asked for once the batch is kept)."""
         if self.max_rounds is not None and self.next_round >= self.max_rounds:
             self.stopped_by = f"max rounds ({self.max_rounds})"
-            self.stop_requested.set()
+            return True
+        return False
 
-    def _round_frames(self, r: int) -> dict[str, DataFrame]:
-        from pyspark import StorageLevel
+    # -- pending tuples ---------------------------------------------------------------
+    def _stage(self, tagged: DataFrame, batch_id: int, top: int) -> None:
+        """Keep the batch's tuples of rounds not yet run, as one Parquet keyed by batch id.
+
+        Spark commits the batch once it is handed back, so these tuples exist
+        nowhere else Spark would read again; a stage is removed once every
+        round it holds has run.
+        """
         from pyspark.sql import functions as F
 
+        scratch = self.out / "pending" / f".tmp-batch-{batch_id:06d}"
+        final = self.out / "pending" / f"batch-{batch_id:06d}"
+        _remove(scratch)
+        tagged.where(F.col("_round") >= self.next_round).write.parquet(str(scratch))
+        _replace(scratch, final)
+        self.state["pending"][str(batch_id)] = [self.next_round, top]
+
+    def _staged(self, first: int, stop: int) -> list[str]:
+        """The stages holding tuples of rounds ``first <= r < stop``."""
+        paths = []
+        for batch_id, (lo, hi) in sorted(self.state["pending"].items()):
+            if lo < stop and hi >= first:
+                path = self.out / "pending" / f"batch-{int(batch_id):06d}"
+                if not path.exists():
+                    raise StreamingRunError(
+                        f"--out {self.out}: the pending tuples of rounds {lo}..{hi} "
+                        f"({path.name}) were deleted; they cannot be run again: use a new "
+                        "--out")
+                paths.append(str(path))
+        return paths
+
+    def _drop_finished_stages(self) -> None:
+        for batch_id, (_, hi) in list(self.state["pending"].items()):
+            if hi < self.next_round:
+                _remove(self.out / "pending" / f"batch-{int(batch_id):06d}")
+                del self.state["pending"][batch_id]
+
+    def _finish_input(self) -> None:
+        """The input has ended: every round up to the last tuple's runs, the last one too."""
+        seen = self.state["seen"]
+        if self.state["start"] is None or not seen:
+            return
+        top = max(round_of(t, self.state["start"], self.window_s) for t in seen.values())
+        if top < self.next_round:
+            return
+        with spark_errors(f"Spark failed on the last rounds of {self.name}",
+                          StreamingRunError, hint=_file_hint):
+            self._run_rounds(None, None, top + 1)
+            self._drop_finished_stages()
+            self._save_state()
+        self._reached_max()
+
+    # -- rounds -------------------------------------------------------------------------
+    def _round_tuples(self, tagged: DataFrame | None, first: int,
+                      stop: int) -> dict[str, DataFrame]:
+        """Each stream's tuples of rounds ``first <= r < stop``: the batch's and the stages'.
+
+        Columns ``ts``, ``_round`` and the stream's catalog columns.
+        """
+        from pyspark.sql import functions as F
+
+        parts = [] if tagged is None else [tagged]
+        staged = self._staged(first, stop)
+        if staged:
+            parts.append(self.spark.read.parquet(*staged))
         frames = {}
         for stream_name in self.streams:
-            stream = self.catalog.stream(stream_name)
-            parts = sorted(str(p) for p in (self.out / "pending").glob(
-                f"batch-*/_round={r}/_stream={stream_name}"))
-            columns = [c for c in stream.columns if c.name.lower() != "ts"]
-            if parts:
-                raw = self.spark.read.parquet(*parts)
-                frame = raw.select(F.col("ts"), *[F.col(f"`{stream_name}__{c.name}`")
+            columns = [c for c in self.catalog.stream(stream_name).columns
+                       if c.name.lower() != "ts"]
+            selected = [part.where((F.col("_stream") == stream_name)
+                                   & F.col("_round").between(first, stop - 1))
+                        .select("ts", "_round", *[F.col(f"`{stream_name}__{c.name}`")
                                                   .alias(c.name) for c in columns])
+                        for part in parts]
+            if selected:
+                frame = selected[0]
+                for other in selected[1:]:
+                    frame = frame.unionByName(other)
             else:
                 frame = self.spark.createDataFrame([], self._stream_schema(stream_name))
-            frames[stream_name] = frame.persist(StorageLevel.MEMORY_AND_DISK)
+            frames[stream_name] = frame
         return frames
 
     def _stream_schema(self, stream_name: str) -> StructType:
-        from pyspark.sql.types import DoubleType, StructField, StructType
+        from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
         stream = self.catalog.stream(stream_name)
-        return StructType([StructField("ts", DoubleType())] + [
-            StructField(c.name, _spark_type(SPARK_TYPES[c.type]))
-            for c in stream.columns if c.name.lower() != "ts"])
+        return StructType([StructField("ts", DoubleType()), StructField("_round", LongType())]
+                          + [StructField(c.name, _spark_type(SPARK_TYPES[c.type]))
+                             for c in stream.columns if c.name.lower() != "ts"])
 
-    def _run_round(self, r: int) -> None:
-        from cqopt.spark.plan_frame import to_spark
+    def _run_rounds(self, tagged: DataFrame | None, batch_id: int | None, stop: int) -> None:
+        """Run rounds ``next_round <= r < stop`` (up to ``max_rounds``), one by one.
+
+        Their statistics come from one Spark job over all of them; each round
+        is then one job: its plan's result written, its row count observed on
+        the way (no re-read).
+        """
         from cqopt.spark.round_stats import round_statistics
 
+        newest = stop - 1  # the newest complete round, which the lag is measured against
+        if self.max_rounds is not None:
+            stop = min(stop, self.max_rounds)
+        first = self.next_round
+        if stop <= first:
+            return
+        tuples = self._round_tuples(tagged, first, stop)
+        table = round_statistics(self.query, tuples, self.window_s, start=self.state["start"],
+                                 rounds=stop)
+        for r in range(first, stop):
+            observed = {name: float(table[name].iloc[r]) for name in self.query.statistics}
+            self._run_round(r, tuples, observed, batch_id, lag_s=(newest - r) * self.window_s)
+
+    def _run_round(self, r: int, tuples: dict[str, DataFrame], observed: dict[str, float],
+                   batch_id: int | None, lag_s: float) -> None:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        from cqopt.spark.plan_frame import to_spark
+
         round_start = self.state["start"] + r * self.window_s
-        frames = self._round_frames(r)
+        # The round's tuples per stream: its observed rate times W.
+        rows_in = {s: int(round(observed[rate_name(s)] * self.window_s)) for s in self.streams}
+        # A round without tuples defines no selectivity: the estimators see what was
+        # observed (as in cqopt.replay.replay).
+        outcome = self.adaptive.step(_observed({"observed": observed},
+                                               self.adaptive.statistics))
+        frames = {s: df.where(F.col("_round") == r).drop("_round") for s, df in tuples.items()}
+        if self.shadow:  # every candidate reads the round: read it once
+            frames = {s: df.persist(StorageLevel.MEMORY_AND_DISK) for s, df in frames.items()}
         try:
-            observed_table = round_statistics(self.query, frames, self.window_s,
-                                              start=round_start, rounds=1)
-            observed = {name: float(observed_table[name].iloc[0])
-                        for name in self.query.statistics}
-            # The round's tuples per stream: its observed rate times W.
-            rows_in = {s: int(round(observed[rate_name(s)] * self.window_s))
-                       for s in self.streams}
-            # A round without tuples defines no selectivity: the estimators see what
-            # was observed (as in cqopt.replay.replay).
-            outcome = self.adaptive.step(_observed({"observed": observed},
-                                                   self.adaptive.statistics))
-            plan = outcome.plan
-            scratch = self.out / "results" / f".tmp-round-{r:06d}.parquet"
-            final = self.out / "results" / f"round-{r:06d}.parquet"
-            _remove(scratch)
             began = time.perf_counter()
-            to_spark(plan, frames, query=self.query).write.parquet(str(scratch))
+            rows_out = _write_result(to_spark(outcome.plan, frames, query=self.query),
+                                     self.out / "results" / f"round-{r:06d}.parquet")
             seconds = time.perf_counter() - began
-            _replace(scratch, final)
-            rows_out = int(self.spark.read.parquet(str(final)).count())
             shadow = self._shadow(frames, r) if self.shadow else {}
         finally:
-            for frame in frames.values():
-                frame.unpersist()
+            if self.shadow:
+                for frame in frames.values():
+                    frame.unpersist()
         record = {
             "round": r, "start": round_start, "end": round_start + self.window_s,
             "rows_in": rows_in, "empty": not any(rows_in.values()),
@@ -621,14 +760,16 @@ class AdaptiveRun:
             "cell": list(outcome.cell), "plan": outcome.plan_id,
             "chart_plan": outcome.chart_plan_id, "move": outcome.move,
             "switch": outcome.switch, "rows_out": rows_out, "plan_seconds": seconds,
-            "shadow_seconds": shadow, "finished_at": time.time(),
+            "shadow_seconds": shadow, "batch": batch_id, "lag_s": lag_s,
+            "finished_at": time.time(),
         }
         _write_json(self.out / "log" / f"round-{r:06d}.json", record)
         self.records.append(record)
-        for part in (self.out / "pending").glob(f"batch-*/_round={r}"):
-            _remove(part)
-            if not any(p.name.startswith("_round=") for p in part.parent.iterdir()):
-                _remove(part.parent)  # every round of the batch has run
+        growth = lag_growth([rec.get("lag_s", 0.0) for rec in self.records[-LAG_ROUNDS - 1:]])
+        if growth >= LAG_ROUNDS:
+            self.progress(f"{self.name}: warning: the lag grew {growth} rounds in a row, to "
+                          f"{lag_s:.1f} s behind the newest complete round: the run does not "
+                          "keep up with its input")
         note = " (no tuples)" if record["empty"] else ""
         fastest = f", fastest {min(shadow, key=shadow.get)}" if shadow else ""
         self.progress(f"{self.name}: round {r}{note}: {outcome.plan_id}"
@@ -665,6 +806,7 @@ class AdaptiveRun:
             pending = list(range(self.next_round, top + 1))
         summary.update({"stopped_by": self.stopped_by, "pending_rounds": pending,
                         "late_tuples": int(sum(self.state["late"].values())),
+                        "untimed_tuples": int(sum(self.state["untimed"].values())),
                         "empty_micro_batches": len(self.state["empty_batches"]),
                         "window_s": self.window_s, "start": self.state["start"]})
         _write_text(self.out / "rounds.csv", rounds.to_csv(index=False))
@@ -674,6 +816,21 @@ class AdaptiveRun:
 
 
 # -- the round log and its summary -------------------------------------------------------
+def lag_growth(lags: list[float]) -> int:
+    """How many rounds in a row, up to the last, the lag grew.
+
+    >>> lag_growth([0.0, 1.0, 0.0, 1.0, 2.0, 3.0]), lag_growth([2.0, 1.0]), lag_growth([])
+    (3, 0, 0)
+    """
+    grew = 0
+    for before, after in zip(lags[::-1][1:], lags[::-1]):
+        if not after > before:
+            break
+        grew += 1
+    return grew
+
+
+
 def read_round_log(out: str | Path) -> list[dict[str, Any]]:
     """The round records of a run folder, in round order (one per round)."""
     records = []
@@ -714,6 +871,10 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
                            "moves": sum(r["move"] for r in records),
                            "plan_seconds_total": float(sum(r["plan_seconds"] for r in records)),
                            "rows_out_total": int(sum(r["rows_out"] for r in records))}
+    lags = [float(r.get("lag_s") or 0.0) for r in records]
+    out["lag_s"] = {"last": lags[-1] if lags else 0.0, "highest": max(lags, default=0.0)}
+    out["lag_warnings"] = sum(lag_growth(lags[max(0, i - LAG_ROUNDS):i + 1]) >= LAG_ROUNDS
+                              for i in range(len(lags)))
     for rec in records:
         out["plans_run"][rec["plan"]] = out["plans_run"].get(rec["plan"], 0) + 1
     if not records:
@@ -762,8 +923,12 @@ def report_markdown(summary: dict[str, Any]) -> str:
     lines = [f"# cqopt run report: {s['query']}", "",
              f"- rounds run: {s['rounds']} ({s['empty_rounds']} without tuples); stopped by "
              f"{s.get('stopped_by', '?')}; rounds pending (incomplete): "
-             f"{len(s.get('pending_rounds', []))}; late tuples: {s.get('late_tuples', 0)}",
+             f"{len(s.get('pending_rounds', []))}; late tuples: {s.get('late_tuples', 0)}; "
+             f"tuples without a time: {s.get('untimed_tuples', 0)}",
              "- plans run: " + ", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()),
+             f"- lag behind the newest complete round: last {s['lag_s']['last']:.1f} s, "
+             f"highest {s['lag_s']['highest']:.1f} s; rounds where it had grown "
+             f"{LAG_ROUNDS} rounds in a row: {s['lag_warnings']}",
              f"- moves: {s['moves']}, switches: {s['switches']}",
              f"- chosen plans' wall time (result written to Parquet): "
              f"{s['plan_seconds_total']:.3f} s; rows out: {s['rows_out_total']}"]
@@ -830,6 +995,58 @@ def _spark_type(name: str):
             "string": T.StringType()}[name]
 
 
+def _file_columns(source: Source) -> dict[str, list[str]]:
+    """Each file of a source directory -> its columns (a Parquet footer, a CSV header).
+
+    Raises
+    ------
+    StreamingRunError
+        A file that is not readable Parquet (corrupt, truncated): Spark would
+        fail on it only when its micro-batch runs.
+    """
+    import pyarrow.parquet as pq
+
+    layouts = {}
+    for path in sorted(Path(source.path).iterdir()):
+        name = path.name.lower()
+        if name.startswith((".", "_")):
+            continue
+        if source.kind == "parquet" and name.endswith(".parquet"):
+            try:
+                layouts[path.name] = pq.read_schema(path).names
+            except (OSError, ValueError) as err:
+                raise StreamingRunError(
+                    f"--source {source.stream}={source.path}: file {path.name} is not a "
+                    f"readable Parquet file ({str(err).splitlines()[0][:120]}); move it out of "
+                    "the directory (or repair it) and rerun with the same --out") from None
+        elif source.kind == "csv" and name.endswith((".csv", ".csv.gz")):
+            layouts[path.name] = _csv_header(path)
+    return layouts
+
+
+def _check_layouts(source: Source, layouts: Mapping[str, list[str]], columns: list[str],
+                   time_names: list[str]) -> None:
+    """Every file has a time column (one of ``time_names``) and no column the stream lacks.
+
+    Spark would read a file of another layout as tuples without a time;
+    files arriving once the run is going are counted as such instead.
+    """
+    times = {c.lower() for c in time_names}
+    known = {c.lower() for c in columns} | times
+    for name, have in layouts.items():
+        lower = [c.lower() for c in have]
+        unknown = [c for c, low in zip(have, lower) if low not in known]
+        timed = bool(times.intersection(lower))
+        if timed and not unknown:
+            continue
+        what = (f"has no time column (one of {', '.join(time_names)})" if not timed
+                else f"column {unknown[0]} is not a column of stream {source.stream} in the "
+                     "catalog")
+        raise StreamingRunError(f"--source {source.stream}={source.path}: file {name}: {what} "
+                                f"(its columns: {', '.join(have)}); fix the catalog, or move "
+                                "the file out of the directory and rerun with the same --out")
+
+
 def _csv_header(path: Path) -> list[str]:
     import gzip
 
@@ -846,10 +1063,7 @@ def _json_float(value: float) -> float | None:
 
 
 def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    scratch = path.with_name(f".tmp-{path.name}")
-    scratch.write_text(text, encoding="utf-8")
-    os.replace(scratch, path)
+    write_atomic(path, text)  # the one write-then-rename (cqopt.output)
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -861,6 +1075,35 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path)
     elif path.exists():
         path.unlink()
+
+
+def _write_result(frame: DataFrame, final: Path) -> int:
+    """Write a round's result as Parquet at ``final``, atomically; its row count.
+
+    One Spark job: the count is observed on the way to the file
+    (``DataFrame.observe``), not read back. A scratch name, then a rename, so
+    ``final`` is whole or absent and a rerun replaces it.
+    """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    scratch = final.with_name(f".tmp-{final.name}")
+    _remove(scratch)
+    rows = Observation(f"rows-{final.stem}")
+    frame.observe(rows, F.count(F.lit(1)).alias("rows")).write.parquet(str(scratch))
+    _replace(scratch, final)
+    return int(rows.get.get("rows", 0))
+
+
+def _file_hint(text: str) -> str:
+    """What to do when Spark cannot read a source file (corrupt, deleted, another schema)."""
+    if "FileNotFound" in text or "does not exist" in text:
+        return ("; a source file was deleted before Spark read it: put it back, or start "
+                "again with a new --out")
+    if "FAILED_READ_FILE" in text or "not a Parquet file" in text or "CANNOT_READ" in text:
+        return ("; move the file out of the source directory (or repair it) and rerun with "
+                "the same --out")
+    return ""
 
 
 def _replace(scratch: Path, final: Path) -> None:

@@ -76,27 +76,32 @@ def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path)
     # Files of 1.5 s against rounds of 1 s: rounds 1 and 4 straddle two micro-batches.
     write_trace_per_round(trace, tmp_path / "TCP", 1.5, start=0.0)
     result = _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")},
-                  shadow=True)
+                  shadow=True, max_files_per_trigger=1)
     start = float(trace.ts.min())
     expected = _expected(trace, start)
     log = result.rounds
-    # Complete rounds all ran, in order, once; the trailing partial round waits.
-    assert log["round"].tolist() == [0, 1, 2, 3]
-    assert result.pending == [4]
-    assert log["rows_in:TCP"].tolist() == [expected[r][0] for r in range(4)]
-    assert log["rows_out"].tolist() == [expected[r][1] for r in range(4)]
-    for r in range(4):
+    # Every round ran, in order, once; the last one when the input ended.
+    assert log["round"].tolist() == [0, 1, 2, 3, 4]
+    assert result.pending == [] and result.stopped_by == "end of input"
+    assert log["rows_in:TCP"].tolist() == [expected[r][0] for r in range(5)]
+    assert log["rows_out"].tolist() == [expected[r][1] for r in range(5)]
+    for r in range(5):
         written = pd.read_parquet(tmp_path / "run" / "results" / f"round-{r:06d}.parquet")
         assert len(written) == expected[r][1]
     # Observed statistics are the offline definitions: rate = tuples / W.
-    assert np.allclose(log["observed:rate.TCP"], [expected[r][0] / W for r in range(4)])
+    assert np.allclose(log["observed:rate.TCP"], [expected[r][0] / W for r in range(5)])
+    # Lag: complete rounds waiting behind each one as it ran, times W (the third file,
+    # up to 4.5 s, completes rounds 2 and 3 at once).
+    assert log["lag_s"].tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]
+    # Tuples kept for open rounds are gone once their rounds ran.
+    assert not list((tmp_path / "run" / "pending").glob("batch-*"))
     summary = result.summary
     assert set(summary["plans_run"]) <= set(setting["charts"]["Q1"].plan_ids)
     assert 0.0 <= summary["measured"]["fidelity"] <= 1.0
     assert summary["measured"]["total_seconds"]["best_static"] <= \
         summary["measured"]["total_seconds"]["worst_static"]
     report = json.loads((tmp_path / "run" / "report.json").read_text())
-    assert report["rounds"] == 4 and "measured fidelity" in \
+    assert report["rounds"] == 5 and "measured fidelity" in \
         (tmp_path / "run" / "report.md").read_text()
 
 
@@ -139,7 +144,7 @@ def _cli(*args: str) -> list[str]:
 @pytest.mark.slow
 def test_a_killed_run_resumes_with_every_round_exactly_once(setting, examples, tmp_path):
     trace = setting["trace"]
-    trace = trace[trace.ts < 3.5]  # rounds 0, 1 and 2 complete; round 3 stays pending
+    trace = trace[trace.ts < 3.5]  # rounds 0, 1 and 2 complete; round 3 when the input ends
     write_trace_per_round(trace, tmp_path / "TCP", W, start=float(trace.ts.min()))
     out = tmp_path / "run"
     command = _cli("run", "--catalog", str(examples / "dec-pkt.toml"),
@@ -157,19 +162,19 @@ def test_a_killed_run_resumes_with_every_round_exactly_once(setting, examples, t
     os.killpg(first.pid, signal.SIGKILL)  # the Python driver and its JVM
     first.wait()
     done_before = len(list((out / "log").glob("round-*.json")))
-    assert done_before < 3, "the run finished before it could be killed"
+    assert done_before < 4, "the run finished before it could be killed"
     second = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr
     expected = _expected(trace, float(trace.ts.min()))
     logged = [json.loads(p.read_text()) for p in sorted((out / "log").glob("round-*.json"))]
-    assert [r["round"] for r in logged] == [0, 1, 2]
+    assert [r["round"] for r in logged] == [0, 1, 2, 3]
     assert sorted(p.name for p in (out / "results").iterdir()) == \
-        [f"round-{r:06d}.parquet" for r in range(3)]
-    for r in range(3):
+        [f"round-{r:06d}.parquet" for r in range(4)]
+    for r in range(4):
         assert logged[r]["rows_in"]["TCP"] == expected[r][0]
         rows = pd.read_parquet(out / "results" / f"round-{r:06d}.parquet")
         assert len(rows) == expected[r][1] == logged[r]["rows_out"]
-    assert pd.read_csv(out / "rounds.csv")["round"].tolist() == [0, 1, 2]
+    assert pd.read_csv(out / "rounds.csv")["round"].tolist() == [0, 1, 2, 3]
 
 
 # -- bad input: one line, exit 2, before or instead of a JVM trace ---------------------
@@ -250,6 +255,16 @@ def test_a_column_the_catalog_does_not_know(spark, run_args, tmp_path, capsys):
     assert "column colour is not a column of stream TCP" in err
 
 
+def test_a_lag_is_warned_about_once_it_grew_ten_rounds_in_a_row():
+    from cqopt.spark.streaming import LAG_ROUNDS, lag_growth
+
+    assert LAG_ROUNDS == 10
+    growing = [float(i) for i in range(12)]
+    assert lag_growth(growing[:10]) == 9 and lag_growth(growing[:11]) == 10
+    assert lag_growth(growing + [11.0]) == 0  # held: no longer growing
+    assert lag_growth([5.0, 0.0, 1.0]) == 1
+
+
 def test_generate_writes_one_file_per_round(examples, tmp_path, capsys):
     assert main(["generate", "--catalog", str(examples / "dec-pkt.toml"), "--out",
                  str(tmp_path / "t"), "--duration", "3", "--streams", "TCP,UDP",
@@ -265,3 +280,122 @@ def test_generate_writes_one_file_per_round(examples, tmp_path, capsys):
     for stream, parts in frames.items():
         for r, part in enumerate(parts):
             assert all(round_of(t, origin, 1.0) == r for t in part.ts)
+
+
+# -- input a user copied, edited or mixed: no round lost or doubled ------------------------
+def _per_round(trace: pd.DataFrame, folder: Path) -> float:
+    """The trace as one Parquet file per round; round 0's start."""
+    start = float(trace.ts.min())
+    write_trace_per_round(trace, folder, W, start=start)
+    return start
+
+
+@pytest.mark.spark
+def test_files_copied_out_of_round_order_lose_no_round(spark, setting, tmp_path):
+    trace = setting["trace"]
+    start = _per_round(trace, tmp_path / "TCP")
+    # A plain cp gives the files modification times in no round order: here the last
+    # round's file looks oldest and round 0's newest.
+    parts = sorted((tmp_path / "TCP").glob("part-*.parquet"))
+    now = time.time()
+    for age, part in enumerate(parts):
+        os.utime(part, (now - age, now - age))
+    from cqopt.spark.streaming import Source
+
+    result = _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")})
+    expected = _expected(trace, start)
+    assert result.rounds["round"].tolist() == sorted(expected)
+    assert result.rounds["rows_in:TCP"].tolist() == [expected[r][0] for r in sorted(expected)]
+    assert result.rounds["rows_out"].tolist() == [expected[r][1] for r in sorted(expected)]
+    assert result.summary["late_tuples"] == 0 and result.pending == []
+
+
+@pytest.mark.spark
+def test_a_clock_jump_back_is_counted_late_and_fails_the_run_unless_allowed(
+        spark, setting, run_args, tmp_path, capsys):
+    trace = setting["trace"]
+    start = float(trace.ts.min())
+    _per_round(trace[trace.ts < start + 3], tmp_path / "TCP")  # rounds 0, 1, 2
+    source = ("--source", f"TCP={tmp_path / 'TCP'}")
+    assert main(run_args(*source)) == 0
+    # A later file of round 3 whose clock jumped back: 5 tuples stamped in round 1.
+    round3 = trace[(trace.ts >= start + 3) & (trace.ts < start + 4)]
+    back = trace[(trace.ts >= start + 1) & (trace.ts < start + 2)].head(5)
+    pd.concat([round3, back]).to_parquet(tmp_path / "TCP" / "part-00003.parquet",
+                                         index=False)
+    err = _error(run_args(*source), capsys)
+    assert "5 tuples were not run (5 late" in err and "--allow-late" in err
+    assert main(run_args(*source, "--allow-late")) == 0
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert report["late_tuples"] == 5 and report["rounds"] == 4
+    log = pd.read_csv(tmp_path / "run" / "rounds.csv")
+    assert log["round"].tolist() == [0, 1, 2, 3]
+    assert log["rows_in:TCP"].tolist()[3] == len(round3)
+    assert log["rows_in:TCP"].tolist()[1] == _expected(trace, start)[1][0]
+
+
+@pytest.mark.spark
+def test_a_corrupt_file_is_named_before_any_round_runs(spark, setting, run_args, tmp_path,
+                                                       capsys):
+    _per_round(setting["trace"], tmp_path / "TCP")
+    (tmp_path / "TCP" / "part-00002.parquet").write_bytes(b"PAR1 not really")
+    err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
+    assert "file part-00002.parquet is not a readable Parquet file" in err
+    assert not list((tmp_path / "run").glob("log/round-*.json"))
+
+
+@pytest.mark.spark
+def test_a_file_of_another_layout_is_named(spark, setting, run_args, tmp_path, capsys):
+    _per_round(setting["trace"], tmp_path / "TCP")
+    pd.DataFrame({"time_s": [9.0], "dest_host": [2]}).to_parquet(
+        tmp_path / "TCP" / "part-00009.parquet")
+    err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
+    assert "file part-00009.parquet: has no time column" in err
+
+
+@pytest.mark.spark
+def test_a_file_deleted_while_its_round_is_pending_loses_nothing(spark, setting, tmp_path):
+    from cqopt.spark.streaming import Source
+
+    trace = setting["trace"]
+    start = _per_round(trace, tmp_path / "TCP")
+    sources = {"TCP": Source.files("TCP", tmp_path / "TCP")}
+    first = _run(setting, tmp_path / "run", sources, max_rounds=2)
+    assert first.rounds["round"].tolist() == [0, 1] and first.pending == [2, 3, 4]
+    (tmp_path / "TCP" / "part-00003.parquet").unlink()  # its tuples were kept by the run
+    result = _run(setting, tmp_path / "run", sources)
+    expected = _expected(trace, start)
+    assert result.rounds["round"].tolist() == [0, 1, 2, 3, 4]
+    assert result.rounds["rows_in:TCP"].tolist() == [expected[r][0] for r in range(5)]
+    assert result.rounds["rows_out"].tolist() == [expected[r][1] for r in range(5)]
+
+
+@pytest.mark.spark
+def test_a_round_with_tuples_of_only_some_streams_runs_once(spark, setting, tmp_path):
+    """Q2 (TCP, UDP, SF) where UDP sends nothing in round 1 and stops a round early."""
+    from cqopt.spark.streaming import AdaptiveRun, Source
+
+    catalog = setting["catalog"]
+    specs = dict((s.name, q) for s, q in workload_specs(
+        load_workload(Path(__file__).resolve().parent.parent / "examples" / "workload.toml"),
+        catalog))
+    traces = {name: generate_trace(catalog.stream(name), 4.0, seed=i, mean_rate=200)
+              for i, name in enumerate(("TCP", "UDP", "SF"))}
+    start = min(float(t.ts.min()) for t in traces.values())
+    udp = traces["UDP"]
+    traces["UDP"] = udp[((udp.ts < start + 1) | (udp.ts >= start + 2)) & (udp.ts < start + 3)]
+    for name, trace in traces.items():
+        write_trace_per_round(trace, tmp_path / name, W, start=start)
+    run = AdaptiveRun(spark, "Q2", specs["Q2"], setting["charts"]["Q2"], catalog,
+                      {n: Source.files(n, tmp_path / n) for n in traces}, tmp_path / "run",
+                      window_s=W, start=start, progress=lambda _: None)
+    result = run.run()
+    log = result.rounds
+    top = max(round_of(float(t.ts.max()), start, W) for t in traces.values())
+    assert log["round"].tolist() == list(range(top + 1))
+    for name, trace in traces.items():
+        counts = _expected(trace.assign(dest_host=0), start)
+        assert log[f"rows_in:{name}"].tolist() == [counts.get(r, (0, 0))[0]
+                                                   for r in range(top + 1)]
+    assert log["rows_in:UDP"][1] == 0 and log["rows_out"][1] == 0
+    assert log["rows_in:UDP"][3] == 0 and log["rows_in:TCP"][3] > 0
