@@ -14,7 +14,7 @@ from cqopt.cli import options
 from cqopt.cli.options import dialect, number
 from cqopt.costmodel import model_names
 from cqopt.errors import CqoptError
-from cqopt.optimizer.statistics import check_value, split_name
+from cqopt.optimizer.query.statistics import check_value, split_name
 
 
 def parse_stat(text: str) -> tuple[str, float]:
@@ -114,7 +114,7 @@ def cmd_choose(args: argparse.Namespace) -> int:
     sql = None
     if args.sql is not None:
         from cqopt.catalog import Catalog
-        from cqopt.optimizer.logical import parse_query
+        from cqopt.optimizer.query.logical import parse_query
 
         # The chart set's own catalog: the query plans as it did when the charts were built.
         catalog = Catalog.from_dict(chart_set.manifest["catalog"], f"{args.charts} catalog")

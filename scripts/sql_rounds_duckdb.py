@@ -26,8 +26,8 @@ from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.costmodel.reference_executor import execute
 from cqopt.examples import example
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 from cqopt.replay.rounds import round_of
 
 

@@ -92,3 +92,15 @@ def test_examples_are_reached_through_the_package(module):
     cqopt is installed; modules use :func:`cqopt.examples.example`."""
     source = MODULES[module].read_text(encoding="utf-8")
     assert not (module != "cqopt.examples" and "__file__" in source and "examples" in source)
+
+
+def test_every_package_is_listed_for_the_wheel(repo_root):
+    """setup.cfg lists packages one by one: a folder missing there is silently left out of
+    the wheel, and the installed cqopt fails on its first import from it."""
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(repo_root / "setup.cfg", encoding="utf-8")
+    listed = set(config["options"]["packages"].split())
+    packages = {m for m in MODULES if MODULES[m].name == "__init__.py"}
+    assert listed == packages, (packages - listed, listed - packages)

@@ -17,15 +17,15 @@ from cqopt.charts.store import (
     write_chart_set,
 )
 from cqopt.charts.workload import load_workload
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import parse_query
-from cqopt.optimizer.plan_codec import (
+from cqopt.optimizer.plans.codec import (
     PlanCodecError,
     plan_from_data,
     plan_to_data,
     plans_from_json,
     plans_json,
 )
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 QUERIES = [
     "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]",
@@ -95,7 +95,7 @@ def test_loading_a_chart_set_neither_parses_nor_enumerates(dec_catalog, workload
         raise AssertionError("load planned a query")
 
     monkeypatch.setattr("cqopt.charts.lookup.candidate_plans", refused)
-    monkeypatch.setattr("cqopt.optimizer.logical.parse_query", refused)
+    monkeypatch.setattr("cqopt.optimizer.query.logical.parse_query", refused)
     loaded = charts.load(out)
     for chart in built:
         assert loaded[chart.spec.name].plan_ids == chart.plan_ids

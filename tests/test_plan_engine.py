@@ -26,9 +26,9 @@ from sqlglot.generator import Generator
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.costmodel.reference_executor import execute, multiset
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import ContinuousQuery, parse_query
-from cqopt.optimizer.plan_sql import PlanSqlError
+from cqopt.optimizer.plans.sql import PlanSqlError
+from cqopt.optimizer.query.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 from cqopt.spark import to_spark
 
 ABCD = Catalog.from_dict({"streams": {s: {"rate": [10, 100], "columns": {
@@ -313,7 +313,7 @@ def test_importing_the_optimizer_does_not_import_pyspark():
     import subprocess
     import sys
 
-    code = ("import sys, cqopt.optimizer.plan, cqopt.optimizer.plan_sql; "
+    code = ("import sys, cqopt.optimizer.plans.plan, cqopt.optimizer.plans.sql; "
             "print('pyspark' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

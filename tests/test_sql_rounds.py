@@ -17,9 +17,9 @@ from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.costmodel.reference_executor import execute, multiset
 from cqopt.examples import example
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import ContinuousQuery, parse_query
-from cqopt.optimizer.plan_sql import ROUND_COLUMN, PlanSqlError
+from cqopt.optimizer.plans.sql import ROUND_COLUMN, PlanSqlError
+from cqopt.optimizer.query.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 from cqopt.replay.rounds import round_of
 
 ROUNDS = 5
@@ -119,7 +119,7 @@ def test_every_example_plan_on_duckdb_matches_the_executor_round_by_round(name):
 @pytest.mark.parametrize("left_out", [("pushdown",), ("group_selections", "pushdown")])
 def test_plans_of_an_ablation_on_duckdb_match_the_executor(left_out):
     # Selections left above the joins become the outer WHERE (they had no SQL form).
-    from cqopt.optimizer.enumerate import rules_without
+    from cqopt.optimizer.rules.enumerate import rules_without
 
     cat = load_catalog(example("dec-pkt.toml"))
     query = parse_query("SELECT TCP.src_host, UDP.bytes FROM TCP, UDP WHERE TCP.src_host = "

@@ -20,7 +20,7 @@ it: ``jsel.A.C`` is the selectivity of A and C's join as a whole, the way
 ``query.statistics`` lists it once.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.query.logical import parse_query
 >>> host = {"rate": [50, 500], "columns": {"src_host": "int", "dest_host": "int"}}
 >>> cat = Catalog.from_dict({"streams": {"TCP": host, "UDP": host, "SF": host}})
 >>> q = parse_query("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from cqopt.optimizer.join_closure import ColumnRef, JoinPredicate, ThetaPredicate
+from cqopt.optimizer.query.join_closure import ColumnRef, JoinPredicate, ThetaPredicate
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 
 def step_predicates(query: ContinuousQuery, joined: Collection[str],

@@ -7,15 +7,15 @@ streams joined in FROM order, each stream's selection applied above the
 joins one conjunct at a time, nothing on top) and each one rewrites the list
 of candidates it is given (section 4.2 of the OM paper):
 
-1. :mod:`~cqopt.optimizer.rule_group_selections` (heuristic 1): one
+1. :mod:`~cqopt.optimizer.rules.group_selections` (heuristic 1): one
    selection operator per stream, not one per conjunct;
-2. :mod:`~cqopt.optimizer.rule_aggregate_last` (heuristic 4): the
+2. :mod:`~cqopt.optimizer.rules.aggregate_last` (heuristic 4): the
    aggregate, with the query's HAVING, above the joins, then the output
    columns;
-3. :mod:`~cqopt.optimizer.rule_pushdown` (heuristic 2): each stream's
+3. :mod:`~cqopt.optimizer.rules.pushdown` (heuristic 2): each stream's
    selection and projection pushed down to its source, in both orders where
    both are worth having;
-4. :mod:`~cqopt.optimizer.rule_join_orders` (heuristic 3): the left-deep
+4. :mod:`~cqopt.optimizer.rules.join_orders` (heuristic 3): the left-deep
    join orders without Cartesian products (unless the join graph leaves no
    choice), the join order outermost; past ``max_exhaustive`` streams or
    ``max_plans`` plans a local search's best few.
@@ -26,7 +26,7 @@ pushdown before join_orders (the join order is the outermost loop).
 
 A rule is a function ``rule(plans, context) -> plans`` (:class:`Rule`),
 named by its ``__name__``. After each rule the driver checks the plan
-contract (:mod:`cqopt.optimizer.plan_contract`: a tree, every stream read
+contract (:mod:`cqopt.optimizer.rules.contract`: a tree, every stream read
 once, every predicate applied once, the aggregate at the top) and raises a
 :class:`PlanContractError` naming the rule whose plans break it, as
 DataFusion's optimizer names the rule that changed a plan's schema. An
@@ -39,7 +39,7 @@ closure) with σ and π each would be 360 × 2^6 = 23,040 plans. The local
 search bounds the join orders, never the per-stream σ/π choices.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.query.logical import parse_query
 >>> host = {"rate": [50, 500], "columns": {"src_host": "int", "dest_host": "int"}}
 >>> cat = Catalog.from_dict({"streams": {"TCP": host, "UDP": host, "SF": host}})
 >>> q2 = parse_query("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
@@ -61,17 +61,17 @@ from typing import TYPE_CHECKING, Protocol
 
 from cqopt.catalog import Catalog
 from cqopt.errors import CqoptError, did_you_mean
-from cqopt.optimizer.join_order_search import CostFunction
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_builder import PlanBuilder, PlanShape
-from cqopt.optimizer.plan_contract import contract_violation
-from cqopt.optimizer.rule_aggregate_last import aggregate_last
-from cqopt.optimizer.rule_group_selections import group_selections
-from cqopt.optimizer.rule_join_orders import join_orders
-from cqopt.optimizer.rule_pushdown import pushdown
+from cqopt.optimizer.plans.builder import PlanBuilder, PlanShape
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.rules.aggregate_last import aggregate_last
+from cqopt.optimizer.rules.contract import contract_violation
+from cqopt.optimizer.rules.group_selections import group_selections
+from cqopt.optimizer.rules.join_order_search import CostFunction
+from cqopt.optimizer.rules.join_orders import join_orders
+from cqopt.optimizer.rules.pushdown import pushdown
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ class Rule(Protocol):
     """A rule: the candidate plans in, the rewritten candidates out.
 
     A rule reads each plan's decisions with
-    :func:`~cqopt.optimizer.plan_builder.shape_of` and builds the plans it
+    :func:`~cqopt.optimizer.plans.builder.shape_of` and builds the plans it
     returns with ``context.builder``; it must keep the plan contract.
     """
 
@@ -168,7 +168,7 @@ def enumerate_plans(query: ContinuousQuery, *, rules: Sequence[Rule] = HEURISTIC
         The rules to run, in order (:data:`HEURISTICS` by default).
     max_exhaustive, max_plans
         Past this many streams, or this many plans, the join orders come from
-        a local search (see :mod:`~cqopt.optimizer.rule_join_orders`).
+        a local search (see :mod:`~cqopt.optimizer.rules.join_orders`).
     cost
         Scores plans for the local search only.
     catalog

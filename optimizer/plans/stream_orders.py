@@ -8,7 +8,7 @@ projection keeps the columns needed above) and π→σ (it also keeps the column
 the selection reads), the latter only when that is still a strict subset.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.query.logical import parse_query
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int", "c": "int"}}}})
 >>> q = parse_query("SELECT S.a FROM S WHERE S.b = 1 WINDOW [1]", cat)
@@ -21,10 +21,10 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING
 
-from cqopt.optimizer.plan import PROJECT, SELECT
+from cqopt.optimizer.plans.plan import PROJECT, SELECT
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 SELECT_PROJECT = SELECT + PROJECT  # σ→π: select, then project
 PROJECT_SELECT = PROJECT + SELECT  # π→σ: project, then select

@@ -1,0 +1,1 @@
+"""Physical plans: operator nodes, ``Plan``, the builder, the JSON codec and the SQL writer."""
