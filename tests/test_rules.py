@@ -18,11 +18,11 @@ from cqopt.optimizer.plans.builder import build_plan, shape_of
 from cqopt.optimizer.plans.nodes import PlanNode
 from cqopt.optimizer.plans.plan import Plan
 from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.context import RuleContext
 from cqopt.optimizer.rules.contract import contract_violation
 from cqopt.optimizer.rules.enumerate import (
     HEURISTICS,
     PlanContractError,
-    RuleContext,
     enumerate_plans,
     rule_names,
     rules_without,

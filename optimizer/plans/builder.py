@@ -3,8 +3,8 @@
 A plan is each stream's source with its own selection and projection above
 it (in the stream's σ/π order, see :mod:`cqopt.optimizer.plans.stream_orders`), the
 streams joined left-deep in the given order (each join applying
-:func:`~cqopt.optimizer.rules.left_deep.step_predicates`, its selectivity the
-:func:`~cqopt.optimizer.rules.left_deep.counted_statistics`), then, heuristic 4
+:func:`~cqopt.optimizer.plans.join_steps.step_predicates`, its selectivity the
+:func:`~cqopt.optimizer.plans.join_steps.counted_statistics`), then, heuristic 4
 of the OM paper, the aggregate last, with the query's HAVING. A final
 projection ``proj:out`` is added when what the last operator emits is not
 already, as a multiset, the output columns (the order of columns is free).
@@ -43,6 +43,11 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
+from cqopt.optimizer.plans.join_steps import (
+    counted_statistics,
+    equivalence_classes,
+    step_predicates,
+)
 from cqopt.optimizer.plans.nodes import (
     AggregateNode,
     JoinNode,
@@ -55,7 +60,6 @@ from cqopt.optimizer.plans.plan import SELECT, ColumnRef, Plan, column_text
 from cqopt.optimizer.plans.stream_orders import projection_columns, stream_orders
 from cqopt.optimizer.query.classify import OutputColumn, output_column_ref
 from cqopt.optimizer.query.selections import Selection, split_selection
-from cqopt.optimizer.rules.left_deep import counted_statistics, equivalence_classes, step_predicates
 
 if TYPE_CHECKING:
     from cqopt.optimizer.query.logical import ContinuousQuery

@@ -18,7 +18,9 @@ rate_class ``None`` (source), ``selection-equality`` / ``selection-range``,
            too), ``aggregate``: the operator's processing-rate class
 selectivity statistic names whose product is the operator's selectivity:
            ``("sel.S",)`` for a selection, the counted ``jsel.A.B`` names
-           for a join (see :mod:`cqopt.optimizer.rules.left_deep`), ``()`` otherwise
+           for a join (see
+           :func:`~cqopt.optimizer.plans.join_steps.counted_statistics`),
+           ``()`` otherwise
 in_widths  bytes of one input tuple per input; out_width: of one output tuple
 window     the stream's :class:`~cqopt.optimizer.query.bind.Window` on a source
 stream     the stream on source, selection and projection nodes
@@ -65,16 +67,13 @@ Project [S.a]  (8 B -> 4 B)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import networkx as nx
 
 from cqopt.optimizer.plans import nodes as kinds
 from cqopt.optimizer.plans.nodes import KINDS, ColumnRef, node_attributes
 from cqopt.optimizer.query.dialect import CQL
-
-if TYPE_CHECKING:
-    from cqopt.optimizer.query.logical import ContinuousQuery
 
 __all__ = ["KINDS", "ColumnRef", "Plan", "column_text", "describe_node", "plan_id"]
 
@@ -139,22 +138,6 @@ class Plan:
             "tree": self.explain(),
             "nodes": [{"key": key, **_node_dict(self.node(key))} for key in self.operators()],
         }
-
-    def to_sql(self, dialect: str = "spark", *, query: ContinuousQuery | None = None,
-               pretty: bool = True, round_s: float | None = None, start: float = 0.0,
-               one_round: bool = False) -> str:
-        """The plan as SQL of ``dialect`` that keeps its shape: each stream's σ/π
-        order as nested subqueries, the left-deep join order, the aggregate on
-        top, every tuple's round (``W = round_s`` seconds from ``ts = start``) in
-        every join and grouping, so that on whole tables it gives each round's
-        result. See :func:`cqopt.optimizer.plans.sql.plan_sql` (``query`` names
-        the output columns; ``one_round`` reads tables that hold one round's
-        windows; what the dialect or the rounds cannot express is a ``PlanSqlError``).
-        """
-        from cqopt.optimizer.plans.sql import plan_sql
-
-        return plan_sql(self, dialect, query=query, pretty=pretty, round_s=round_s,
-                        start=start, one_round=one_round)
 
     def __repr__(self) -> str:
         kinds = [self.node(k).kind for k in nx.topological_sort(self.graph)]

@@ -215,7 +215,7 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
     return select
 
 
-_ONE_ROUND = ("Plan.to_sql(..., one_round=True) writes SQL over tables that each hold one "
+_ONE_ROUND = ("plan_sql(..., one_round=True) writes SQL over tables that each hold one "
               "round's windows instead")
 
 

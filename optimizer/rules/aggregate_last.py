@@ -8,7 +8,8 @@ plans stop below the query's output and
 :func:`~cqopt.optimizer.rules.enumerate.enumerate_plans` refuses them.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.rules.enumerate import RuleContext, naive_plan
+>>> from cqopt.optimizer.rules.context import RuleContext
+>>> from cqopt.optimizer.rules.enumerate import naive_plan
 >>> from cqopt.optimizer.query.logical import parse_query
 >>> from cqopt.optimizer.plans.builder import PlanBuilder
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
@@ -26,7 +27,7 @@ from cqopt.optimizer.plans.builder import shape_of
 from cqopt.optimizer.plans.plan import Plan
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.rules.enumerate import RuleContext
+    from cqopt.optimizer.rules.context import RuleContext
 
 
 def aggregate_last(plans: list[Plan], context: RuleContext) -> list[Plan]:

@@ -24,7 +24,8 @@ The rules that multiply the plans run last, so that the others rewrite one
 plan, not hundreds; the plans come out the same in any order that keeps
 pushdown before join_orders (the join order is the outermost loop).
 
-A rule is a function ``rule(plans, context) -> plans`` (:class:`Rule`),
+A rule is a function ``rule(plans, context) -> plans``
+(:class:`~cqopt.optimizer.rules.context.Rule`),
 named by its ``__name__``. After each rule the driver checks the plan
 contract (:mod:`cqopt.optimizer.rules.contract`: a tree, every stream read
 once, every predicate applied once, the aggregate at the top) and raises a
@@ -56,14 +57,14 @@ search bounds the join orders, never the per-stream σ/π choices.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from cqopt.catalog import Catalog
 from cqopt.errors import CqoptError, did_you_mean
 from cqopt.optimizer.plans.builder import PlanBuilder, PlanShape
 from cqopt.optimizer.plans.plan import Plan
 from cqopt.optimizer.rules.aggregate_last import aggregate_last
+from cqopt.optimizer.rules.context import Rule, RuleContext
 from cqopt.optimizer.rules.contract import contract_violation
 from cqopt.optimizer.rules.group_selections import group_selections
 from cqopt.optimizer.rules.join_order_search import CostFunction
@@ -72,32 +73,6 @@ from cqopt.optimizer.rules.pushdown import pushdown
 
 if TYPE_CHECKING:
     from cqopt.optimizer.query.logical import ContinuousQuery
-
-
-@dataclass(frozen=True)
-class RuleContext:
-    """What a rule may read besides the plans: the query, its builder and the budgets."""
-
-    query: ContinuousQuery
-    builder: PlanBuilder
-    catalog: Catalog | None = None
-    cost: CostFunction | None = None  # scores plans for the join orders' local search
-    max_exhaustive: int = 6
-    max_plans: int = 4096
-    keep: int = 3
-
-
-class Rule(Protocol):
-    """A rule: the candidate plans in, the rewritten candidates out.
-
-    A rule reads each plan's decisions with
-    :func:`~cqopt.optimizer.plans.builder.shape_of` and builds the plans it
-    returns with ``context.builder``; it must keep the plan contract.
-    """
-
-    __name__: str
-
-    def __call__(self, plans: list[Plan], context: RuleContext) -> list[Plan]: ...
 
 
 # The rules that multiply the plans last (module docstring).

@@ -9,7 +9,8 @@ the whole selection's either way (the last filter of a chain carries it), so
 only the number of operators changes.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.rules.enumerate import RuleContext, naive_plan
+>>> from cqopt.optimizer.rules.context import RuleContext
+>>> from cqopt.optimizer.rules.enumerate import naive_plan
 >>> from cqopt.optimizer.query.logical import parse_query
 >>> from cqopt.optimizer.plans.builder import PlanBuilder
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
@@ -30,7 +31,7 @@ from cqopt.optimizer.plans.builder import shape_of
 from cqopt.optimizer.plans.plan import Plan
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.rules.enumerate import RuleContext
+    from cqopt.optimizer.rules.context import RuleContext
 
 
 def group_selections(plans: list[Plan], context: RuleContext) -> list[Plan]:

@@ -14,7 +14,8 @@ plan given: the budget bounds the join orders, never the choices earlier
 rules made. Without this rule the streams are joined in FROM order.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.rules.enumerate import RuleContext, naive_plan
+>>> from cqopt.optimizer.rules.context import RuleContext
+>>> from cqopt.optimizer.rules.enumerate import naive_plan
 >>> from cqopt.optimizer.query.logical import parse_query
 >>> from cqopt.optimizer.plans.builder import PlanBuilder
 >>> host = {"rate": [1, 10], "columns": {"x": "int", "y": "int"}}
@@ -36,7 +37,7 @@ from cqopt.optimizer.rules import left_deep
 from cqopt.optimizer.rules.join_order_search import intermediate_size_cost, local_search_orders
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.rules.enumerate import RuleContext
+    from cqopt.optimizer.rules.context import RuleContext
 
 
 def join_orders(plans: list[Plan], context: RuleContext) -> list[Plan]:
