@@ -28,7 +28,7 @@ override its width with ``{ type = ..., width = ... }`` and may declare its
 number of distinct values, ``{ type = "int", distinct = 1000 }``: the default
 selectivity of an equi-join on it is then 1 / max(distinct of the two
 columns), the textbook estimate (see
-:func:`cqopt.optimizer.statistics.default_source`).
+:func:`cqopt.optimizer.query.statistics.default_source`).
 
 The aggregate processing rate is not measured by the OM paper. We default it
 to 100,000 tuples/s: an aggregate reads every tuple once like a selection and

@@ -34,7 +34,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from cqopt.optimizer.statistics import split_name
+from cqopt.optimizer.query.statistics import split_name
 from cqopt.output import check_file_target
 
 UNITS = {"rate": "tuples/s", "sel": "fraction passing", "jsel": "fraction of the product"}

@@ -38,8 +38,8 @@ from cqopt.catalog import Catalog
 from cqopt.charts.spec import ChartSpec, candidate_plans
 from cqopt.costmodel import Utility, plan_utilities
 from cqopt.errors import CqoptError
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_codec import plans_from_json, plans_json
+from cqopt.optimizer.plans.codec import plans_from_json, plans_json
+from cqopt.optimizer.plans.plan import Plan
 
 CHUNK_CELLS = 1 << 18  # cells per kernel call: bounds memory at plans x chunk doubles
 # Cells the cost model sees at once. Every temporary of the model is one float64 per cell:
@@ -72,7 +72,7 @@ class ChartContext:
         """The context as a build task receives it: spec, catalog and the plans themselves.
 
         A task then costs cells without parsing or enumerating the query. The
-        plans travel as plan data (:mod:`cqopt.optimizer.plan_codec`, JSON),
+        plans travel as plan data (:mod:`cqopt.optimizer.plans.codec`, JSON),
         as they are stored in a chart set: never pickled.
         """
         return json.dumps({"spec": self.spec.to_dict(), "catalog": self.catalog.to_dict(),

@@ -44,8 +44,8 @@ from numpy.typing import ArrayLike
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.catalog.catalog import MAX_RATE
 from cqopt.charts.kernel import ChartContext, winning_costs
-from cqopt.charts.spec import Axis, ChartSpec, candidate_plans
 from cqopt.charts.refine import MAX_DEPTH, MAX_INDEX_CELLS, Leaves, fine_spec
+from cqopt.charts.spec import Axis, ChartSpec, candidate_plans
 from cqopt.charts.store import (
     ChartSetError,
     check_entry,
@@ -58,9 +58,9 @@ from cqopt.charts.store import (
     read_query_data,
 )
 from cqopt.errors import CqoptError, did_you_mean
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.statistic_check import check_given
-from cqopt.optimizer.statistics import check_value, check_values, split_name
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.query.statistic_check import check_given
+from cqopt.optimizer.query.statistics import check_value, check_values, split_name
 from cqopt.output import DirectorySnapshot
 
 
@@ -188,7 +188,7 @@ class QueryChart:
     def check_statistics(self, stats: Mapping[str, Any]) -> tuple[str, ...]:
         """Refuse statistics this query does not have; return the given ones the chart fixes.
 
-        See :func:`cqopt.optimizer.statistic_check.check_given`.
+        See :func:`cqopt.optimizer.query.statistic_check.check_given`.
         """
         axes = [a.statistic for a in self.spec.axes]
         return check_given(stats, [*axes, *self.spec.fixed], axes,

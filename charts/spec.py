@@ -9,7 +9,7 @@ paper: a single-stream query gets the sel-λ chart (``sel.S``, ``rate.S``; just
 ``rate.S`` axis per stream, selectivities fixed), plus every statistic
 whose range the workload gives (so a workload that gives ``jsel.A.B`` a range
 charts it). Rate ranges come from the catalog, selectivity ranges default to
-(0, 1], fixed values to :func:`cqopt.optimizer.statistics.default_source`,
+(0, 1], fixed values to :func:`cqopt.optimizer.query.statistics.default_source`,
 which also says where each came from (``ChartSpec.sources``).
 
 >>> ax = Axis("sel.S", 0.0, 1.0, 4)
@@ -41,11 +41,10 @@ from cqopt.charts.settings import (
 from cqopt.charts.workload import Workload
 from cqopt.costmodel import Utility, make_model
 from cqopt.costmodel.utility import DEFAULT_WEIGHTS
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.errors import QueryError, WorkloadError
-from cqopt.optimizer.logical import ContinuousQuery, parse_query
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.statistics import (
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.query.errors import QueryError, WorkloadError
+from cqopt.optimizer.query.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.query.statistics import (
     SOURCE_WORKLOAD,
     check_value,
     default_source,
@@ -53,6 +52,7 @@ from cqopt.optimizer.statistics import (
     sel_name,
     split_name,
 )
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 __all__ = ["DEFAULT_K", "Axis", "ChartSpec", "candidate_plans", "default_axes", "make_spec",
            "workload_specs"]

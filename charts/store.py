@@ -15,7 +15,7 @@ A chart set is a directory::
                          (:func:`cqopt.charts.kernel.winning_costs`), the
                          same floats the build had
     <query>.plans.json   the candidate plans themselves (plan trees as data,
-                         :mod:`cqopt.optimizer.plan_codec`), so that loading
+                         :mod:`cqopt.optimizer.plans.codec`), so that loading
                          never parses or enumerates
 
 A refined chart (``cqopt build --refine``, :mod:`cqopt.charts.refine`) stores
@@ -74,7 +74,7 @@ import pyarrow.parquet as pq
 from cqopt.catalog import Catalog
 from cqopt.costmodel import CostModelError, Utility, make_model, model_names
 from cqopt.errors import MAX_TEXT_FILE, CqoptError, did_you_mean, printable
-from cqopt.optimizer.plan_codec import plans_from_json, plans_json
+from cqopt.optimizer.plans.codec import plans_from_json, plans_json
 from cqopt.output import (
     DirectorySnapshot,
     OutputError,

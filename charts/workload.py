@@ -33,7 +33,7 @@ from typing import Any
 
 from cqopt.charts.settings import ChartSettings, SettingsError, judge_settings, setting_label
 from cqopt.errors import did_you_mean, read_text_file
-from cqopt.optimizer.errors import WorkloadError
+from cqopt.optimizer.query.errors import WorkloadError
 
 DEFAULT_KEYS = ("k", "weights", "model", "memory_unit")
 QUERY_KEYS = ("name", "sql", *DEFAULT_KEYS, "axes", "ranges", "fixed")

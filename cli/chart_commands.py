@@ -14,7 +14,8 @@ from cqopt.cli import options
 from cqopt.cli.options import dialect, number
 from cqopt.costmodel import model_names
 from cqopt.errors import CqoptError
-from cqopt.optimizer.statistics import check_value, split_name
+from cqopt.optimizer.plans.sql import plan_sql
+from cqopt.optimizer.query.statistics import check_value, split_name
 
 
 def parse_stat(text: str) -> tuple[str, float]:
@@ -114,12 +115,12 @@ def cmd_choose(args: argparse.Namespace) -> int:
     sql = None
     if args.sql is not None:
         from cqopt.catalog import Catalog
-        from cqopt.optimizer.logical import parse_query
+        from cqopt.optimizer.query.logical import parse_query
 
         # The chart set's own catalog: the query plans as it did when the charts were built.
         catalog = Catalog.from_dict(chart_set.manifest["catalog"], f"{args.charts} catalog")
         query = parse_query(chart_set[args.query].spec.sql, catalog)
-        sql = choice.plan.to_sql(args.sql, query=query)
+        sql = plan_sql(choice.plan, args.sql, query=query)
     if args.json:
         print(json.dumps({"query": args.query, "plan": choice.plan_id, "cell": list(choice.cell),
                           "clamped": list(choice.clamped),

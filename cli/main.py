@@ -17,15 +17,16 @@ from collections.abc import Sequence
 
 import cqopt
 from cqopt.catalog import load_catalog
+from cqopt.charts.settings import ChartSettings
 from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, options, run_command
-from cqopt.charts.settings import ChartSettings
 from cqopt.cli.chart_commands import chart_options, parse_stat
 from cqopt.costmodel import Utility, make_model, model_names, plan_utilities
 from cqopt.errors import CqoptError, error_line
-from cqopt.optimizer.enumerate import enumerate_plans, rule_names, rules_without
-from cqopt.optimizer.logical import ContinuousQuery, parse_query
-from cqopt.optimizer.statistics import DEFAULT_SELECTIVITY, default_value
+from cqopt.optimizer.plans.sql import plan_sql
+from cqopt.optimizer.query.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.query.statistics import DEFAULT_SELECTIVITY, default_value
+from cqopt.optimizer.rules.enumerate import enumerate_plans, rule_names, rules_without
 
 EXIT_USAGE = 2
 
@@ -96,7 +97,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
                         "statistics": {s: {"value": v, "default": d}
                                        for s, (v, d) in stats.items()},
                         "plans": [{"id": p.id, "tree": p.explain(), "cost": c,
-                                   **({"sql": p.to_sql(args.sql_out, query=q)}
+                                   **({"sql": plan_sql(p, args.sql_out, query=q)}
                                       if args.sql_out else {})}
                                   for p, c in zip(plans, costs)],
                         "chosen": chosen.id if chosen else None})

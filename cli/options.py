@@ -53,7 +53,7 @@ def number(*, integer: bool = False, low: float | None = None, above: float | No
 def dialect(text: str) -> str:
     """An argparse ``type``: a sqlglot dialect name, e.g. ``spark`` or ``duckdb``.
 
-    Refuses what :func:`cqopt.optimizer.plan_sql.plan_sql` would, in its words,
+    Refuses what :func:`cqopt.optimizer.plans.sql.plan_sql` would, in its words,
     but as the command line is read (an empty name would be sqlglot's generic
     dialect, silently).
 

@@ -49,8 +49,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from cqopt.errors import CqoptError
-from cqopt.optimizer.plan_nodes import PlanNode
-from cqopt.optimizer.statistics import rate_name
+from cqopt.optimizer.plans.nodes import PlanNode
+from cqopt.optimizer.query.statistics import rate_name
 
 Array = NDArray[np.float64]
 
@@ -470,8 +470,8 @@ def plan_statistics(plan) -> tuple[str, ...]:
     each operator's selectivities.
 
     >>> from cqopt.catalog import Catalog
-    >>> from cqopt.optimizer.enumerate import enumerate_plans
-    >>> from cqopt.optimizer.logical import parse_query
+    >>> from cqopt.optimizer.rules.enumerate import enumerate_plans
+    >>> from cqopt.optimizer.query.logical import parse_query
     >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10], "columns": {"a": "int"}}}})
     >>> plan_statistics(enumerate_plans(parse_query("SELECT S.a FROM S WHERE S.a = 1 "
     ...                                             "WINDOW [1]", cat))[0])

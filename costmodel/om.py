@@ -42,8 +42,8 @@ Readings the paper leaves open (COSTMODELS.md), each pinned by a test:
 Sources cost nothing: the paper counts operator buffers only.
 
 >>> from cqopt.catalog import load_catalog
->>> from cqopt.optimizer.logical import parse_query
->>> from cqopt.optimizer.enumerate import enumerate_plans
+>>> from cqopt.optimizer.query.logical import parse_query
+>>> from cqopt.optimizer.rules.enumerate import enumerate_plans
 >>> import numpy as np, pathlib
 >>> from cqopt.examples import example
 >>> cat = load_catalog(example("dec-pkt.toml"))
@@ -77,8 +77,8 @@ from cqopt.costmodel.base import (
     times,
     window_seconds,
 )
-from cqopt.optimizer import plan_nodes as kinds
-from cqopt.optimizer.statistics import rate_name
+from cqopt.optimizer.plans import nodes as kinds
+from cqopt.optimizer.query.statistics import rate_name
 
 
 class OM(PointCosting):

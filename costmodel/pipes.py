@@ -77,9 +77,9 @@ from cqopt.costmodel.base import (
     times,
     window_seconds,
 )
-from cqopt.optimizer.join_closure import JoinPredicate
-from cqopt.optimizer import plan_nodes as kinds
-from cqopt.optimizer.statistics import rate_name
+from cqopt.optimizer.plans import nodes as kinds
+from cqopt.optimizer.query.join_closure import JoinPredicate
+from cqopt.optimizer.query.statistics import rate_name
 
 FINEST_GRANULARITY_SECONDS = 1e-6
 

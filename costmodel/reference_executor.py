@@ -22,8 +22,8 @@ empty window (COUNT 0; SUM, AVG, MIN and MAX missing, as NaN).
 
 >>> import pandas as pd
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
->>> from cqopt.optimizer.enumerate import enumerate_plans
+>>> from cqopt.optimizer.query.logical import parse_query
+>>> from cqopt.optimizer.rules.enumerate import enumerate_plans
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int", "c": "int"}}}})
 >>> q = parse_query("SELECT S.a FROM S WHERE S.b IN (1, 2) WINDOW [1]", cat)
@@ -47,14 +47,14 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from cqopt.optimizer import predicates
-from cqopt.optimizer.classify import output_column_ref
-from cqopt.optimizer.group_selections import Selection
-from cqopt.optimizer.join_closure import JoinPredicate
-from cqopt.optimizer.literals import literal_value
-from cqopt.optimizer.logical import AGGREGATES, ContinuousQuery, aggregate_text
-from cqopt.optimizer.plan import Plan, column_text
-from cqopt.optimizer import plan_nodes as kinds
+from cqopt.optimizer.plans import nodes as kinds
+from cqopt.optimizer.plans.plan import Plan, column_text
+from cqopt.optimizer.query import predicates
+from cqopt.optimizer.query.classify import output_column_ref
+from cqopt.optimizer.query.join_closure import JoinPredicate
+from cqopt.optimizer.query.literals import literal_value
+from cqopt.optimizer.query.logical import AGGREGATES, ContinuousQuery, aggregate_text
+from cqopt.optimizer.query.selections import Selection
 
 
 @dataclass(frozen=True)

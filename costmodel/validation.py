@@ -38,13 +38,13 @@ import numpy as np
 import pandas as pd
 
 from cqopt.catalog import Catalog
-from cqopt.costmodel.registry import make_model, model_names
 from cqopt.costmodel.reference_executor import execute, join, select_mask
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.errors import UnsupportedQueryError
-from cqopt.optimizer.logical import ContinuousQuery, parse_query
-from cqopt.optimizer.plan_nodes import SourceNode
-from cqopt.optimizer.statistics import rate_name, sel_name
+from cqopt.costmodel.registry import make_model, model_names
+from cqopt.optimizer.plans.nodes import SourceNode
+from cqopt.optimizer.query.errors import UnsupportedQueryError
+from cqopt.optimizer.query.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.query.statistics import rate_name, sel_name
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 KEY_DOMAIN = 50  # join keys uniform over this many values: jsel about 1/50
 

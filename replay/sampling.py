@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from cqopt.errors import CqoptError
-from cqopt.optimizer.statistics import rate_name, split_name
+from cqopt.optimizer.query.statistics import rate_name, split_name
 
 
 SELECTION_FLOOR = 1000  # tuples a selection's sample holds at least (all, if fewer)

@@ -43,9 +43,9 @@ import numpy as np
 from cqopt.catalog.catalog import MAX_RATE
 from cqopt.charts.lookup import ChartSet, QueryChart
 from cqopt.errors import CqoptError
-from cqopt.optimizer.errors import QueryError
-from cqopt.optimizer.statistic_check import check_given
-from cqopt.optimizer.statistics import check_value, split_name
+from cqopt.optimizer.query.errors import QueryError
+from cqopt.optimizer.query.statistic_check import check_given
+from cqopt.optimizer.query.statistics import check_value, split_name
 from cqopt.runtime.choice import ExpectedChoice, PricedSwitch, RegretFallback
 from cqopt.runtime.estimators import DecayMeans, ThresholdHistograms, make_estimator
 

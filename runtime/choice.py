@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from cqopt.optimizer.statistics import split_name
+from cqopt.optimizer.query.statistics import split_name
 
 _MAX_RATIO = 1e6  # a rate's estimation error, actual / estimate, counts up to this
 
@@ -167,7 +167,7 @@ class PricedSwitch:
 def join_signatures(plan) -> dict[frozenset, str]:
     """Each join of ``plan`` by the pair of stream sets it joins: its state's identity."""
     from cqopt.costmodel.base import plan_operators
-    from cqopt.optimizer.plan_nodes import JoinNode
+    from cqopt.optimizer.plans.nodes import JoinNode
 
     streams: dict[str, frozenset] = {}
     joins = {}

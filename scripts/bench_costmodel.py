@@ -29,8 +29,8 @@ import numpy as np
 
 from cqopt.catalog import load_catalog
 from cqopt.costmodel import OM, PIPES, Utility, plan_utilities
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"

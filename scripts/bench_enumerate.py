@@ -16,12 +16,12 @@ import statistics
 import time
 
 from cqopt.catalog import Catalog
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.join_order_search import intermediate_size_cost, local_search_orders
-from cqopt.optimizer.join_orders import join_orders
-from cqopt.optimizer.logical import parse_query
-from cqopt.optimizer.plan_builder import PlanBuilder
-from cqopt.optimizer.pushdown import stream_order_combinations
+from cqopt.optimizer.plans.builder import PlanBuilder
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
+from cqopt.optimizer.rules.join_order_search import intermediate_size_cost, local_search_orders
+from cqopt.optimizer.rules.left_deep import join_orders
+from cqopt.optimizer.rules.pushdown import stream_order_combinations
 
 COLUMNS = {"k": "int", "a": "int", "b": "int", "c": "int"}
 

@@ -18,7 +18,7 @@ import time
 
 import sqlglot
 
-from cqopt.optimizer.group_selections import group_selections
+from cqopt.optimizer.query.selections import group_selections
 
 
 def median_seconds(conjuncts, repeat: int) -> float:

@@ -43,7 +43,7 @@ ONE = "SELECT S0.a FROM S0 WHERE S0.b = 3 WINDOW [1]"
 MEASURE = """
 import json, sys, time
 import numpy, pyarrow, pyarrow.parquet, networkx, sqlglot
-import cqopt, cqopt.charts.lookup, cqopt.optimizer.enumerate, cqopt.optimizer.logical
+import cqopt, cqopt.charts.lookup, cqopt.optimizer.rules.enumerate, cqopt.optimizer.query.logical
 
 def rss():
     with open("/proc/self/statm") as f:

@@ -34,8 +34,8 @@ from cqopt.charts.spec import workload_specs
 from cqopt.charts.store import write_chart_set
 from cqopt.charts.workload import workload_from_dict
 from cqopt.costmodel import plan_utilities
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 CHAIN4 = ("SELECT * FROM TCP, UDP, SF, WEB WHERE TCP.src_host = UDP.dest_host "

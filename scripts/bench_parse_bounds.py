@@ -1,6 +1,6 @@
 """Benchmark: parsing a query stays linear in its joins, IN-list values and nesting.
 
-Prints the median time of :func:`cqopt.optimizer.dialect.parse` for a chain of
+Prints the median time of :func:`cqopt.optimizer.query.dialect.parse` for a chain of
 n ``JOIN`` s without ON (sqlglot's nested-join retry made it 2^n: 16 joins
 took seconds, 24 minutes), the same chain with ON, an IN list of n values and
 n nested parentheses, up to the bounds parse enforces, each with its ratio to
@@ -17,7 +17,7 @@ import statistics
 import time
 
 from cqopt.errors import CqoptError
-from cqopt.optimizer.dialect import MAX_IN_VALUES, MAX_NESTING, MAX_STREAMS, parse
+from cqopt.optimizer.query.dialect import MAX_IN_VALUES, MAX_NESTING, MAX_STREAMS, parse
 
 
 def median_seconds(sql: str, repeat: int) -> tuple[float, str]:

@@ -50,8 +50,8 @@ import numpy as np
 import pandas as pd
 
 from cqopt.catalog import load_catalog
-from cqopt.optimizer.intervals import IntervalSet
-from cqopt.optimizer.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.query.intervals import IntervalSet
+from cqopt.optimizer.query.logical import ContinuousQuery, parse_query
 from cqopt.replay.rounds import complete_rounds
 from cqopt.replay.trace_generate import generate_trace
 from cqopt.replay.trace_write import write_trace
@@ -162,7 +162,7 @@ def pandas_child(paths: dict[str, Path]) -> dict[str, float]:
             f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
             "import bench_round_stats as b\n"
             "from cqopt.catalog import load_catalog\n"
-            "from cqopt.optimizer.logical import parse_query\n"
+            "from cqopt.optimizer.query.logical import parse_query\n"
             f"query = parse_query(b.Q2, load_catalog(b.EXAMPLES / 'dec-pkt.toml'))\n"
             "begin = time.perf_counter()\n"
             f"frames = {{n: pd.read_parquet(p) for n, p in {dict((n, str(p)) for n, p in paths.items())!r}.items()}}\n"

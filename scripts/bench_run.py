@@ -65,7 +65,7 @@ def generate(folder: Path, rounds: int) -> Path:
 
 def baseline(spark, chart, query, traces: Path, out: Path, rounds: int) -> list[float]:
     """Per round: read each stream's file, run the chart's plan, write Parquet; seconds."""
-    from cqopt.optimizer.statistics import rate_name
+    from cqopt.optimizer.query.statistics import rate_name
     from cqopt.spark.plan_frame import to_spark
 
     files = {s: sorted((traces / s).glob("part-*.parquet")) for s in STREAMS}

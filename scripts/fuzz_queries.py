@@ -115,9 +115,9 @@ def mutate(rng: random.Random, sql: str, max_in: int = 5000) -> str:
 def run_case(sql: str, catalog) -> str:
     """What ``cqopt explain`` does with ``sql``: 'ok', or raise what it raises."""
     from cqopt.costmodel import DEFAULT_WEIGHTS, Utility, make_model
-    from cqopt.optimizer.enumerate import enumerate_plans
-    from cqopt.optimizer.logical import parse_query
-    from cqopt.optimizer.statistics import default_value
+    from cqopt.optimizer.query.logical import parse_query
+    from cqopt.optimizer.query.statistics import default_value
+    from cqopt.optimizer.rules.enumerate import enumerate_plans
 
     query = parse_query(sql, catalog)
     values = {s: default_value(s, catalog, query) for s in query.statistics}

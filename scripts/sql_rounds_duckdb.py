@@ -1,7 +1,7 @@
 """What the SQL means on whole tables: a query's plans in DuckDB over a whole trace.
 
 For each candidate plan of one query of a workload, prints the rows its
-round-carrying SQL (``Plan.to_sql``) gives on the whole trace, the rows the
+round-carrying SQL (``plan_sql``) gives on the whole trace, the rows the
 one-round SQL (``one_round=True``, which relates no tuple to a round) gives
 on the same tables, and the rows the reference executor gives round by
 round, which the first must equal. Also the median time of the rounds SQL
@@ -26,8 +26,9 @@ from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.costmodel.reference_executor import execute
 from cqopt.examples import example
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.plans.sql import plan_sql
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 from cqopt.replay.rounds import round_of
 
 
@@ -55,7 +56,7 @@ def main() -> None:
 
     baseline = None
     for plan in enumerate_plans(query):
-        text = plan.to_sql("duckdb", query=query, start=start)
+        text = plan_sql(plan, "duckdb", query=query, start=start)
         times = []
         for _ in range(args.repeat):
             began = time.perf_counter()
@@ -63,7 +64,7 @@ def main() -> None:
             times.append(time.perf_counter() - began)
         median = statistics.median(times)
         baseline = baseline or median
-        whole = count(plan.to_sql("duckdb", query=query, one_round=True))
+        whole = count(plan_sql(plan, "duckdb", query=query, one_round=True))
         print(f"{plan.id}: rounds SQL {rows} rows, median {median:.3f} s "
               f"({median / baseline:.2f}x the first plan's); one-round SQL on the whole "
               f"tables {whole} rows")

@@ -21,13 +21,13 @@ in that column: every operator keeps it, every join also equates it (a
 Cartesian step becomes the join on the round alone), the aggregate groups
 by it first and the result has it as its first column, so one DataFrame
 gives every round's result, each what the plan gives on that round's frames
-alone. As in :mod:`cqopt.optimizer.plan_sql`, a query with aggregates and no
+alone. As in :mod:`cqopt.optimizer.plans.sql`, a query with aggregates and no
 GROUP BY then has no row for a round in which nothing reaches the aggregate.
 
 Predicates become Spark conditions through
 :func:`cqopt.spark.round_stats.spark_condition` and
 :func:`~cqopt.spark.round_stats.predicate_condition`, the walker of
-:mod:`cqopt.optimizer.predicates` that the pandas executor uses too.
+:mod:`cqopt.optimizer.query.predicates` that the pandas executor uses too.
 
 Spark's optimizer keeps the plan's join order: its cost-based join
 reordering (``spark.sql.cbo.joinReorder.enabled``) is off by default, and
@@ -40,8 +40,8 @@ With a session, ``to_spark(plan, {"S": spark.createDataFrame(window)}, query=q)`
 is the plan's DataFrame; a stream without a frame is refused before Spark runs:
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
->>> from cqopt.optimizer.enumerate import enumerate_plans
+>>> from cqopt.optimizer.query.logical import parse_query
+>>> from cqopt.optimizer.rules.enumerate import enumerate_plans
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10], "columns": {"a": "int"}}}})
 >>> plan = enumerate_plans(parse_query("SELECT S.a FROM S WHERE S.a > 1 WINDOW [1]", cat))[0]
 >>> try:
@@ -61,17 +61,17 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from cqopt.errors import CqoptError
-from cqopt.optimizer.logical import AGGREGATES
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer import plan_nodes as kinds
-from cqopt.optimizer.plan_sql import CARTESIAN_HINT, plan_outputs
+from cqopt.optimizer.plans import nodes as kinds
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.plans.sql import CARTESIAN_HINT, plan_outputs
+from cqopt.optimizer.query.logical import AGGREGATES
 from cqopt.spark.round_stats import predicate_condition, spark_condition
 from cqopt.spark.session import spark_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 
 class PlanFrameError(CqoptError):
@@ -236,7 +236,7 @@ def _join(left: DataFrame, right: DataFrame, node: kinds.JoinNode,
                           == _column(node.streams[-1], round_column))
     if not conditions:
         # Hinted, or Spark's ReorderJoin would move the product above the joins with a
-        # condition (see cqopt.optimizer.plan_sql.plan_expression).
+        # condition (see cqopt.optimizer.plans.sql.plan_expression).
         return left.crossJoin(right.hint(CARTESIAN_HINT.lower()))
     return left.join(right, functools.reduce(lambda a, b: a & b, conditions), "inner")
 
@@ -276,7 +276,7 @@ def _aggregate(df: DataFrame, node: kinds.AggregateNode, round_column: str | Non
 
 def _aggregate_ref(node: exp.Expression) -> tuple[None, str]:
     """The reference of an aggregate call in HAVING: ``(None, "SUM(S.a)")``."""
-    from cqopt.optimizer.logical import aggregate_text
+    from cqopt.optimizer.query.logical import aggregate_text
 
     arg = node.this
     argument = None if arg is None or isinstance(arg, exp.Star) else (arg.table, arg.name)

@@ -36,7 +36,7 @@ Predicates become Spark conditions straight from the logical query: a
 grouped selection's whole condition (:attr:`Selection.predicate
 <optimizer.group_selections.Selection.predicate>`, ``FALSE`` when it can pass
 nothing) and each theta predicate are walked by
-:func:`cqopt.optimizer.predicates.evaluate`, the walker the pandas executor uses, so
+:func:`cqopt.optimizer.query.predicates.evaluate`, the walker the pandas executor uses, so
 both engines read one predicate the same way (a NULL passes no comparison).
 """
 
@@ -52,17 +52,17 @@ import numpy as np
 import pandas as pd
 from sqlglot import exp
 
-from cqopt.optimizer import predicates
-from cqopt.optimizer.join_closure import JoinPredicate, ThetaPredicate
-from cqopt.optimizer.literals import literal_value
-from cqopt.optimizer.statistics import split_name
+from cqopt.optimizer.query import predicates
+from cqopt.optimizer.query.join_closure import JoinPredicate, ThetaPredicate
+from cqopt.optimizer.query.literals import literal_value
+from cqopt.optimizer.query.statistics import split_name
 from cqopt.replay.rounds import FORMAT_VERSION, RoundStatsError, complete_rounds
 from cqopt.spark.session import spark_errors
 
 if TYPE_CHECKING:  # pyspark loads only when statistics are computed
     from pyspark.sql import Column, DataFrame
 
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
     Resolver = Callable[[str, str], Column]  # (stream, column) -> a Spark column
 

@@ -402,13 +402,15 @@ def ship_packages(spark: SparkSession) -> None:
 
 
 def package_folders() -> dict[str, str]:
-    """Each cqopt package and the folder its modules are in.
+    """Each cqopt package, nested ones too, and the folder its modules are in.
 
     The subpackages map to the repository's top-level folders (setup.cfg's
-    ``package_dir``), so they need not sit inside ``cqopt``'s own folder.
+    ``package_dir``), so they need not sit inside ``cqopt``'s own folder; a
+    nested package (``cqopt.optimizer.plans``) is a folder of its parent's.
 
-    >>> sorted(package_folders())[:3]
-    ['cqopt', 'cqopt.catalog', 'cqopt.charts']
+    >>> folders = package_folders()
+    >>> sorted(folders)[:3], "cqopt.optimizer.plans" in folders
+    (['cqopt', 'cqopt.catalog', 'cqopt.charts'], True)
     """
     import cqopt
 
@@ -416,6 +418,13 @@ def package_folders() -> dict[str, str]:
     for info in pkgutil.iter_modules(cqopt.__path__, prefix="cqopt."):
         if info.ispkg:
             folders[info.name] = importlib.import_module(info.name).__path__[0]
+    unvisited = [name for name in folders if name != "cqopt"]
+    while unvisited:
+        parent = unvisited.pop()
+        for info in pkgutil.iter_modules([folders[parent]], prefix=parent + "."):
+            if info.ispkg:
+                folders[info.name] = str(Path(folders[parent], info.name.rsplit(".", 1)[1]))
+                unvisited.append(info.name)
     return folders
 
 

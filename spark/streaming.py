@@ -94,7 +94,7 @@ import pandas as pd
 from cqopt.catalog import Catalog
 from cqopt.charts.lookup import QueryChart
 from cqopt.errors import CqoptError
-from cqopt.optimizer.statistics import rate_name
+from cqopt.optimizer.query.statistics import rate_name
 from cqopt.replay.rounds import round_of
 from cqopt.runtime.adaptive import AdaptiveQuery
 from cqopt.spark.session import spark_errors, spark_message
@@ -105,7 +105,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 STATE_VERSION = 2
 LAG_ROUNDS = 10  # a lag that grows this many rounds in a row is warned about

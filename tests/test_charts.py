@@ -19,8 +19,8 @@ from cqopt.charts.store import ChartSetError, manifest_checksum, write_chart_set
 from cqopt.charts.workload import load_workload, workload_from_dict
 from cqopt.cli.main import main
 from cqopt.costmodel import Utility, make_model
-from cqopt.optimizer.errors import QueryError, WorkloadError
-from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.query.errors import QueryError, WorkloadError
+from cqopt.optimizer.query.logical import parse_query
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Tests for the CQL sqlglot dialect (optimizer/dialect.py)."""
+"""Tests for the CQL sqlglot dialect (optimizer/query/dialect.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
 
-from cqopt.optimizer.dialect import (
+from cqopt.optimizer.query.dialect import (
     CQL,
     StreamWindow,
     parse,
@@ -18,7 +18,7 @@ from cqopt.optimizer.dialect import (
     table_window,
     window_seconds,
 )
-from cqopt.optimizer.errors import CQLSyntaxError
+from cqopt.optimizer.query.errors import CQLSyntaxError
 
 # The OM paper's queries
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host=2 WINDOW [1]"

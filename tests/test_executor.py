@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.costmodel.reference_executor import execute, multiset, select_mask
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import parse_query
-from cqopt.optimizer.plan_nodes import node_attributes
+from cqopt.optimizer.plans.nodes import node_attributes
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 ROOT = Path(__file__).resolve().parent.parent
 ABCD = Catalog.from_dict({"streams": {s: {"rate": [10, 100], "columns": {

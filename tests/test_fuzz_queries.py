@@ -52,7 +52,7 @@ def test_hostile_literals(fuzz, dec_catalog, literal):
 
 
 def test_a_long_in_list_groups_into_one_selection(dec_catalog):
-    from cqopt.optimizer.logical import parse_query
+    from cqopt.optimizer.query.logical import parse_query
 
     values = list(range(0, 20000, 2))
     sql = (f"SELECT * FROM TCP WHERE TCP.dest_host IN ({', '.join(map(str, values))}) "
@@ -63,7 +63,7 @@ def test_a_long_in_list_groups_into_one_selection(dec_catalog):
 
 
 def _intervals():
-    from cqopt.optimizer.intervals import Interval, IntervalSet
+    from cqopt.optimizer.query.intervals import Interval, IntervalSet
 
     bound = st.one_of(st.none(), st.integers(0, 6))
     interval = st.builds(Interval, bound, bound, st.booleans(), st.booleans())
@@ -80,14 +80,14 @@ def test_intersection_sweep_agrees_with_membership(a, b, probe):
 
 
 def IntervalSetOf(s):  # normal form is a fixed point
-    from cqopt.optimizer.intervals import IntervalSet
+    from cqopt.optimizer.query.intervals import IntervalSet
 
     return IntervalSet.of(s.intervals)
 
 
 # -- bounds before parsing: join chains, long IN lists, deep nesting, long texts -------
 def test_a_chain_of_joins_without_on_is_read_in_one_pass(monkeypatch):
-    from cqopt.optimizer import dialect
+    from cqopt.optimizer.query import dialect
 
     calls = []
     original = dialect.CQLParser._parse_join
@@ -113,8 +113,8 @@ def test_a_chain_of_joins_without_on_is_read_in_one_pass(monkeypatch):
      + " WINDOW [1]", "at most 32 levels"),
 ])
 def test_a_query_beyond_a_bound_is_refused_before_parsing_and_names_it(sql, limit):
-    from cqopt.optimizer.dialect import parse
-    from cqopt.optimizer.errors import CQLSyntaxError
+    from cqopt.optimizer.query.dialect import parse
+    from cqopt.optimizer.query.errors import CQLSyntaxError
 
     with pytest.raises(CQLSyntaxError, match=limit) as info:
         parse(sql)
@@ -122,7 +122,7 @@ def test_a_query_beyond_a_bound_is_refused_before_parsing_and_names_it(sql, limi
 
 
 def test_a_query_at_the_bounds_parses():
-    from cqopt.optimizer.dialect import MAX_IN_VALUES, MAX_NESTING, MAX_STREAMS, parse
+    from cqopt.optimizer.query.dialect import MAX_IN_VALUES, MAX_NESTING, MAX_STREAMS, parse
 
     values = ", ".join(map(str, range(MAX_IN_VALUES)))
     deep = MAX_NESTING - 1  # and the IN list's own parenthesis

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import cqopt.charts as charts
 from cqopt.cli.main import EXAMPLES, build_parser, main
 from cqopt.errors import CqoptError
-from cqopt.optimizer.statistic_check import UnknownStatisticError, check_given
+from cqopt.optimizer.query.statistic_check import UnknownStatisticError, check_given
 from cqopt.runtime.adaptive import AdaptiveQuery
 
 
@@ -161,7 +161,7 @@ def test_extreme_finite_values_never_wedge_a_query(estimator, policy):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from cqopt.optimizer.errors import QueryError
+    from cqopt.optimizer.query.errors import QueryError
     from cqopt.runtime.adaptive import Hysteresis
 
     value = st.one_of(st.sampled_from(_EXTREMES), st.floats(allow_nan=True, allow_infinity=True))

@@ -12,9 +12,11 @@ import pytest
 import cqopt
 
 # Bottom to top; a package may import itself and any package before it.
-LAYERS = ["cqopt.errors", "cqopt.output", "cqopt.examples", "cqopt.catalog", "cqopt.optimizer",
-          "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay", "cqopt.spark",
-          "cqopt.api", "cqopt.cli"]
+# The optimizer's rooms are layers too: the query front end, then plans, then the rules.
+LAYERS = ["cqopt.errors", "cqopt.output", "cqopt.examples", "cqopt.catalog",
+          "cqopt.optimizer.query", "cqopt.optimizer.plans", "cqopt.optimizer.rules",
+          "cqopt.optimizer", "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay",
+          "cqopt.spark", "cqopt.api", "cqopt.cli"]
 ENGINES = {  # third-party package -> the only packages or modules that may import it
     "pyspark": ("cqopt.spark",),
     "py4j": ("cqopt.spark",),
@@ -84,6 +86,9 @@ def test_engines_stay_in_their_rooms(module):
 def test_every_folder_is_a_layer():
     packages = {m for m in MODULES if m.count(".") == 1 and MODULES[m].name == "__init__.py"}
     assert packages <= set(LAYERS), packages - set(LAYERS)
+    rooms = {m for m in MODULES if m.startswith("cqopt.optimizer.")
+             and MODULES[m].name == "__init__.py"}
+    assert rooms <= set(LAYERS), rooms - set(LAYERS)
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
@@ -92,3 +97,15 @@ def test_examples_are_reached_through_the_package(module):
     cqopt is installed; modules use :func:`cqopt.examples.example`."""
     source = MODULES[module].read_text(encoding="utf-8")
     assert not (module != "cqopt.examples" and "__file__" in source and "examples" in source)
+
+
+def test_every_package_is_listed_for_the_wheel(repo_root):
+    """setup.cfg lists packages one by one: a folder missing there is silently left out of
+    the wheel, and the installed cqopt fails on its first import from it."""
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(repo_root / "setup.cfg", encoding="utf-8")
+    listed = set(config["options"]["packages"].split())
+    packages = {m for m in MODULES if MODULES[m].name == "__init__.py"}
+    assert listed == packages, (packages - listed, listed - packages)

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.errors import CqoptError
-from cqopt.optimizer.errors import (
+from cqopt.optimizer.query.dialect import CQL, parse
+from cqopt.optimizer.query.errors import (
     AmbiguousColumnError,
     CQLSyntaxError,
     MissingWindowError,
@@ -22,9 +23,8 @@ from cqopt.optimizer.errors import (
     UnknownStreamError,
     UnsupportedQueryError,
 )
-from cqopt.optimizer.dialect import CQL, parse
-from cqopt.optimizer.intervals import IntervalSet
-from cqopt.optimizer.logical import build_query, parse_query
+from cqopt.optimizer.query.intervals import IntervalSet
+from cqopt.optimizer.query.logical import build_query, parse_query
 
 
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host=2 WINDOW [1]"
@@ -413,7 +413,8 @@ def test_from_name_bound_twice(ab):
 
 def test_from_clash_message_does_not_depend_on_the_hash_seed(repo_root):
     # Both names of the second stream clash: the one reported came from a set's order
-    script = ("from cqopt.catalog import Catalog\nfrom cqopt.optimizer.logical import parse_query\n"
+    script = ("from cqopt.catalog import Catalog\n"
+              "from cqopt.optimizer.query.logical import parse_query\n"
               "c = Catalog.from_dict({'streams': {s: {'rate': [1, 2], 'columns': {'x': 'int'}}"
               " for s in 'AB'}})\n"
               "try:\n    parse_query('SELECT * FROM A AS B, B AS A', c)\n"

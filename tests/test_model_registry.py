@@ -24,7 +24,7 @@ from cqopt.costmodel import (
     unregister_model,
 )
 from cqopt.costmodel.base import OperatorCost, PointCosting, plan_cost
-from cqopt.optimizer.errors import WorkloadError
+from cqopt.optimizer.query.errors import WorkloadError
 
 Q1 = "SELECT TCP.src_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"
 
@@ -73,8 +73,8 @@ def test_the_built_in_models_satisfy_the_protocol(dec):
 
 
 def test_a_model_reads_the_statistics_its_plans_name(dec):
-    from cqopt.optimizer.enumerate import enumerate_plans
-    from cqopt.optimizer.logical import parse_query
+    from cqopt.optimizer.query.logical import parse_query
+    from cqopt.optimizer.rules.enumerate import enumerate_plans
 
     query = parse_query(Q1, dec)
     for plan in enumerate_plans(query):

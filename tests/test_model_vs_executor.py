@@ -64,7 +64,7 @@ def test_error_table_has_every_kind(rows):
 
 def test_validation_needs_one_common_range_window(examples, monkeypatch):
     import cqopt.costmodel.validation as validation
-    from cqopt.optimizer.errors import UnsupportedQueryError
+    from cqopt.optimizer.query.errors import UnsupportedQueryError
 
     catalog = load_catalog(examples / "dec-pkt.toml")
     for sql in ("SELECT TCP.src_host FROM TCP [ROWS 10]",

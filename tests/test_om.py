@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.costmodel import OM, PIPES, Utility, plan_utilities
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import Window, parse_query
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_nodes import SelectionNode, SourceNode
+from cqopt.optimizer.plans.nodes import SelectionNode, SourceNode
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.query.logical import Window, parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"

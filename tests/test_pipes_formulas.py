@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from cqopt.catalog import Catalog, PipesConstants
 from cqopt.costmodel import pipes
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 C = PipesConstants()
 

@@ -1,4 +1,4 @@
-"""Plans run on an engine: ``cqopt.spark.to_spark`` and ``Plan.to_sql`` against the reference
+"""Plans run on an engine: ``cqopt.spark.to_spark`` and ``plan_sql`` against the reference
 executor.
 
 For the example workloads' queries and 20 generated ones (selections with
@@ -26,9 +26,9 @@ from sqlglot.generator import Generator
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.costmodel.reference_executor import execute, multiset
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import ContinuousQuery, parse_query
-from cqopt.optimizer.plan_sql import PlanSqlError
+from cqopt.optimizer.plans.sql import PlanSqlError, plan_sql
+from cqopt.optimizer.query.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 from cqopt.spark import to_spark
 
 ABCD = Catalog.from_dict({"streams": {s: {"rate": [10, 100], "columns": {
@@ -207,7 +207,7 @@ def test_every_plan_on_spark_returns_the_reference_multiset(spark, examples):
         expected = [multiset(execute(p, query, data).result) for p in plans]
         assert len(set(map(frozenset, (e.items() for e in expected)))) == 1, name
         built = [to_spark(p, frames, query=query) for p in plans]
-        sql = [spark.sql(p.to_sql("spark", query=query, one_round=True)) for p in plans]
+        sql = [spark.sql(plan_sql(p, "spark", query=query, one_round=True)) for p in plans]
         got = run_all(spark, built + sql)
         for i, plan in enumerate(plans):
             assert got[i] == expected[i], f"{name} {plan.id} to_spark\n{query.sql}"
@@ -235,7 +235,7 @@ def test_spark_keeps_the_plans_join_order(spark, examples):
         for plan in {p.join_order: p for p in enumerate_plans(query)}.values():
             order = list(plan.join_order)
             assert spark_join_order(to_spark(plan, frames, query=query)) == order, plan.id
-            assert spark_join_order(spark.sql(plan.to_sql(query=query, one_round=True))) == order, plan.id
+            assert spark_join_order(spark.sql(plan_sql(plan, query=query, one_round=True))) == order, plan.id
             checked += 1
     assert checked > 20
     ids = {p.id for p in enumerate_plans(cartesian)}
@@ -249,7 +249,7 @@ def test_sql_parses_back_in_each_dialect(examples):
     for name, query in all_queries(examples):
         for plan in enumerate_plans(query):
             for dialect in DIALECTS:
-                text = plan.to_sql(dialect, query=query, one_round=True)
+                text = plan_sql(plan, dialect, query=query, one_round=True)
                 assert text.startswith(f"/* cqopt plan {plan.id}; windows: ")
                 tree = sqlglot.parse_one(text, read=dialect)
                 joins = tree.args.get("joins") or []
@@ -266,7 +266,7 @@ def test_sql_nests_each_streams_selection_and_projection_in_the_plans_order():
 
     def chain(plan) -> list[str]:
         """Operators of the stream's subqueries, bottom-up."""
-        node, ops = sqlglot.parse_one(plan.to_sql("postgres", query=query, one_round=True)).args["from_"].this, []
+        node, ops = sqlglot.parse_one(plan_sql(plan, "postgres", query=query, one_round=True)).args["from_"].this, []
         while isinstance(node, exp.Subquery):
             inner = node.this
             ops.append("σ" if inner.args.get("where") else "π")
@@ -275,16 +275,16 @@ def test_sql_nests_each_streams_selection_and_projection_in_the_plans_order():
 
     assert chain(select_project) == ["σ", "π"]
     assert chain(project_select) == ["π", "σ"]
-    assert "windows: S [RANGE 2 SECONDS]" in select_project.to_sql("duckdb", query=query, one_round=True)
+    assert "windows: S [RANGE 2 SECONDS]" in plan_sql(select_project, "duckdb", query=query, one_round=True)
 
 
 def test_sql_without_the_query_names_columns_by_their_text():
     query = parse_query("SELECT A.k AS key, COUNT(*) FROM A, B WHERE A.a = B.a GROUP BY A.k "
                         "WINDOW [1]", ABCD)
-    tree = sqlglot.parse_one(enumerate_plans(query)[0].to_sql("duckdb", one_round=True),
+    tree = sqlglot.parse_one(plan_sql(enumerate_plans(query)[0], "duckdb", one_round=True),
                            read="duckdb")
     assert [e.alias for e in tree.expressions] == ["A.k", "COUNT(*)"]
-    tree = sqlglot.parse_one(enumerate_plans(query)[0].to_sql("duckdb", query=query,
+    tree = sqlglot.parse_one(plan_sql(enumerate_plans(query)[0], "duckdb", query=query,
                                                                       one_round=True))
     assert [e.alias for e in tree.expressions] == ["key", "COUNT(*)"]
 
@@ -303,17 +303,17 @@ def test_sql_errors_name_the_construct_and_the_dialect():
     plan = enumerate_plans(parse_query("SELECT A.k, B.k FROM A, B WINDOW [1]", ABCD))[0]
     with pytest.raises(PlanSqlError, match=r"A×B cannot be written in the nocross dialect: "
                                            r"CROSS JOIN"):
-        plan.to_sql("nocross", one_round=True)
+        plan_sql(plan, "nocross", one_round=True)
     with pytest.raises(PlanSqlError, match=r"unknown SQL dialect 'postgress'; did you mean "
                                            r"'postgres'"):
-        plan.to_sql("postgress", one_round=True)
+        plan_sql(plan, "postgress", one_round=True)
 
 
 def test_importing_the_optimizer_does_not_import_pyspark():
     import subprocess
     import sys
 
-    code = ("import sys, cqopt.optimizer.plan, cqopt.optimizer.plan_sql; "
+    code = ("import sys, cqopt.optimizer.plans.plan, cqopt.optimizer.plans.sql; "
             "print('pyspark' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr

@@ -13,10 +13,8 @@ import pytest
 
 from cqopt.catalog import load_catalog
 from cqopt.examples import example
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import parse_query
-from cqopt.optimizer.plan_codec import PlanCodecError, plan_from_data, plans_from_json, plans_json
-from cqopt.optimizer.plan_nodes import (
+from cqopt.optimizer.plans.codec import PlanCodecError, plan_from_data, plans_from_json, plans_json
+from cqopt.optimizer.plans.nodes import (
     CONSUMERS,
     NODE_CLASSES,
     MissingKindError,
@@ -25,10 +23,12 @@ from cqopt.optimizer.plan_nodes import (
     node_attributes,
     node_from_attributes,
 )
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 # The modules holding a consumer of plan nodes; importing them registers it. The DataFrame
 # builder imports pyspark only when it builds, so it registers without a JVM.
-CONSUMER_MODULES = ("cqopt.optimizer.plan", "cqopt.optimizer.plan_sql", "cqopt.costmodel.om",
+CONSUMER_MODULES = ("cqopt.optimizer.plans.plan", "cqopt.optimizer.plans.sql", "cqopt.costmodel.om",
                     "cqopt.costmodel.pipes", "cqopt.costmodel.reference_executor",
                     "cqopt.spark.plan_frame")
 EXPECTED = {"the plan id", "explain", "the SQL writer", "the OM model", "the PIPES model",

@@ -1,5 +1,5 @@
-"""Tests for plans and their enumeration (optimizer/plan.py, enumerate.py, pushdown.py,
-join_orders.py, join_order_search.py, plan_builder.py)."""
+"""Tests for plans and their enumeration (optimizer/plans/: plan.py, builder.py,
+stream_orders.py; optimizer/rules/: enumerate.py, left_deep.py, join_order_search.py)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cqopt.catalog import Catalog, load_catalog
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.join_order_search import intermediate_size_cost
-from cqopt.optimizer.join_orders import join_orders
-from cqopt.optimizer.logical import parse_query
-from cqopt.optimizer.plan import KINDS, Plan
-from cqopt.optimizer.plan_builder import build_plan
-from cqopt.optimizer.plan_nodes import CONTRACT_DEFAULTS, node_attributes
-from cqopt.optimizer.pushdown import stream_orders
+from cqopt.optimizer.plans.builder import build_plan
+from cqopt.optimizer.plans.nodes import CONTRACT_DEFAULTS, node_attributes
+from cqopt.optimizer.plans.plan import KINDS, Plan
+from cqopt.optimizer.plans.stream_orders import stream_orders
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
+from cqopt.optimizer.rules.join_order_search import intermediate_size_cost
+from cqopt.optimizer.rules.left_deep import join_orders
 
 ROOT = Path(__file__).resolve().parent.parent
 Q1 = "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"

@@ -17,8 +17,8 @@ from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.costmodel import OM, PIPES, Utility, plan_utilities
 from cqopt.costmodel.base import ARRAYS, SCALARS, compile_point_cost
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 MORE = [
     "SELECT COUNT(*) FROM TCP [RANGE 10 SECONDS] WHERE TCP.dest_host = 2",

@@ -23,7 +23,7 @@ from cqopt.charts.store import (
 )
 from cqopt.charts.workload import workload_from_dict
 from cqopt.cli.main import main
-from cqopt.optimizer.errors import WorkloadError
+from cqopt.optimizer.query.errors import WorkloadError
 
 JOIN = "SELECT * FROM A, B WHERE A.k = B.k WINDOW [1]"
 Q2 = ("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from cqopt.catalog import Catalog, load_catalog
-from cqopt.optimizer.logical import parse_query
+from cqopt.optimizer.query.logical import parse_query
 from cqopt.replay.rounds import (
     RoundStatsError,
     read_round_statistics,

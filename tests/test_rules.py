@@ -1,5 +1,5 @@
-"""The enumeration as a list of rules (optimizer/enumerate.py, rule_*.py, plan_contract.py):
-ablations, a rule added from outside, and the contract checked after each rule."""
+"""The enumeration as a list of rules (optimizer/rules/: enumerate.py, one module per rule,
+contract.py): ablations, a rule added from outside, and the contract checked after each rule."""
 
 from __future__ import annotations
 
@@ -14,20 +14,20 @@ import pytest
 from cqopt.catalog import Catalog
 from cqopt.cli.main import main
 from cqopt.errors import CqoptError
-from cqopt.optimizer.enumerate import (
+from cqopt.optimizer.plans.builder import build_plan, shape_of
+from cqopt.optimizer.plans.nodes import PlanNode
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.context import RuleContext
+from cqopt.optimizer.rules.contract import contract_violation
+from cqopt.optimizer.rules.enumerate import (
     HEURISTICS,
     PlanContractError,
-    RuleContext,
     enumerate_plans,
     rule_names,
     rules_without,
 )
-from cqopt.optimizer.join_orders import join_orders
-from cqopt.optimizer.logical import parse_query
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_builder import build_plan, shape_of
-from cqopt.optimizer.plan_contract import contract_violation
-from cqopt.optimizer.plan_nodes import PlanNode
+from cqopt.optimizer.rules.left_deep import join_orders
 
 HOST = {"rate": [10, 100], "columns": {"k": "int", "a": "int", "b": "int", "c": "int"}}
 CATALOG = Catalog.from_dict({"streams": {s: HOST for s in ("A", "B", "C", "D")}})

@@ -22,7 +22,7 @@ from cqopt.charts.store import ChartSetError, manifest_checksum, write_chart_set
 from cqopt.charts.workload import workload_from_dict
 from cqopt.cli.main import main
 from cqopt.costmodel.utility import Utility
-from cqopt.optimizer.errors import WorkloadError
+from cqopt.optimizer.query.errors import WorkloadError
 
 Q1 = "SELECT TCP.src_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"
 

@@ -1,4 +1,4 @@
-"""Rounds as keys. ``Plan.to_sql`` run once on whole tables in DuckDB gives, round by round,
+"""Rounds as keys. ``plan_sql`` run once on whole tables in DuckDB gives, round by round,
 what the reference executor gives on each round's windows; ``cqopt.spark.to_spark`` with a
 round column gives over many rounds at once what it gives on each round alone."""
 
@@ -17,9 +17,9 @@ from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.workload import load_workload
 from cqopt.costmodel.reference_executor import execute, multiset
 from cqopt.examples import example
-from cqopt.optimizer.enumerate import enumerate_plans
-from cqopt.optimizer.logical import ContinuousQuery, parse_query
-from cqopt.optimizer.plan_sql import ROUND_COLUMN, PlanSqlError
+from cqopt.optimizer.plans.sql import ROUND_COLUMN, PlanSqlError, plan_sql
+from cqopt.optimizer.query.logical import ContinuousQuery, parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
 from cqopt.replay.rounds import round_of
 
 ROUNDS = 5
@@ -91,7 +91,7 @@ def check_plans(query: ContinuousQuery, data: dict[str, pd.DataFrame], round_s: 
             expected[r] = result
     nonempty = len(expected)
     for plan in enumerate_plans(query, **({} if rules is None else {"rules": rules})):
-        text = plan.to_sql("duckdb", query=query, start=START, round_s=round_s)
+        text = plan_sql(plan, "duckdb", query=query, start=START, round_s=round_s)
         got = per_round(con.execute(text).df())
         assert {r: m for r, m in got.items() if r < ROUNDS} == expected, \
             f"{name} {plan.id}\n{text}"
@@ -119,7 +119,7 @@ def test_every_example_plan_on_duckdb_matches_the_executor_round_by_round(name):
 @pytest.mark.parametrize("left_out", [("pushdown",), ("group_selections", "pushdown")])
 def test_plans_of_an_ablation_on_duckdb_match_the_executor(left_out):
     # Selections left above the joins become the outer WHERE (they had no SQL form).
-    from cqopt.optimizer.enumerate import rules_without
+    from cqopt.optimizer.rules.enumerate import rules_without
 
     cat = load_catalog(example("dec-pkt.toml"))
     query = parse_query("SELECT TCP.src_host, UDP.bytes FROM TCP, UDP WHERE TCP.src_host = "
@@ -142,8 +142,8 @@ def test_the_whole_table_query_without_rounds_joins_across_them():
     for stream, frame in data.items():
         con.register(stream, frame)
     plan = enumerate_plans(query)[0]
-    per_round_rows = len(con.execute(plan.to_sql("duckdb", query=query, start=START)).df())
-    whole = len(con.execute(plan.to_sql("duckdb", query=query, one_round=True)).df())
+    per_round_rows = len(con.execute(plan_sql(plan, "duckdb", query=query, start=START)).df())
+    whole = len(con.execute(plan_sql(plan, "duckdb", query=query, one_round=True)).df())
     assert whole > per_round_rows > 0
 
 
@@ -170,7 +170,7 @@ def test_a_scalar_aggregate_has_no_row_for_a_round_without_input():
     con = duckdb.connect()
     con.register("TCP", data["TCP"])
     plan = enumerate_plans(query)[0]
-    assert con.execute(plan.to_sql("duckdb", query=query, start=START)).df().empty
+    assert con.execute(plan_sql(plan, "duckdb", query=query, start=START)).df().empty
     assert multiset(execute(plan, query, round_windows(query, data, 0, 1.0)).result) \
         == {(0,): 1}
 
@@ -184,22 +184,22 @@ def test_windows_rounds_cannot_carry_are_refused_by_name(window, construct):
     plan = enumerate_plans(query)[0]
     with pytest.raises(PlanSqlError, match=f"stream TCP's window {re.escape(construct)} is "
                                            "no span of time.* one_round=True"):
-        plan.to_sql("duckdb", query=query, round_s=1.0)
-    assert plan.to_sql("duckdb", query=query, one_round=True)
+        plan_sql(plan, "duckdb", query=query, round_s=1.0)
+    assert plan_sql(plan, "duckdb", query=query, one_round=True)
 
 
 def test_a_stream_without_ts_is_refused():
     cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10], "columns": {"a": "int"}}}})
     plan = enumerate_plans(parse_query("SELECT S.a FROM S WINDOW [1]", cat))[0]
     with pytest.raises(PlanSqlError, match="stream S has no ts column"):
-        plan.to_sql("duckdb")
+        plan_sql(plan, "duckdb")
 
 
 def test_round_length_must_be_positive():
     plan = enumerate_plans(parse_query("SELECT TCP.src_host FROM TCP WINDOW [1]", DEC))[0]
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(PlanSqlError, match="round_s"):
-            plan.to_sql("duckdb", round_s=bad)
+            plan_sql(plan, "duckdb", round_s=bad)
 
 
 # -- many rounds in one DataFrame ------------------------------------------------------------
@@ -245,7 +245,7 @@ def test_one_plan_over_many_rounds_equals_each_round_alone(spark, sql):
         assert together == spark_multiset(alone), plan.id
         for stream, frame in frames.items():  # the SQL that carries the rounds, on Spark
             frame.createOrReplaceTempView(stream)
-        assert spark_multiset(spark.sql(plan.to_sql("spark", query=query, start=START))) \
+        assert spark_multiset(spark.sql(plan_sql(plan, "spark", query=query, start=START))) \
             == together, plan.id
         expected = Counter()
         for r in range(ROUNDS):

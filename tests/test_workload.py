@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cqopt.charts.workload import load_workload, workload_from_dict
-from cqopt.optimizer.errors import WorkloadError
+from cqopt.optimizer.query.errors import WorkloadError
 
 
 def test_example_workload(examples):

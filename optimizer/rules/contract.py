@@ -1,13 +1,13 @@
 """The contract every candidate plan keeps, checked after each rule of the enumeration.
 
-:func:`~cqopt.optimizer.enumerate.enumerate_plans` runs its rules one after
+:func:`~cqopt.optimizer.rules.enumerate.enumerate_plans` runs its rules one after
 another and, as DataFusion's optimizer checks a plan's schema after each of
 its rules, hands the plans of each rule to :func:`contract_violation`. A plan
 of a query keeps the contract when:
 
 1. it is a tree: a DAG whose edges are its nodes' ``inputs``, every node
    reaching the root, one consumer per node, and every node holds one of
-   :mod:`~cqopt.optimizer.plan_nodes`' operators;
+   :mod:`~cqopt.optimizer.plans.nodes`' operators;
 2. it reads every stream of the query exactly once (one source each);
 3. it applies every predicate exactly once: each stream's selection (grouped,
    or one operator per conjunct) above that stream's source, and each join
@@ -19,8 +19,8 @@ of a query keeps the contract when:
 The candidates as a whole are not empty and have distinct ids.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
->>> from cqopt.optimizer.plan_builder import build_plan
+>>> from cqopt.optimizer.query.logical import parse_query
+>>> from cqopt.optimizer.plans.builder import build_plan
 >>> host = {"rate": [1, 10], "columns": {"x": "int", "y": "int"}}
 >>> cat = Catalog.from_dict({"streams": {"A": host, "B": host}})
 >>> q = parse_query("SELECT A.y FROM A, B WHERE A.x = B.x AND A.y > 2 WINDOW [1]", cat)
@@ -38,12 +38,12 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cqopt.optimizer.group_selections import Selection
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_nodes import NODE_CLASSES, PlanNode
+from cqopt.optimizer.plans.nodes import NODE_CLASSES, PlanNode
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.query.selections import Selection
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 
 def contract_violation(plans: Sequence[Plan], query: ContinuousQuery) -> str | None:

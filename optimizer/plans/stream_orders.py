@@ -1,14 +1,17 @@
-"""Heuristic 2 of the OM paper (section 4.2): push selections and projections down.
+"""The σ/π orders of one stream's own operators, and the columns its projection keeps.
 
-Each stream's own operators sit right above its source. A stream gets a
-projection only when the columns it needs above (its output, aggregate,
+A plan (:mod:`cqopt.optimizer.plans.builder`) puts each stream's own operators
+right above its source in one of these orders, bottom-up; which order each
+plan takes is the decision of the pushdown rule
+(:mod:`cqopt.optimizer.rules.pushdown`, heuristic 2 of the OM paper). A
+stream gets a projection only when the columns it needs above (its output, aggregate,
 GROUP BY and join columns: ``query.required_columns``) are a strict subset of
 its columns. With a selection too, both orders are candidates: σ→π (the
 projection keeps the columns needed above) and π→σ (it also keeps the columns
 the selection reads), the latter only when that is still a strict subset.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.query.logical import parse_query
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int", "c": "int"}}}})
 >>> q = parse_query("SELECT S.a FROM S WHERE S.b = 1 WINDOW [1]", cat)
@@ -18,13 +21,12 @@ the selection reads), the latter only when that is still a strict subset.
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING
 
-from cqopt.optimizer.plan import PROJECT, SELECT
+from cqopt.optimizer.plans.plan import PROJECT, SELECT
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 SELECT_PROJECT = SELECT + PROJECT  # σ→π: select, then project
 PROJECT_SELECT = PROJECT + SELECT  # π→σ: project, then select
@@ -46,13 +48,6 @@ def stream_orders(query: ContinuousQuery, stream: str) -> tuple[str, ...]:
     if len(projection_columns(query, stream, below_selection=True)) < everything:
         return SELECT_PROJECT, PROJECT_SELECT
     return (SELECT_PROJECT,)
-
-
-def stream_order_combinations(query: ContinuousQuery) -> list[dict[str, str]]:
-    """Every combination of per-stream orders; the first stream varies slowest."""
-    names = query.stream_names
-    choices = [stream_orders(query, s) for s in names]
-    return [dict(zip(names, combo)) for combo in itertools.product(*choices)]
 
 
 def projection_columns(query: ContinuousQuery, stream: str,

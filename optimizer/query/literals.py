@@ -16,8 +16,8 @@ from typing import Any
 from sqlglot import exp
 
 from cqopt.errors import DECIMAL
-from cqopt.optimizer.dialect import CQL
-from cqopt.optimizer.errors import UnsupportedQueryError
+from cqopt.optimizer.query.dialect import CQL
+from cqopt.optimizer.query.errors import UnsupportedQueryError
 
 # Python's int() refuses longer digit strings (sys.get_int_max_str_digits); no stream
 # column holds such a value anyway.

@@ -1,11 +1,11 @@
 """Classify a bound, type-checked query's parts: what each operator of a plan needs.
 
 :func:`classify_predicates` takes WHERE and every JOIN's ON as one conjunction
-in conjunctive normal form, qualifies it (:func:`cqopt.optimizer.bind.qualify`)
+in conjunctive normal form, qualifies it (:func:`cqopt.optimizer.query.bind.qualify`)
 and sorts each conjunct by the streams it reads: one stream makes a selection
 (grouped per stream, heuristic 1 of the OM paper, see
-:mod:`cqopt.optimizer.group_selections`), two or more an equi-join (closed
-transitively, see :mod:`cqopt.optimizer.join_closure`) or a theta predicate.
+:mod:`cqopt.optimizer.query.selections`), two or more an equi-join (closed
+transitively, see :mod:`cqopt.optimizer.query.join_closure`) or a theta predicate.
 A selection that always holds is dropped and one that never holds is kept,
 each with a note.
 
@@ -15,8 +15,8 @@ its column name, else (an aggregate) its text ``SUM(S.a)``; colliding names
 without an alias are qualified (``S.a``), and one alias given twice is an error.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.bind import bind
->>> from cqopt.optimizer.dialect import parse
+>>> from cqopt.optimizer.query.bind import bind
+>>> from cqopt.optimizer.query.dialect import parse
 >>> host = {"rate": [1, 10], "columns": {"x": "int", "y": "int"}}
 >>> cat = Catalog.from_dict({"streams": {"A": host, "B": host}})
 >>> select = parse("SELECT A.x, B.x, COUNT(*) FROM A JOIN B ON A.x = B.y "
@@ -39,13 +39,13 @@ from dataclasses import dataclass, replace
 from sqlglot import exp
 from sqlglot.optimizer.normalize import normalize, normalized
 
-from cqopt.optimizer.aggregates import AGGREGATES, Aggregate, aggregate, aggregate_text
-from cqopt.optimizer.bind import ColumnRef, Scope, group_by, qualify, resolve
-from cqopt.optimizer.check_types import conditions
-from cqopt.optimizer.dialect import CQL
-from cqopt.optimizer.errors import UnknownStreamError, UnsupportedQueryError
-from cqopt.optimizer.group_selections import Selection, group_selections
-from cqopt.optimizer.join_closure import JoinPredicate, ThetaPredicate, close_joins
+from cqopt.optimizer.query.aggregates import AGGREGATES, Aggregate, aggregate, aggregate_text
+from cqopt.optimizer.query.bind import ColumnRef, Scope, group_by, qualify, resolve
+from cqopt.optimizer.query.check_types import conditions
+from cqopt.optimizer.query.dialect import CQL
+from cqopt.optimizer.query.errors import UnknownStreamError, UnsupportedQueryError
+from cqopt.optimizer.query.join_closure import JoinPredicate, ThetaPredicate, close_joins
+from cqopt.optimizer.query.selections import Selection, group_selections
 
 
 @dataclass(frozen=True)
@@ -95,9 +95,9 @@ def classify_predicates(select: exp.Select, scope: Scope) -> Predicates:
     Parameters
     ----------
     select
-        A query that passed :func:`~cqopt.optimizer.check_types.check_types`.
+        A query that passed :func:`~cqopt.optimizer.query.check_types.check_types`.
     scope
-        Its binding (:func:`~cqopt.optimizer.bind.bind`).
+        Its binding (:func:`~cqopt.optimizer.query.bind.bind`).
     """
     single, multi = split_conjuncts(conjuncts(select), scope)
     joins, thetas, implied_selections = close_joins(multi)

@@ -23,7 +23,7 @@ from typing import Any
 import networkx as nx
 from sqlglot import exp
 
-from cqopt.optimizer.statistics import jsel_name
+from cqopt.optimizer.query.statistics import jsel_name
 
 ColumnRef = tuple[str, str]
 

@@ -5,15 +5,15 @@ and IN over columns and constants; in HAVING an aggregate is an operand too,
 and a column must be grouped. Operands compared with one another must be of
 one family: numbers (ints, doubles, timestamps, COUNT, SUM, AVG), strings or
 bools; MIN and MAX have their column's type. Anything else raises
-:class:`~cqopt.optimizer.errors.QueryTypeError` or, for a construct cqopt
-does not read, :class:`~cqopt.optimizer.errors.UnsupportedQueryError`. Like
+:class:`~cqopt.optimizer.query.errors.QueryTypeError` or, for a construct cqopt
+does not read, :class:`~cqopt.optimizer.query.errors.UnsupportedQueryError`. Like
 sqlglot's ``annotate_types`` this runs on a bound query
-(:mod:`cqopt.optimizer.bind`); unlike it, nothing is annotated: a query that
+(:mod:`cqopt.optimizer.query.bind`); unlike it, nothing is annotated: a query that
 passes is well typed, and the tree is left as it was.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.bind import bind
->>> from cqopt.optimizer.dialect import parse
+>>> from cqopt.optimizer.query.bind import bind
+>>> from cqopt.optimizer.query.dialect import parse
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "name": "string(8)"}}}})
 >>> select = parse("SELECT S.a FROM S WHERE S.a > 1 AND S.name = 'x' WINDOW [1]")
@@ -22,7 +22,7 @@ passes is well typed, and the tree is left as it was.
 >>> check_types(select, bind(select, cat))
 Traceback (most recent call last):
 ...
-cqopt.optimizer.errors.QueryTypeError: 'S.name > 1': column S.name is string but 1 is a \
+cqopt.optimizer.query.errors.QueryTypeError: 'S.name > 1': column S.name is string but 1 is a \
 number; compare it with a string
 """
 
@@ -33,11 +33,11 @@ from collections.abc import Collection
 from sqlglot import exp
 
 from cqopt.catalog import Column
-from cqopt.optimizer.aggregates import AGGREGATES, aggregate
-from cqopt.optimizer.bind import ColumnRef, Scope, group_by, qualify, resolve
-from cqopt.optimizer.dialect import CQL
-from cqopt.optimizer.errors import QueryTypeError, UnsupportedQueryError
-from cqopt.optimizer.literals import literal_value
+from cqopt.optimizer.query.aggregates import AGGREGATES, aggregate
+from cqopt.optimizer.query.bind import ColumnRef, Scope, group_by, qualify, resolve
+from cqopt.optimizer.query.dialect import CQL
+from cqopt.optimizer.query.errors import QueryTypeError, UnsupportedQueryError
+from cqopt.optimizer.query.literals import literal_value
 
 
 def check_types(select: exp.Select, scope: Scope) -> None:

@@ -1,16 +1,16 @@
 """Build one left-deep plan of a query from its :class:`PlanShape`.
 
 A plan is each stream's source with its own selection and projection above
-it (in the stream's σ/π order, see :mod:`cqopt.optimizer.pushdown`), the
+it (in the stream's σ/π order, see :mod:`cqopt.optimizer.plans.stream_orders`), the
 streams joined left-deep in the given order (each join applying
-:func:`~cqopt.optimizer.join_orders.step_predicates`, its selectivity the
-:func:`~cqopt.optimizer.join_orders.counted_statistics`), then, heuristic 4
+:func:`~cqopt.optimizer.plans.join_steps.step_predicates`, its selectivity the
+:func:`~cqopt.optimizer.plans.join_steps.counted_statistics`), then, heuristic 4
 of the OM paper, the aggregate last, with the query's HAVING. A final
 projection ``proj:out`` is added when what the last operator emits is not
 already, as a multiset, the output columns (the order of columns is free).
-Every node is one of :mod:`cqopt.optimizer.plan_nodes`' operators.
+Every node is one of :mod:`cqopt.optimizer.plans.nodes`' operators.
 
-The shape also says what the rules of :mod:`cqopt.optimizer.enumerate` have
+The shape also says what the rules of :mod:`cqopt.optimizer.rules.enumerate` have
 decided so far, so that a plan can be built before they have all run: a
 stream whose order is ``""`` has its selection applied above the joins (key
 ``sel:S``, ``stream`` None: not pushed down), ``grouped=False`` applies a
@@ -23,7 +23,7 @@ a rule rebuilds it with one decision changed.
 share (per-stream operator chains, join steps) once.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.query.logical import parse_query
 >>> host = {"rate": [1, 10], "columns": {"x": "int", "y": "int"}}
 >>> cat = Catalog.from_dict({"streams": {"A": host, "B": host}})
 >>> q = parse_query("SELECT B.y, COUNT(*) FROM A, B WHERE A.x = B.x AND A.y > 2 "
@@ -43,11 +43,12 @@ from typing import TYPE_CHECKING
 
 import networkx as nx
 
-from cqopt.optimizer.classify import OutputColumn, output_column_ref
-from cqopt.optimizer.group_selections import Selection, split_selection
-from cqopt.optimizer.join_orders import counted_statistics, equivalence_classes, step_predicates
-from cqopt.optimizer.plan import SELECT, ColumnRef, Plan, column_text
-from cqopt.optimizer.plan_nodes import (
+from cqopt.optimizer.plans.join_steps import (
+    counted_statistics,
+    equivalence_classes,
+    step_predicates,
+)
+from cqopt.optimizer.plans.nodes import (
     AggregateNode,
     JoinNode,
     PlanNode,
@@ -55,10 +56,13 @@ from cqopt.optimizer.plan_nodes import (
     SelectionNode,
     SourceNode,
 )
-from cqopt.optimizer.pushdown import projection_columns, stream_orders
+from cqopt.optimizer.plans.plan import SELECT, ColumnRef, Plan, column_text
+from cqopt.optimizer.plans.stream_orders import projection_columns, stream_orders
+from cqopt.optimizer.query.classify import OutputColumn, output_column_ref
+from cqopt.optimizer.query.selections import Selection, split_selection
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 
 @dataclass(frozen=True)

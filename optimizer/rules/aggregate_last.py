@@ -5,12 +5,13 @@ its GROUP BY and HAVING (an aggregate query only), then a final projection
 ``proj:out`` to the output columns unless the top already emits them. No
 other placement of the aggregate is implemented, so without this rule the
 plans stop below the query's output and
-:func:`~cqopt.optimizer.enumerate.enumerate_plans` refuses them.
+:func:`~cqopt.optimizer.rules.enumerate.enumerate_plans` refuses them.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.enumerate import RuleContext, naive_plan
->>> from cqopt.optimizer.logical import parse_query
->>> from cqopt.optimizer.plan_builder import PlanBuilder
+>>> from cqopt.optimizer.rules.context import RuleContext
+>>> from cqopt.optimizer.rules.enumerate import naive_plan
+>>> from cqopt.optimizer.query.logical import parse_query
+>>> from cqopt.optimizer.plans.builder import PlanBuilder
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int"}}}})
 >>> q = parse_query("SELECT S.a, COUNT(*) FROM S GROUP BY S.a WINDOW [1]", cat)
@@ -22,11 +23,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_builder import shape_of
+from cqopt.optimizer.plans.builder import shape_of
+from cqopt.optimizer.plans.plan import Plan
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.enumerate import RuleContext
+    from cqopt.optimizer.rules.context import RuleContext
 
 
 def aggregate_last(plans: list[Plan], context: RuleContext) -> list[Plan]:

@@ -1,22 +1,23 @@
 """Heuristic 3 of the OM paper as a rule: left-deep join orders, no Cartesian products.
 
 Each plan given is rebuilt with every left-deep join order of
-:func:`~cqopt.optimizer.join_orders.join_orders` (none with a Cartesian
+:func:`~cqopt.optimizer.rules.left_deep.join_orders` (none with a Cartesian
 product unless the join graph leaves no choice; then the fewest), the join
 order outermost: every plan given in the first order, then in the second, ...
 
 **More streams than** ``context.max_exhaustive``, **or more plans than**
 ``context.max_plans``: a local search
-(:mod:`cqopt.optimizer.join_order_search`) replaces the full list of join
+(:mod:`cqopt.optimizer.rules.join_order_search`) replaces the full list of join
 orders. The best ``keep`` orders it finds come back (fewer when ``keep``
 times the plans given would pass ``max_plans``, never none), each with every
 plan given: the budget bounds the join orders, never the choices earlier
 rules made. Without this rule the streams are joined in FROM order.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.enumerate import RuleContext, naive_plan
->>> from cqopt.optimizer.logical import parse_query
->>> from cqopt.optimizer.plan_builder import PlanBuilder
+>>> from cqopt.optimizer.rules.context import RuleContext
+>>> from cqopt.optimizer.rules.enumerate import naive_plan
+>>> from cqopt.optimizer.query.logical import parse_query
+>>> from cqopt.optimizer.plans.builder import PlanBuilder
 >>> host = {"rate": [1, 10], "columns": {"x": "int", "y": "int"}}
 >>> cat = Catalog.from_dict({"streams": {"A": host, "B": host, "C": host}})
 >>> q = parse_query("SELECT * FROM A, B, C WHERE A.x = C.x AND B.y = C.y WINDOW [1]", cat)
@@ -30,13 +31,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cqopt.optimizer import join_orders as left_deep
-from cqopt.optimizer.join_order_search import intermediate_size_cost, local_search_orders
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_builder import shape_of
+from cqopt.optimizer.plans.builder import shape_of
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.rules import left_deep
+from cqopt.optimizer.rules.join_order_search import intermediate_size_cost, local_search_orders
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.enumerate import RuleContext
+    from cqopt.optimizer.rules.context import RuleContext
 
 
 def join_orders(plans: list[Plan], context: RuleContext) -> list[Plan]:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 from cqopt.catalog.catalog import MAX_RATE
 from cqopt.errors import CqoptError, parse_number
-from cqopt.optimizer.errors import QueryError
+from cqopt.optimizer.query.errors import QueryError
 
 KINDS = ("rate", "sel", "jsel")
 
@@ -68,7 +68,7 @@ def default_source(name: str, catalog, query=None) -> tuple[float, str]:
     selection ``query`` knows to be a contradiction passes nothing: 0.
 
     >>> from cqopt.catalog import Catalog
-    >>> from cqopt.optimizer.logical import parse_query
+    >>> from cqopt.optimizer.query.logical import parse_query
     >>> cat = Catalog.from_dict({"streams": {
     ...     "A": {"rate": [1, 9], "columns": {"k": {"type": "int", "distinct": 1000}}},
     ...     "B": {"rate": [1, 9], "columns": {"k": {"type": "int", "distinct": 50}}}}})
@@ -119,7 +119,7 @@ def check_value(name: str, value: float) -> float:
     >>> check_value("rate.S", 10**400)
     Traceback (most recent call last):
     ...
-    cqopt.optimizer.errors.QueryError: statistic rate.S must be a number a float can hold, got an int of 401 digits
+    cqopt.optimizer.query.errors.QueryError: statistic rate.S must be a number a float can hold, got an int of 401 digits
     """
     kind, _ = split_name(name)
     if isinstance(value, str):  # typed by a user: read as the command line reads numbers

@@ -7,15 +7,15 @@ streams joined in FROM order, each stream's selection applied above the
 joins one conjunct at a time, nothing on top) and each one rewrites the list
 of candidates it is given (section 4.2 of the OM paper):
 
-1. :mod:`~cqopt.optimizer.rule_group_selections` (heuristic 1): one
+1. :mod:`~cqopt.optimizer.rules.group_selections` (heuristic 1): one
    selection operator per stream, not one per conjunct;
-2. :mod:`~cqopt.optimizer.rule_aggregate_last` (heuristic 4): the
+2. :mod:`~cqopt.optimizer.rules.aggregate_last` (heuristic 4): the
    aggregate, with the query's HAVING, above the joins, then the output
    columns;
-3. :mod:`~cqopt.optimizer.rule_pushdown` (heuristic 2): each stream's
+3. :mod:`~cqopt.optimizer.rules.pushdown` (heuristic 2): each stream's
    selection and projection pushed down to its source, in both orders where
    both are worth having;
-4. :mod:`~cqopt.optimizer.rule_join_orders` (heuristic 3): the left-deep
+4. :mod:`~cqopt.optimizer.rules.join_orders` (heuristic 3): the left-deep
    join orders without Cartesian products (unless the join graph leaves no
    choice), the join order outermost; past ``max_exhaustive`` streams or
    ``max_plans`` plans a local search's best few.
@@ -24,9 +24,10 @@ The rules that multiply the plans run last, so that the others rewrite one
 plan, not hundreds; the plans come out the same in any order that keeps
 pushdown before join_orders (the join order is the outermost loop).
 
-A rule is a function ``rule(plans, context) -> plans`` (:class:`Rule`),
+A rule is a function ``rule(plans, context) -> plans``
+(:class:`~cqopt.optimizer.rules.context.Rule`),
 named by its ``__name__``. After each rule the driver checks the plan
-contract (:mod:`cqopt.optimizer.plan_contract`: a tree, every stream read
+contract (:mod:`cqopt.optimizer.rules.contract`: a tree, every stream read
 once, every predicate applied once, the aggregate at the top) and raises a
 :class:`PlanContractError` naming the rule whose plans break it, as
 DataFusion's optimizer names the rule that changed a plan's schema. An
@@ -39,7 +40,7 @@ closure) with σ and π each would be 360 × 2^6 = 23,040 plans. The local
 search bounds the join orders, never the per-stream σ/π choices.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.query.logical import parse_query
 >>> host = {"rate": [50, 500], "columns": {"src_host": "int", "dest_host": "int"}}
 >>> cat = Catalog.from_dict({"streams": {"TCP": host, "UDP": host, "SF": host}})
 >>> q2 = parse_query("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
@@ -56,48 +57,22 @@ search bounds the join orders, never the per-stream σ/π choices.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from cqopt.catalog import Catalog
 from cqopt.errors import CqoptError, did_you_mean
-from cqopt.optimizer.join_order_search import CostFunction
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_builder import PlanBuilder, PlanShape
-from cqopt.optimizer.plan_contract import contract_violation
-from cqopt.optimizer.rule_aggregate_last import aggregate_last
-from cqopt.optimizer.rule_group_selections import group_selections
-from cqopt.optimizer.rule_join_orders import join_orders
-from cqopt.optimizer.rule_pushdown import pushdown
+from cqopt.optimizer.plans.builder import PlanBuilder, PlanShape
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.rules.aggregate_last import aggregate_last
+from cqopt.optimizer.rules.context import Rule, RuleContext
+from cqopt.optimizer.rules.contract import contract_violation
+from cqopt.optimizer.rules.group_selections import group_selections
+from cqopt.optimizer.rules.join_order_search import CostFunction
+from cqopt.optimizer.rules.join_orders import join_orders
+from cqopt.optimizer.rules.pushdown import pushdown
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.logical import ContinuousQuery
-
-
-@dataclass(frozen=True)
-class RuleContext:
-    """What a rule may read besides the plans: the query, its builder and the budgets."""
-
-    query: ContinuousQuery
-    builder: PlanBuilder
-    catalog: Catalog | None = None
-    cost: CostFunction | None = None  # scores plans for the join orders' local search
-    max_exhaustive: int = 6
-    max_plans: int = 4096
-    keep: int = 3
-
-
-class Rule(Protocol):
-    """A rule: the candidate plans in, the rewritten candidates out.
-
-    A rule reads each plan's decisions with
-    :func:`~cqopt.optimizer.plan_builder.shape_of` and builds the plans it
-    returns with ``context.builder``; it must keep the plan contract.
-    """
-
-    __name__: str
-
-    def __call__(self, plans: list[Plan], context: RuleContext) -> list[Plan]: ...
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 
 # The rules that multiply the plans last (module docstring).
@@ -168,7 +143,7 @@ def enumerate_plans(query: ContinuousQuery, *, rules: Sequence[Rule] = HEURISTIC
         The rules to run, in order (:data:`HEURISTICS` by default).
     max_exhaustive, max_plans
         Past this many streams, or this many plans, the join orders come from
-        a local search (see :mod:`~cqopt.optimizer.rule_join_orders`).
+        a local search (see :mod:`~cqopt.optimizer.rules.join_orders`).
     cost
         Scores plans for the local search only.
     catalog

@@ -2,14 +2,14 @@
 
 :func:`aggregate` reads one aggregate call of the parsed query: ``COUNT(*)``
 or a function of one column, resolved against the query's
-:class:`~cqopt.optimizer.bind.Scope`. SUM and AVG need a numeric column; the
+:class:`~cqopt.optimizer.query.bind.Scope`. SUM and AVG need a numeric column; the
 result of COUNT, SUM and AVG is 8 bytes wide, MIN and MAX keep their
 column's width. An aggregate's text, ``SUM(S.a)``, is its name in plans and in
 the executor, and its default output name.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.bind import bind
->>> from cqopt.optimizer.dialect import parse
+>>> from cqopt.optimizer.query.bind import bind
+>>> from cqopt.optimizer.query.dialect import parse
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "name": "string(12)"}}}})
 >>> select = parse("SELECT SUM(a), MAX(S.name), COUNT(*) FROM S WINDOW [1]")
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from cqopt.optimizer.bind import ColumnRef, Scope, resolve
-from cqopt.optimizer.dialect import CQL
-from cqopt.optimizer.errors import QueryTypeError, UnsupportedQueryError
+from cqopt.optimizer.query.bind import ColumnRef, Scope, resolve
+from cqopt.optimizer.query.dialect import CQL
+from cqopt.optimizer.query.errors import QueryTypeError, UnsupportedQueryError
 
 AGGREGATES: dict[type, str] = {
     exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",

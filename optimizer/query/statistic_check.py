@@ -3,7 +3,7 @@
 ``cqopt choose``, ``ChartSet.choose``/``choose_many`` and
 ``AdaptiveQuery.step`` (and whatever else takes statistics for a query) call
 :func:`check_given`; values are checked by
-:func:`cqopt.optimizer.statistics.check_value`.
+:func:`cqopt.optimizer.query.statistics.check_value`.
 
 >>> check_given(["rate.TCP"], ["rate.TCP", "sel.TCP"], where="query Q1")
 ()
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from cqopt.errors import did_you_mean
-from cqopt.optimizer.errors import QueryError
+from cqopt.optimizer.query.errors import QueryError
 
 
 class UnknownStatisticError(QueryError):
@@ -56,7 +56,7 @@ def check_given(given: Iterable[str], statistics: Iterable[str],
     >>> check_given(["rate.TPC"], ["rate.TCP", "sel.TCP"], where="query Q1")
     Traceback (most recent call last):
     ...
-    cqopt.optimizer.statistic_check.UnknownStatisticError: query Q1 has no statistic rate.TPC (did you mean rate.TCP?); its statistics are rate.TCP, sel.TCP; of those given, the chart does not use rate.TPC
+    cqopt.optimizer.query.statistic_check.UnknownStatisticError: query Q1 has no statistic rate.TPC (did you mean rate.TCP?); its statistics are rate.TCP, sel.TCP; of those given, the chart does not use rate.TPC
     """
     statistics = list(statistics)
     known = set(statistics)

@@ -1,6 +1,6 @@
 """The operators of a plan: one frozen dataclass per kind.
 
-A :class:`~cqopt.optimizer.plan.Plan` is a networkx DiGraph whose nodes each
+A :class:`~cqopt.optimizer.plans.plan.Plan` is a networkx DiGraph whose nodes each
 hold one of these under the attribute ``op`` (``plan.node(key)`` returns it).
 Every operator carries the fields of the node contract the cost models read
 (:class:`PlanNode`); each kind adds its own:
@@ -8,9 +8,9 @@ Every operator carries the fields of the node contract the cost models read
 ================ =================================================================
 class            its own fields
 ================ =================================================================
-SourceNode       ``stream``, ``window`` (the stream's :class:`~cqopt.optimizer.bind.Window`)
+SourceNode       ``stream``, ``window`` (the stream's :class:`~cqopt.optimizer.query.bind.Window`)
 SelectionNode    ``stream``, ``predicate`` (the grouped
-                 :class:`~cqopt.optimizer.group_selections.Selection`)
+                 :class:`~cqopt.optimizer.query.selections.Selection`)
 ProjectionNode   ``stream`` (None on the query's final projection), ``columns``
                  (the ``(stream, column)`` pairs kept), ``names`` (output text,
                  final projection only)
@@ -26,7 +26,7 @@ consumer registers its functions in :data:`CONSUMERS`, so a kind added here
 without a function in some consumer is named by ``tests/test_plan_nodes.py``
 rather than found by a user; calling a consumer on a kind it lacks is a
 :class:`MissingKindError` naming both. The codec
-(:mod:`cqopt.optimizer.plan_codec`) reads a node's dataclass fields, so it
+(:mod:`cqopt.optimizer.plans.codec`) reads a node's dataclass fields, so it
 stores a kind once the kind is in :data:`NODE_CLASSES`; it writes a node as
 the attribute dict plans were made of before their nodes were typed
 (:func:`node_attributes`), so chart sets written before and after read alike.
@@ -48,16 +48,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from sqlglot import exp
 
-    from cqopt.optimizer.aggregates import Aggregate
-    from cqopt.optimizer.bind import Window
-    from cqopt.optimizer.group_selections import Selection
+    from cqopt.optimizer.query.aggregates import Aggregate
+    from cqopt.optimizer.query.bind import Window
+    from cqopt.optimizer.query.selections import Selection
 
 ColumnRef = tuple[str | None, str]
 
 
 @dataclass(frozen=True, kw_only=True)
 class PlanNode:
-    """What every operator has: the node contract of :mod:`cqopt.optimizer.plan`.
+    """What every operator has: the node contract of :mod:`cqopt.optimizer.plans.plan`.
 
     ``streams`` are the stream names at and below the node in join order,
     ``inputs`` its input node keys (left, right for a join), ``in_widths`` the

@@ -10,7 +10,7 @@ any case) and :func:`qualify` rewrites a tree's columns as ``Stream.column``
 in the catalog's spelling, as sqlglot's ``qualify_columns`` does.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.dialect import parse
+>>> from cqopt.optimizer.query.dialect import parse
 >>> cat = Catalog.from_dict({"streams": {"TCP": {"rate": [1, 10],
 ...     "columns": {"src_host": "int"}}}})
 >>> select = parse("SELECT t.SRC_HOST FROM TCP AS t WHERE src_host > 1 WINDOW [2]")
@@ -22,7 +22,7 @@ in the catalog's spelling, as sqlglot's ``qualify_columns`` does.
 >>> bind(parse("SELECT TCP.src_host FROM TCP"), cat)
 Traceback (most recent call last):
 ...
-cqopt.optimizer.errors.MissingWindowError: stream TCP has no window: add a query-level \
+cqopt.optimizer.query.errors.MissingWindowError: stream TCP has no window: add a query-level \
 WINDOW [1] (seconds) or a per-stream window such as TCP [RANGE 10 SECONDS]
 """
 
@@ -37,15 +37,15 @@ from sqlglot import exp
 
 from cqopt.catalog import Catalog, Column, find_column
 from cqopt.errors import did_you_mean
-from cqopt.optimizer.dialect import CQL, query_window, table_window, window_seconds
-from cqopt.optimizer.errors import (
+from cqopt.optimizer.query.dialect import CQL, query_window, table_window, window_seconds
+from cqopt.optimizer.query.errors import (
     AmbiguousColumnError,
     MissingWindowError,
     UnknownColumnError,
     UnknownStreamError,
     UnsupportedQueryError,
 )
-from cqopt.optimizer.literals import literal_value
+from cqopt.optimizer.query.literals import literal_value
 
 ColumnRef = tuple[str, str]  # (stream, column), both spelled as in the catalog
 
@@ -118,7 +118,7 @@ def bind(select: exp.Select, catalog: Catalog) -> Scope:
     Parameters
     ----------
     select
-        A parsed query that passed :func:`~cqopt.optimizer.check_supported.check_supported`.
+        A parsed query that passed :func:`~cqopt.optimizer.query.check_supported.check_supported`.
     catalog
         The streams and their columns.
 

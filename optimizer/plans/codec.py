@@ -1,9 +1,9 @@
 """Plans as JSON data: what a chart set stores so that loading it never re-plans.
 
-:func:`plan_to_data` turns a :class:`~cqopt.optimizer.plan.Plan` into JSON-able
+:func:`plan_to_data` turns a :class:`~cqopt.optimizer.plans.plan.Plan` into JSON-able
 data and :func:`plan_from_data` turns it back into an equal plan (the same
 id, nodes, edges and attributes), without parsing SQL or enumerating. A node
-is stored as its attribute dict (:func:`~cqopt.optimizer.plan_nodes.node_attributes`:
+is stored as its attribute dict (:func:`~cqopt.optimizer.plans.nodes.node_attributes`:
 ``kind``, the contract's attributes, the kind's own), the form plans had
 before their nodes were typed, so chart sets written then and now read the
 same. Node attributes are plain values, tuples, dicts, the optimizer's frozen dataclasses
@@ -15,8 +15,8 @@ is refused, so reading a plan never imports or calls anything else. Nothing
 is pickled.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
->>> from cqopt.optimizer.enumerate import enumerate_plans
+>>> from cqopt.optimizer.query.logical import parse_query
+>>> from cqopt.optimizer.rules.enumerate import enumerate_plans
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int"}}}})
 >>> plan = enumerate_plans(parse_query("SELECT S.a FROM S WHERE S.b > 1 WINDOW [1]", cat))[0]
@@ -35,13 +35,13 @@ import networkx as nx
 from sqlglot import exp, serde
 
 from cqopt.errors import CqoptError
-from cqopt.optimizer.aggregates import Aggregate
-from cqopt.optimizer.bind import Window
-from cqopt.optimizer.group_selections import Selection
-from cqopt.optimizer.intervals import Interval, IntervalSet
-from cqopt.optimizer.join_closure import JoinPredicate, ThetaPredicate
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_nodes import node_attributes, node_from_attributes
+from cqopt.optimizer.plans.nodes import node_attributes, node_from_attributes
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.query.aggregates import Aggregate
+from cqopt.optimizer.query.bind import Window
+from cqopt.optimizer.query.intervals import Interval, IntervalSet
+from cqopt.optimizer.query.join_closure import JoinPredicate, ThetaPredicate
+from cqopt.optimizer.query.selections import Selection
 
 PLAN_FORMAT = 1  # what plan_to_data writes; plan_from_data reads only this
 _CLASSES = {cls.__name__: cls for cls in (Aggregate, Window, Selection, Interval, IntervalSet,

@@ -2,7 +2,7 @@
 
 Every conjunct of a query's condition that touches one stream belongs to that
 stream's selection. Conjuncts over one column and constants merge into one
-:class:`~cqopt.optimizer.intervals.IntervalSet` per column (conjunctive ranges
+:class:`~cqopt.optimizer.query.intervals.IntervalSet` per column (conjunctive ranges
 become one interval, ``OR`` on a column a union of intervals, a contradiction
 the empty set); conjuncts over several columns of the stream stay as they are
 (the residual). The selection is classed ``selection-equality`` when every
@@ -25,10 +25,10 @@ from typing import Any
 
 from sqlglot import exp
 
-from cqopt.optimizer.errors import UnsupportedQueryError
-from cqopt.optimizer.intervals import IntervalSet
-from cqopt.optimizer.literals import literal_value
-from cqopt.optimizer.statistics import sel_name
+from cqopt.optimizer.query.errors import UnsupportedQueryError
+from cqopt.optimizer.query.intervals import IntervalSet
+from cqopt.optimizer.query.literals import literal_value
+from cqopt.optimizer.query.statistics import sel_name
 
 COMPARISONS: dict[type, str] = {
     exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
@@ -116,7 +116,7 @@ def split_selection(selection: Selection) -> tuple[Selection, ...]:
     """``selection`` ungrouped: one Selection per conjunct of its predicate.
 
     What a plan applies when heuristic 1 is switched off (see
-    :mod:`cqopt.optimizer.rule_group_selections`).
+    :mod:`cqopt.optimizer.rules.group_selections`).
 
     >>> import sqlglot
     >>> sel = group_selections("S", [sqlglot.parse_one("S.a > 5 AND S.b = 1")])

@@ -1,24 +1,24 @@
 """The logical continuous query: a CQL query checked against a catalog.
 
 :func:`parse_query` parses CQL text (the OM paper's and the STREAM paper's
-window syntax, see :mod:`cqopt.optimizer.dialect`) and builds a
+window syntax, see :mod:`cqopt.optimizer.query.dialect`) and builds a
 :class:`ContinuousQuery` in steps, one module each, the way sqlglot's
 optimizer runs ``qualify`` then ``annotate_types`` then its rules:
 
-1. :mod:`~cqopt.optimizer.check_supported`: any clause cqopt does not read
+1. :mod:`~cqopt.optimizer.query.check_supported`: any clause cqopt does not read
    (QUALIFY, PIVOT, TABLESAMPLE, GROUP BY ALL, outer joins, ...) is refused,
    never ignored;
-2. :mod:`~cqopt.optimizer.bind`: every stream and column is resolved against
+2. :mod:`~cqopt.optimizer.query.bind`: every stream and column is resolved against
    the catalog, and each stream gets its window (a per-stream window
    overrides the query-level ``WINDOW [...]``; a stream with neither is an
    error, an explicit ``[UNBOUNDED]`` is accepted);
-3. :mod:`~cqopt.optimizer.check_types`: WHERE, ON and HAVING are type-checked
+3. :mod:`~cqopt.optimizer.query.check_types`: WHERE, ON and HAVING are type-checked
    (in HAVING an aggregate is an operand: COUNT, SUM and AVG are numbers, MIN
    and MAX have their column's type);
-4. :mod:`~cqopt.optimizer.classify`: one grouped selection per stream
+4. :mod:`~cqopt.optimizer.query.classify`: one grouped selection per stream
    (heuristic 1 of the OM paper), the equi-joins with their transitive
    closure, theta predicates, and the projection, aggregates (see
-   :mod:`~cqopt.optimizer.aggregates`), GROUP BY and HAVING.
+   :mod:`~cqopt.optimizer.query.aggregates`), GROUP BY and HAVING.
 
 The query then knows its tuple widths in bytes and the statistics its cost
 depends on.
@@ -39,16 +39,16 @@ from typing import Any
 from sqlglot import exp
 
 from cqopt.catalog import Catalog
-from cqopt.optimizer.aggregates import AGGREGATE_WIDTHS, AGGREGATES, Aggregate, aggregate_text
-from cqopt.optimizer.bind import ColumnRef, StreamRef, Window, bind
-from cqopt.optimizer.check_supported import check_supported
-from cqopt.optimizer.check_types import check_types
-from cqopt.optimizer.classify import OutputColumn, classify_output, classify_predicates
-from cqopt.optimizer.dialect import CQL, parse
-from cqopt.optimizer.errors import QueryError
-from cqopt.optimizer.group_selections import Selection
-from cqopt.optimizer.join_closure import JoinPredicate, ThetaPredicate
-from cqopt.optimizer.statistics import rate_name, sel_name
+from cqopt.optimizer.query.aggregates import AGGREGATE_WIDTHS, AGGREGATES, Aggregate, aggregate_text
+from cqopt.optimizer.query.bind import ColumnRef, StreamRef, Window, bind
+from cqopt.optimizer.query.check_supported import check_supported
+from cqopt.optimizer.query.check_types import check_types
+from cqopt.optimizer.query.classify import OutputColumn, classify_output, classify_predicates
+from cqopt.optimizer.query.dialect import CQL, parse
+from cqopt.optimizer.query.errors import QueryError
+from cqopt.optimizer.query.join_closure import JoinPredicate, ThetaPredicate
+from cqopt.optimizer.query.selections import Selection
+from cqopt.optimizer.query.statistics import rate_name, sel_name
 
 # Defined by the steps; importable from here, where callers know them from.
 __all__ = ["AGGREGATES", "AGGREGATE_WIDTHS", "Aggregate", "ColumnRef", "ContinuousQuery",
@@ -165,7 +165,7 @@ def parse_query(sql: str, catalog: Catalog) -> ContinuousQuery:
     ------
     QueryError
         The text does not parse, or names, types or constructs are wrong (see
-        the subclasses in :mod:`cqopt.optimizer.errors`).
+        the subclasses in :mod:`cqopt.optimizer.query.errors`).
     """
     return build_query(parse(sql), catalog, sql)
 

@@ -3,7 +3,7 @@
 A :class:`Plan` is a tree of operators whose edges point the way data flows
 (input -> consumer) and whose single root emits the query's result. Each
 graph node holds its operator, one of the frozen dataclasses of
-:mod:`cqopt.optimizer.plan_nodes`, under the attribute ``op``
+:mod:`cqopt.optimizer.plans.nodes`, under the attribute ``op``
 (:meth:`Plan.node` returns it). Every operator has the fields of the node
 contract that the cost models read:
 
@@ -18,11 +18,13 @@ rate_class ``None`` (source), ``selection-equality`` / ``selection-range``,
            too), ``aggregate``: the operator's processing-rate class
 selectivity statistic names whose product is the operator's selectivity:
            ``("sel.S",)`` for a selection, the counted ``jsel.A.B`` names
-           for a join (see :mod:`cqopt.optimizer.join_orders`), ``()`` otherwise
+           for a join (see
+           :func:`~cqopt.optimizer.plans.join_steps.counted_statistics`),
+           ``()`` otherwise
 in_widths  bytes of one input tuple per input; out_width: of one output tuple
-window     the stream's :class:`~cqopt.optimizer.bind.Window` on a source
+window     the stream's :class:`~cqopt.optimizer.query.bind.Window` on a source
 stream     the stream on source, selection and projection nodes
-predicate  the :class:`~cqopt.optimizer.group_selections.Selection` of a selection,
+predicate  the :class:`~cqopt.optimizer.query.selections.Selection` of a selection,
            the tuple of join/theta predicates a join applies
 columns    the ``(stream, column)`` pairs a projection keeps; on the query's
            final projection the output columns, where an aggregate's result
@@ -46,8 +48,8 @@ aggregate, the final projection) is left out, so an id names a plan among
 its query's candidates.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
->>> from cqopt.optimizer.enumerate import enumerate_plans
+>>> from cqopt.optimizer.query.logical import parse_query
+>>> from cqopt.optimizer.rules.enumerate import enumerate_plans
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int", "c": "double"}}}})
 >>> q = parse_query("SELECT S.a FROM S WHERE S.b = 1 WINDOW [1]", cat)
@@ -65,16 +67,13 @@ Project [S.a]  (8 B -> 4 B)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import networkx as nx
 
-from cqopt.optimizer.dialect import CQL
-from cqopt.optimizer import plan_nodes as kinds
-from cqopt.optimizer.plan_nodes import KINDS, ColumnRef, node_attributes
-
-if TYPE_CHECKING:
-    from cqopt.optimizer.logical import ContinuousQuery
+from cqopt.optimizer.plans import nodes as kinds
+from cqopt.optimizer.plans.nodes import KINDS, ColumnRef, node_attributes
+from cqopt.optimizer.query.dialect import CQL
 
 __all__ = ["KINDS", "ColumnRef", "Plan", "column_text", "describe_node", "plan_id"]
 
@@ -139,22 +138,6 @@ class Plan:
             "tree": self.explain(),
             "nodes": [{"key": key, **_node_dict(self.node(key))} for key in self.operators()],
         }
-
-    def to_sql(self, dialect: str = "spark", *, query: ContinuousQuery | None = None,
-               pretty: bool = True, round_s: float | None = None, start: float = 0.0,
-               one_round: bool = False) -> str:
-        """The plan as SQL of ``dialect`` that keeps its shape: each stream's σ/π
-        order as nested subqueries, the left-deep join order, the aggregate on
-        top, every tuple's round (``W = round_s`` seconds from ``ts = start``) in
-        every join and grouping, so that on whole tables it gives each round's
-        result. See :func:`cqopt.optimizer.plan_sql.plan_sql` (``query`` names
-        the output columns; ``one_round`` reads tables that hold one round's
-        windows; what the dialect or the rounds cannot express is a ``PlanSqlError``).
-        """
-        from cqopt.optimizer.plan_sql import plan_sql
-
-        return plan_sql(self, dialect, query=query, pretty=pretty, round_s=round_s,
-                        start=start, one_round=one_round)
 
     def __repr__(self) -> str:
         kinds = [self.node(k).kind for k in nx.topological_sort(self.graph)]

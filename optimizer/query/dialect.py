@@ -39,7 +39,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.parsers.base import BaseParser
 from sqlglot.tokens import Token, TokenType
 
-from cqopt.optimizer.errors import CQLSyntaxError
+from cqopt.optimizer.query.errors import CQLSyntaxError
 
 # The arg under which a window hangs off an exp.Table (per-stream window) or an
 # exp.Select (query-level window). Select's own "windows" arg keeps its SQL meaning
@@ -404,7 +404,7 @@ def check_size(token_list: list[Token]) -> None:
     >>> check_size(CQL().tokenize("SELECT S.a FROM S" + " JOIN S" * 40))
     Traceback (most recent call last):
     ...
-    cqopt.optimizer.errors.CQLSyntaxError: syntax error: line 1, column 239: the query reads more than 32 streams (FROM items and JOINs); a query may read at most 32 (near 'JOIN')
+    cqopt.optimizer.query.errors.CQLSyntaxError: syntax error: line 1, column 239: the query reads more than 32 streams (FROM items and JOINs); a query may read at most 32 (near 'JOIN')
     """
     streams, depth, from_depth = 0, 0, None
     in_lists: list[list[int]] = []  # per open IN list: [its depth, its values so far]

@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from cqopt.optimizer.literals import literal_value
+from cqopt.optimizer.query.literals import literal_value
 
 COMPARE: dict[type, Callable[[Any, Any], Any]] = {
     exp.EQ: operator.eq, exp.NEQ: operator.ne, exp.LT: operator.lt,

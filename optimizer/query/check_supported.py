@@ -4,24 +4,24 @@ sqlglot parses many clauses a continuous query does not have (QUALIFY, PIVOT,
 TABLESAMPLE, GROUP BY ALL, outer joins, ...). One left unread would be silently
 ignored (``QUALIFY A.x = 2`` dropped from the result), so what cqopt reads of
 each node is an allowlist, and :func:`check_supported` raises
-:class:`~cqopt.optimizer.errors.UnsupportedQueryError` for anything else, with
+:class:`~cqopt.optimizer.query.errors.UnsupportedQueryError` for anything else, with
 the clause's name where it is known. It only looks at the tree's shape: names
-are resolved later (:mod:`cqopt.optimizer.bind`).
+are resolved later (:mod:`cqopt.optimizer.query.bind`).
 
->>> from cqopt.optimizer.dialect import parse
+>>> from cqopt.optimizer.query.dialect import parse
 >>> check_supported(parse("SELECT A.x FROM A JOIN B ON A.x = B.x WINDOW [1]"))
 >>> check_supported(parse("SELECT A.x FROM A WHERE A.x = 1 QUALIFY A.x = 2"))
 Traceback (most recent call last):
 ...
-cqopt.optimizer.errors.UnsupportedQueryError: QUALIFY is not supported in a continuous query
+cqopt.optimizer.query.errors.UnsupportedQueryError: QUALIFY is not supported in a continuous query
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from cqopt.optimizer.dialect import CQL, WINDOW_ARG
-from cqopt.optimizer.errors import UnsupportedQueryError
+from cqopt.optimizer.query.dialect import CQL, WINDOW_ARG
+from cqopt.optimizer.query.errors import UnsupportedQueryError
 
 # What cqopt reads of a parsed query, per node. Any other truthy arg is refused.
 SELECT_ARGS = frozenset({"expressions", "from_", "from", "joins", "where", "group", "having",
@@ -62,7 +62,7 @@ def check_supported(select: exp.Select) -> None:
     Parameters
     ----------
     select
-        A parsed CQL query (:func:`cqopt.optimizer.dialect.parse`).
+        A parsed CQL query (:func:`cqopt.optimizer.query.dialect.parse`).
 
     Raises
     ------

@@ -1,9 +1,9 @@
 """A local search for good left-deep join orders, when there are too many to list.
 
 Past ``max_exhaustive`` streams or ``max_plans`` plans,
-:func:`~cqopt.optimizer.enumerate.enumerate_plans` asks
+:func:`~cqopt.optimizer.rules.enumerate.enumerate_plans` asks
 :func:`local_search_orders` for a few orders instead of listing all of
-:func:`~cqopt.optimizer.join_orders.join_orders`. The greedy start begins with
+:func:`~cqopt.optimizer.rules.left_deep.join_orders`. The greedy start begins with
 the connected pair whose partial plan costs least and then adds, one at a
 time, the connected stream that minimises ``cost(partial_plan)``; the
 improvement phase swaps two positions of the order, taking the best swap,
@@ -13,7 +13,7 @@ order (σ→π). Without a cost model, :func:`intermediate_size_cost` stands in:
 the sum of the joins' estimated result sizes per window.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
+>>> from cqopt.optimizer.query.logical import parse_query
 >>> cat = Catalog.from_dict({"streams": {
 ...     s: {"rate": [r, 2 * r], "columns": {"k": "int"}} for s, r in
 ...     (("A", 1000), ("B", 10), ("C", 1))}})
@@ -29,14 +29,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from cqopt.catalog import Catalog
-from cqopt.optimizer.join_orders import cartesian_steps, is_cartesian
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_builder import PlanBuilder, PlanShape
-from cqopt.optimizer.plan_nodes import JoinNode, SourceNode
-from cqopt.optimizer.statistics import DEFAULT_SELECTIVITY, default_value, rate_name
+from cqopt.optimizer.plans.builder import PlanBuilder, PlanShape
+from cqopt.optimizer.plans.nodes import JoinNode, SourceNode
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.query.statistics import DEFAULT_SELECTIVITY, default_value, rate_name
+from cqopt.optimizer.rules.left_deep import cartesian_steps, is_cartesian
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 CostFunction = Callable[[Plan], float]
 

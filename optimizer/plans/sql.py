@@ -1,6 +1,6 @@
 """A plan as SQL text in any sqlglot dialect, shaped like the plan.
 
-:func:`plan_sql` turns a :class:`~cqopt.optimizer.plan.Plan` into one SQL
+:func:`plan_sql` turns a :class:`~cqopt.optimizer.plans.plan.Plan` into one SQL
 query, built as a sqlglot expression tree and printed by sqlglot's generator
 for the dialect asked for (``spark``, ``hive``, ``postgres``, ``duckdb``,
 ...), so the text is the plan's, not a rewrite of the user's query:
@@ -70,8 +70,8 @@ unsupported there), an unknown dialect, or a join whose right input is a join
 and the dialect.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.logical import parse_query
->>> from cqopt.optimizer.enumerate import enumerate_plans
+>>> from cqopt.optimizer.query.logical import parse_query
+>>> from cqopt.optimizer.rules.enumerate import enumerate_plans
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int", "c": "double"}}}})
 >>> q = parse_query("SELECT S.a FROM S WHERE S.b = 1 WINDOW [1]", cat)
@@ -97,12 +97,12 @@ from sqlglot.dialects.spark2 import Spark2
 from sqlglot.errors import ErrorLevel, SqlglotError
 
 from cqopt.errors import CqoptError, did_you_mean
-from cqopt.optimizer.classify import output_column_ref
-from cqopt.optimizer.plan import ColumnRef, Plan, column_text
-from cqopt.optimizer import plan_nodes as kinds
+from cqopt.optimizer.plans import nodes as kinds
+from cqopt.optimizer.plans.plan import ColumnRef, Plan, column_text
+from cqopt.optimizer.query.classify import output_column_ref
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.logical import ContinuousQuery
+    from cqopt.optimizer.query.logical import ContinuousQuery
 
 AGGREGATE_FUNCTIONS: dict[str, type[exp.Expression]] = {
     "COUNT": exp.Count, "SUM": exp.Sum, "AVG": exp.Avg, "MIN": exp.Min, "MAX": exp.Max,
@@ -215,7 +215,7 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
     return select
 
 
-_ONE_ROUND = ("Plan.to_sql(..., one_round=True) writes SQL over tables that each hold one "
+_ONE_ROUND = ("plan_sql(..., one_round=True) writes SQL over tables that each hold one "
               "round's windows instead")
 
 
@@ -262,8 +262,8 @@ def plan_outputs(plan: Plan, query: ContinuousQuery | None = None
     their text. An aggregate's reference is ``(None, "SUM(S.a)")``.
 
     >>> from cqopt.catalog import Catalog
-    >>> from cqopt.optimizer.logical import parse_query
-    >>> from cqopt.optimizer.enumerate import enumerate_plans
+    >>> from cqopt.optimizer.query.logical import parse_query
+    >>> from cqopt.optimizer.rules.enumerate import enumerate_plans
     >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
     ...     "columns": {"a": "int", "b": "int"}}}})
     >>> q = parse_query("SELECT S.a AS x, COUNT(*) FROM S GROUP BY S.a WINDOW [1]",

@@ -2,16 +2,17 @@
 
 Without it, a stream's selection is applied one conjunct at a time, a chain
 of filters (keys ``sel:S.1``, ``sel:S.2``, ...). With it, the chain becomes
-the stream's grouped selection (:mod:`cqopt.optimizer.group_selections`:
+the stream's grouped selection (:mod:`cqopt.optimizer.query.selections`:
 conjuncts on one column merged into one interval set), one operator that
 pays one operator's processing cost. The selectivity statistic ``sel.S`` is
 the whole selection's either way (the last filter of a chain carries it), so
 only the number of operators changes.
 
 >>> from cqopt.catalog import Catalog
->>> from cqopt.optimizer.enumerate import RuleContext, naive_plan
->>> from cqopt.optimizer.logical import parse_query
->>> from cqopt.optimizer.plan_builder import PlanBuilder
+>>> from cqopt.optimizer.rules.context import RuleContext
+>>> from cqopt.optimizer.rules.enumerate import naive_plan
+>>> from cqopt.optimizer.query.logical import parse_query
+>>> from cqopt.optimizer.plans.builder import PlanBuilder
 >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
 ...     "columns": {"a": "int", "b": "int"}}}})
 >>> q = parse_query("SELECT S.a FROM S WHERE S.a > 1 AND S.b = 2 WINDOW [1]", cat)
@@ -26,11 +27,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cqopt.optimizer.plan import Plan
-from cqopt.optimizer.plan_builder import shape_of
+from cqopt.optimizer.plans.builder import shape_of
+from cqopt.optimizer.plans.plan import Plan
 
 if TYPE_CHECKING:
-    from cqopt.optimizer.enumerate import RuleContext
+    from cqopt.optimizer.rules.context import RuleContext
 
 
 def group_selections(plans: list[Plan], context: RuleContext) -> list[Plan]:

@@ -1,0 +1,1 @@
+"""The enumeration of candidate plans: the OM paper's heuristics as rules, and their driver."""
