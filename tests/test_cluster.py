@@ -31,6 +31,9 @@ from cqopt.charts.workload import load_workload
 from cqopt.errors import CqoptError
 from cqopt.spark.session import check_java
 
+# A standalone cluster is a JVM of its own: `pytest -m "not spark"` leaves it out.
+pytestmark = pytest.mark.spark
+
 
 START_TIMEOUT = 60  # seconds for the master to listen and the worker to register
 BUILD_TIMEOUT = 120
