@@ -11,9 +11,9 @@ from typing import Any
 
 from cqopt.charts.settings import judge_options
 from cqopt.cli import options
-from cqopt.cli.options import dialect, number
+from cqopt.cli.options import dialect, number, whole_number
 from cqopt.costmodel import model_names
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, parse_number, shorten
 from cqopt.optimizer.plans.sql import plan_sql
 from cqopt.optimizer.query.statistics import check_value, split_name
 
@@ -33,10 +33,10 @@ def parse_weights(text: str | None) -> list[float] | None:
     if text is None:
         return None
     try:
-        return [float(w) for w in text.split(",")]
-    except ValueError:
-        raise CqoptError(f"--weights {text!r}: expected WR,WM or WR,WM,WC numbers, "
-                         "e.g. 0.4,0.6") from None
+        return [parse_number(w, "") for w in text.split(",")]
+    except CqoptError:
+        raise CqoptError(f"--weights {shorten(text, 60)!r}: expected WR,WM or WR,WM,WC "
+                         "numbers in ASCII digits, e.g. 0.4,0.6") from None
 
 
 def option_text(args: argparse.Namespace, key: str) -> str:
@@ -196,8 +196,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
     p.add_argument("--workload", required=True, help="workload (TOML) of named queries")
     p.add_argument("--out", required=True, metavar="DIR", help="chart set directory to write")
-    p.add_argument("--k", type=int, help="regions per axis, for every query (default: the "
-                                         "workload's, else 10)")
+    p.add_argument("--k", type=whole_number,
+                   help="regions per axis, for every query (default: the workload's, else 10)")
     p.add_argument("--model", metavar="MODEL",
                    help=f"cost model: {', '.join(model_names())} (default: the workload's, "
                         "else om)")

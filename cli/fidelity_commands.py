@@ -10,14 +10,14 @@ from pathlib import Path
 from cqopt.api import round_seconds as _window_seconds  # noqa: F401 (cqopt run reads it)
 from cqopt.cli import options
 from cqopt.cli.chart_commands import option_label
-from cqopt.cli.options import number
+from cqopt.cli.options import number, whole_number
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
     describe_policy,
     policy_options,
 )
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, parse_number, shorten
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
 
@@ -81,9 +81,10 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 def _int_list(text: str, option: str) -> list[int]:
     """``--k-sweep 2,5,10`` as numbers; :func:`cqopt.api.fidelity` judges each as a k."""
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise CqoptError(f"{option} {text!r}: expected whole numbers like 2,5,10") from None
+        values = [parse_number(v, "", integer=True) for v in text.split(",") if v.strip()]
+    except CqoptError:
+        raise CqoptError(f"{option} {shorten(text, 60)!r}: expected whole numbers in ASCII "
+                         "digits, like 2,5,10") from None
     if not values:
         raise CqoptError(f"{option} {text!r}: expected whole numbers >= 1")
     return values
@@ -144,8 +145,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", required=True, metavar="REPORT", help="report directory")
     p.add_argument("--query", action="append", metavar="NAME",
                    help="replay only this query (repeatable; default: all with traces)")
-    p.add_argument("--k", type=int, help="k of charts built here (default: the workload's); "
-                                         "not with --charts")
+    p.add_argument("--k", type=whole_number,
+                   help="k of charts built here (default: the workload's); not with --charts")
     add_policy_arguments(p)
     p.add_argument("--k-sweep", default=DEFAULT_K_SWEEP, metavar="LIST",
                    help=f"k values to sweep, or none (default {DEFAULT_K_SWEEP})")

@@ -50,6 +50,11 @@ def number(*, integer: bool = False, low: float | None = None, above: float | No
     return read
 
 
+# A count whose bounds a later judge knows (a chart's k: the grid it makes must fit in
+# memory): read here only as ASCII digits, so "٥" or "1_0" is not a 5 or a 10.
+whole_number = number(integer=True)
+
+
 def dialect(text: str) -> str:
     """An argparse ``type``: a sqlglot dialect name, e.g. ``spark`` or ``duckdb``.
 

@@ -65,8 +65,8 @@ def test_a_chart_too_large_for_memory_is_refused_before_allocating(
     assert main(build_args(dec_toml, workload_toml, tmp_path,
                            "--k", "99999999999999999999")) == 2
     err = capsys.readouterr().err
-    assert err.startswith("cqopt: error: --k 99999999999999999999: more regions per axis "
-                          "than the ") and err.count("\n") == 1
+    assert err.startswith("cqopt: error: --k '99999999999999999999': the number is too "
+                          "large") and err.count("\n") == 1
     assert not (tmp_path / "cs").exists()
 
 
