@@ -96,7 +96,9 @@ from cqopt.charts.lookup import QueryChart
 from cqopt.errors import CqoptError
 from cqopt.optimizer.query.statistics import rate_name
 from cqopt.replay.rounds import round_of
+from cqopt.replay.trace_format import TraceError, detect_trace_format, trace_formats
 from cqopt.runtime.adaptive import AdaptiveQuery
+from cqopt.spark.plan_frame import to_spark
 from cqopt.spark.session import spark_errors, spark_message
 from cqopt.spark.trace_read import SPARK_TYPES
 from cqopt.output import write_atomic
@@ -112,6 +114,7 @@ LAG_ROUNDS = 10  # a lag that grows this many rounds in a row is warned about
 TRIGGERS = ("once", "available-now")
 RATE_DOMAIN = 1000
 _TIME_NAMES = ("ts", "timestamp", "time")
+STREAMABLE = ("parquet", "csv")  # trace formats Spark's file stream sources read
 
 
 class StreamingRunError(CqoptError):
@@ -145,17 +148,19 @@ class Source:
             raise StreamingRunError(f"{where}: not a directory; a streaming source is a "
                                     "directory of .parquet or .csv files (cqopt generate "
                                     "--file-per-round writes one)")
-        names = [p.name.lower() for p in path.iterdir() if not p.name.startswith((".", "_"))]
-        kinds = {"parquet" for n in names if n.endswith(".parquet")}
-        kinds |= {"csv" for n in names if n.endswith((".csv", ".csv.gz"))}
-        if not kinds:
-            raise StreamingRunError(f"{where}: holds no .parquet or .csv file "
-                                    f"({len(names)} other entries); write one file per round "
-                                    "with cqopt generate --file-per-round SECONDS")
-        if len(kinds) > 1:
-            raise StreamingRunError(f"{where}: holds both .parquet and .csv files; keep one "
-                                    "format per directory")
-        return cls(stream, kinds.pop(), str(path))
+        # The trace-format registry names the files (cqopt.replay.trace_format), as for
+        # every other reader of traces; Structured Streaming reads two of its formats.
+        try:
+            kind = detect_trace_format(path).name
+        except TraceError as err:
+            raise StreamingRunError(f"{where}: {err.problem}; write one file per round "
+                                    "with cqopt generate --file-per-round SECONDS") from None
+        if kind not in STREAMABLE:
+            raise StreamingRunError(f"{where}: holds {kind} traces, which Spark Structured "
+                                    f"Streaming cannot read as they come; it reads "
+                                    f"{' or '.join(STREAMABLE)}: convert them (cqopt generate "
+                                    "--file-per-round writes Parquet)")
+        return cls(stream, kind, str(path))
 
     @classmethod
     def rate(cls, stream: str, rows_per_second: int) -> Source:
@@ -287,6 +292,19 @@ class AdaptiveRun:
         self.max_rounds, self.max_files = max_rounds, max_files_per_trigger
         self.tolerance = tolerance
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+        # sample[:RATIO]: choose each round at its own statistics (RTStream's sampler plan).
+        # The run's statistics job reads every tuple of the round anyway (one job for all
+        # the rounds of a micro-batch), so the round is measured whole: a sample would save
+        # no job here. The estimators still predict what a round cannot measure.
+        self.own_statistics = estimator.startswith("sample")
+        if self.own_statistics:
+            from cqopt.replay.sampling import parse_sample_ratio
+
+            if parse_sample_ratio(estimator) < 1.0 and ":" in estimator:
+                self.progress(f"note: --estimator {estimator}: cqopt run measures each round's "
+                              "statistics on all of its tuples (its statistics job reads them "
+                              "anyway); the ratio is not used")
+            estimator = "sample:1"
         self.options = {"estimator": estimator, "d": d, "decay": decay, **(policy or {})}
         self.streams = tuple(query.stream_names)
         self.sources = _match_sources(sources, self.streams, name)
@@ -306,7 +324,9 @@ class AdaptiveRun:
                                     f"(--trigger SECONDS), not {trigger}")
         self.out = Path(out)
         self.state = self._open_state(start)
-        self.adaptive = AdaptiveQuery.costed(chart, catalog, **self.options)
+        self.adaptive = AdaptiveQuery.costed(
+            chart, catalog, **{**self.options,
+                               "estimator": "decay" if self.own_statistics else estimator})
         self.records = self._resume()
         self.error: BaseException | None = None
         self.stop_requested = threading.Event()
@@ -355,7 +375,8 @@ class AdaptiveRun:
             if record["round"] != i:
                 raise StreamingRunError(f"--out {self.out}: the round log lacks round {i}; "
                                         "the folder was edited: use a new --out")
-            self.adaptive.step(_observed(record, self.adaptive.statistics))
+            seen = _observed(record, self.adaptive.statistics)
+            self.adaptive.step(seen, measured=seen if self.own_statistics else None)
         if records:
             self.progress(f"{self.name}: resuming after round {len(records) - 1}")
         return records
@@ -704,12 +725,19 @@ class AdaptiveRun:
                              for c in stream.columns if c.name.lower() != "ts"])
 
     def _run_rounds(self, tagged: DataFrame | None, batch_id: int | None, stop: int) -> None:
-        """Run rounds ``next_round <= r < stop`` (up to ``max_rounds``), one by one.
+        """Run rounds ``next_round <= r < stop`` (up to ``max_rounds``).
 
-        Their statistics come from one Spark job over all of them; each round
-        is then one job: its plan's result written, its row count observed on
-        the way (no re-read).
+        Their statistics come from one Spark job over all of them, and the
+        chart chooses each round's plan in round order (Algorithm 2). One
+        round is one job: its plan's result written, its row count observed
+        on the way (no re-read). Several rounds at once (a backlog, the end of
+        a finite input) without ``shadow`` are grouped by the plan chosen for
+        each, and each plan runs once over its rounds, the round a key of
+        every join and grouping (:func:`to_spark`'s ``round_column``): one job
+        per plan instead of one per round, each round's rows the same.
         """
+        from pyspark.sql import functions as F
+
         from cqopt.spark.round_stats import round_statistics
 
         newest = stop - 1  # the newest complete round, which the lag is measured against
@@ -721,24 +749,60 @@ class AdaptiveRun:
         tuples = self._round_tuples(tagged, first, stop)
         table = round_statistics(self.query, tuples, self.window_s, start=self.state["start"],
                                  rounds=stop)
+        observed = {r: {name: float(table[name].iloc[r]) for name in self.query.statistics}
+                    for r in range(first, stop)}
+        if self.shadow or stop - first == 1:
+            for r in range(first, stop):
+                self._run_round(r, tuples, observed[r], batch_id,
+                                lag_s=(newest - r) * self.window_s)
+            return
+        outcomes = {r: self._choose(observed[r]) for r in range(first, stop)}
+        groups: dict[str, list[int]] = {}
+        for r, outcome in outcomes.items():
+            groups.setdefault(outcome.plan_id, []).append(r)
+        written: dict[int, tuple[Path | None, float]] = {}
+        schemas = {}
+        for index, rounds in enumerate(groups.values()):
+            plan = outcomes[rounds[0]].plan
+            frames = {s: df.where(F.col("_round").isin(rounds)) for s, df in tuples.items()}
+            frame = to_spark(plan, frames, query=self.query, round_column="_round")
+            scratch = self.out / "results" / f".tmp-group-{first:06d}-{index}"
+            began = time.perf_counter()
+            _remove(scratch)
+            frame.write.partitionBy("_round").parquet(str(scratch))
+            share = (time.perf_counter() - began) / len(rounds)
+            schemas[index] = frame.drop("_round").schema
+            for r in rounds:
+                part = scratch / f"_round={r}"
+                written[r] = (part if part.exists() else None, share, index)
+        # Results moved and rounds logged in round order: a kill leaves a whole prefix.
         for r in range(first, stop):
-            observed = {name: float(table[name].iloc[r]) for name in self.query.statistics}
-            self._run_round(r, tuples, observed, batch_id, lag_s=(newest - r) * self.window_s)
+            part, seconds, index = written[r]
+            final = self.out / "results" / f"round-{r:06d}.parquet"
+            rows_out = _adopt_round(part, final, schemas[index])
+            self._log_round(r, outcomes[r], observed[r], rows_out, seconds, {}, batch_id,
+                            lag_s=(newest - r) * self.window_s,
+                            grouped=len(groups[outcomes[r].plan_id]))
+        for index in range(len(groups)):
+            _remove(self.out / "results" / f".tmp-group-{first:06d}-{index}")
+
+    def _choose(self, observed: dict[str, float]):
+        """Algorithm 2's step for a round observed as ``observed``: its outcome.
+
+        With ``sample`` (the round's own statistics), the plan is chosen at
+        them; otherwise at the estimate from earlier rounds. A round without
+        tuples defines no selectivity: the estimators see what was observed
+        (as in :func:`cqopt.replay.replay.replay`).
+        """
+        seen = _observed({"observed": observed}, self.adaptive.statistics)
+        return self.adaptive.step(seen, measured=seen if self.own_statistics else None)
 
     def _run_round(self, r: int, tuples: dict[str, DataFrame], observed: dict[str, float],
                    batch_id: int | None, lag_s: float) -> None:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        from cqopt.spark.plan_frame import to_spark
-
-        round_start = self.state["start"] + r * self.window_s
-        # The round's tuples per stream: its observed rate times W.
-        rows_in = {s: int(round(observed[rate_name(s)] * self.window_s)) for s in self.streams}
-        # A round without tuples defines no selectivity: the estimators see what was
-        # observed (as in cqopt.replay.replay).
-        outcome = self.adaptive.step(_observed({"observed": observed},
-                                               self.adaptive.statistics))
+        outcome = self._choose(observed)
         frames = {s: df.where(F.col("_round") == r).drop("_round") for s, df in tuples.items()}
         if self.shadow:  # every candidate reads the round: read it once
             frames = {s: df.persist(StorageLevel.MEMORY_AND_DISK) for s, df in frames.items()}
@@ -752,6 +816,15 @@ class AdaptiveRun:
             if self.shadow:
                 for frame in frames.values():
                     frame.unpersist()
+        self._log_round(r, outcome, observed, rows_out, seconds, shadow, batch_id, lag_s)
+
+    def _log_round(self, r: int, outcome, observed: dict[str, float], rows_out: int,
+                   seconds: float, shadow: dict[str, float], batch_id: int | None,
+                   lag_s: float, grouped: int = 1) -> None:
+        """Log a round whose result is written: from here on it counts as run."""
+        round_start = self.state["start"] + r * self.window_s
+        # The round's tuples per stream: its observed rate times W.
+        rows_in = {s: int(round(observed[rate_name(s)] * self.window_s)) for s in self.streams}
         record = {
             "round": r, "start": round_start, "end": round_start + self.window_s,
             "rows_in": rows_in, "empty": not any(rows_in.values()),
@@ -760,8 +833,8 @@ class AdaptiveRun:
             "cell": list(outcome.cell), "plan": outcome.plan_id,
             "chart_plan": outcome.chart_plan_id, "move": outcome.move,
             "switch": outcome.switch, "rows_out": rows_out, "plan_seconds": seconds,
-            "shadow_seconds": shadow, "batch": batch_id, "lag_s": lag_s,
-            "finished_at": time.time(),
+            "grouped_rounds": grouped, "shadow_seconds": shadow, "batch": batch_id,
+            "lag_s": lag_s, "finished_at": time.time(),
         }
         _write_json(self.out / "log" / f"round-{r:06d}.json", record)
         self.records.append(record)
@@ -772,17 +845,16 @@ class AdaptiveRun:
                           "keep up with its input")
         note = " (no tuples)" if record["empty"] else ""
         fastest = f", fastest {min(shadow, key=shadow.get)}" if shadow else ""
+        group = f" (one job for {grouped} rounds of this plan)" if grouped > 1 else ""
         self.progress(f"{self.name}: round {r}{note}: {outcome.plan_id}"
                       f"{' (switch)' if outcome.switch else ''}, {rows_out} rows out in "
-                      f"{seconds:.3f} s{fastest}")
+                      f"{seconds:.3f} s{group}{fastest}")
 
     def _shadow(self, frames: dict[str, DataFrame], r: int) -> dict[str, float]:
         """Every candidate's wall time on the round, results discarded (Spark's noop sink).
 
         The order rotates by round, so no plan always runs first (cold) or last.
         """
-        from cqopt.spark.plan_frame import to_spark
-
         plans = list(self.chart.plans)
         shift = r % len(plans)
         times = {}
@@ -1011,7 +1083,9 @@ def _file_columns(source: Source) -> dict[str, list[str]]:
         name = path.name.lower()
         if name.startswith((".", "_")):
             continue
-        if source.kind == "parquet" and name.endswith(".parquet"):
+        if not trace_formats()[source.kind].matches(path):
+            continue
+        if source.kind == "parquet":
             try:
                 layouts[path.name] = pq.read_schema(path).names
             except (OSError, ValueError) as err:
@@ -1019,7 +1093,7 @@ def _file_columns(source: Source) -> dict[str, list[str]]:
                     f"--source {source.stream}={source.path}: file {path.name} is not a "
                     f"readable Parquet file ({str(err).splitlines()[0][:120]}); move it out of "
                     "the directory (or repair it) and rerun with the same --out") from None
-        elif source.kind == "csv" and name.endswith((".csv", ".csv.gz")):
+        else:
             layouts[path.name] = _csv_header(path)
     return layouts
 
@@ -1093,6 +1167,31 @@ def _write_result(frame: DataFrame, final: Path) -> int:
     frame.observe(rows, F.count(F.lit(1)).alias("rows")).write.parquet(str(scratch))
     _replace(scratch, final)
     return int(rows.get.get("rows", 0))
+
+
+def _adopt_round(part: Path | None, final: Path, schema: StructType) -> int:
+    """Move one round's partition of a grouped write to ``final``; its row count.
+
+    The count is read from the Parquet footers (no Spark job). A round the
+    plan gave no row has no partition: it gets one empty Parquet file of the
+    result's schema, as a round run alone does.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    scratch = final.with_name(f".tmp-{final.name}")
+    _remove(scratch)
+    if part is None:
+        scratch.mkdir(parents=True)
+        pq.write_table(pa.Table.from_batches([], schema=to_arrow_schema(schema)),
+                       scratch / "part-00000-empty.parquet")
+        rows = 0
+    else:
+        os.replace(part, scratch)
+        rows = sum(pq.read_metadata(f).num_rows for f in scratch.glob("*.parquet"))
+    _replace(scratch, final)
+    return int(rows)
 
 
 def _file_hint(text: str) -> str:
