@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from cqopt.cli.main import main
 
 
@@ -35,3 +37,43 @@ def test_the_main_job_block_names_only_what_cqopt_has(repo_root):
                if "cqopt.build(" in b]
     for name in re.findall(r"\bcqopt\.(\w+)", text):
         assert hasattr(cqopt, name), name
+
+
+def _generate_line(block: str) -> list[str]:
+    """The cqopt generate command a block's comment gives, as argv."""
+    lines = [ln.strip().lstrip("#").strip() for ln in block.splitlines()]
+    start = next(i for i, ln in enumerate(lines) if "cqopt generate" in ln)
+    text = (lines[start].split("cqopt ", 1)[1] + " " + lines[start + 1]).split()
+    return text
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_structured_streaming_block_runs_as_written(spark, repo_root, examples, tmp_path,
+                                                        monkeypatch, capsys):
+    """issue 19/21: the block ran off before writing, and its 3-column schema made
+    to_spark fail; now it writes the plan's result of every round."""
+    import pandas as pd
+
+    blocks = _python_blocks((repo_root / "README.md").read_text(encoding="utf-8"))
+    (run_time,) = [b for b in blocks if 'cqopt.load("out/charts")' in b]
+    (streaming,) = [b for b in blocks if "readStream" in b]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "examples").symlink_to(examples)
+    assert main(["build", "--catalog", "examples/dec-pkt.toml", "--workload",
+                 "examples/workload.toml", "--out", "out/charts", "--engine", "local"]) == 0
+    argv = _generate_line(streaming)
+    assert argv[:1] == ["generate"] and "--file-per-round" in argv
+    assert main(argv) == 0
+    scope: dict = {}
+    exec(compile(run_time, "README.md", "exec"), scope)  # noqa: S102 (the README's own code)
+    # Spark resolves relative paths against its JVM's working directory, which the test's
+    # chdir does not move: the block's out/ is made absolute, nothing else changes.
+    streaming = streaming.replace('"out/', f'"{tmp_path}/out/')
+    exec(compile(streaming, "README.md", "exec"), scope)  # noqa: S102
+    written = pd.read_parquet(tmp_path / "out" / "q1")
+    tcp = pd.read_parquet(tmp_path / "out" / "rounds" / "TCP")
+    plan = scope["plan"]
+    # Q1 keeps TCP.src_host where TCP.dest_host = 2: the plan's rows, every file read.
+    assert len(written) == int((tcp["dest_host"] == 2).sum()) > 0, plan.id
+    assert "SELECT" in capsys.readouterr().out
