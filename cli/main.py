@@ -212,9 +212,11 @@ example (--traces DIR, or one --trace STREAM=PATH per stream instead):
 example:
   cqopt calibrate --catalog examples/dec-pkt.toml --out calibrated.toml""",
     "run": """\
-example:
+example (each --source a directory of round files, as generate --file-per-round writes):
+  cqopt generate --catalog examples/dec-pkt.toml --streams TCP --duration 20 \\
+      --file-per-round 1 --out rounds
   cqopt run --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
-      --charts charts --query Q1 --source TCP=traces/TCP.parquet --out run""",
+      --charts charts --query Q1 --source TCP=rounds/TCP --out run""",
 }
 
 
