@@ -3,6 +3,7 @@
 from cqopt.catalog.catalog import (
     Catalog,
     Column,
+    EngineConstants,
     OperatorRates,
     PipesConstants,
     Stream,
@@ -13,6 +14,6 @@ from cqopt.catalog.errors import CatalogError
 from cqopt.errors import CqoptError
 
 __all__ = [
-    "Catalog", "CatalogError", "Column", "CqoptError", "OperatorRates", "PipesConstants",
+    "Catalog", "CatalogError", "Column", "CqoptError", "EngineConstants", "OperatorRates", "PipesConstants",
     "Stream", "find_column", "load_catalog",
 ]

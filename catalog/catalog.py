@@ -14,6 +14,9 @@ A catalog is a TOML file::
     [pipes]                            # PIPES cost constants, seconds per operation
     predicate = 1e-7                   # C_P ...
 
+    [engine]                           # the engine model's seconds per job, tuple, ...
+    job = 0.3                          # (cqopt calibrate --from-run fits them)
+
     [types]                            # optional: override a type's width in bytes
     int = 4
 
@@ -149,10 +152,31 @@ class PipesConstants:
 
 
 @dataclass(frozen=True)
+class EngineConstants:
+    """The engine model's costs: seconds of the engine's time per unit of work.
+
+    :mod:`cqopt.costmodel.engine` reads them. The defaults are of the order
+    Spark ``local[2]`` showed for the example's plans (a job of a few hundred
+    ms, tuples at about a microsecond); ``cqopt calibrate --from-run`` fits
+    them to a run's measured plan times.
+    """
+
+    job: float = 0.3  # one plan run: scheduling a job, its tasks, writing its result
+    scan: float = 1e-6  # per tuple a source reads
+    selection: float = 1e-7  # per tuple a selection reads
+    projection: float = 5e-8  # per tuple a projection reads
+    join: float = 0.1  # per join: one shuffle stage
+    join_input: float = 1e-6  # per tuple into a join (hashing, shuffling, building)
+    join_output: float = 5e-7  # per tuple a join emits
+    aggregate: float = 5e-7  # per tuple into the aggregate
+
+
+@dataclass(frozen=True)
 class Catalog:
     streams: dict[str, Stream]
     operators: OperatorRates = field(default_factory=OperatorRates)
     pipes: PipesConstants = field(default_factory=PipesConstants)
+    engine: EngineConstants = field(default_factory=EngineConstants)
     time_unit: str = "seconds"
     source: str = "<catalog>"
 
@@ -171,6 +195,7 @@ class Catalog:
             "time_unit": self.time_unit,
             "operators": asdict(self.operators),
             "pipes": asdict(self.pipes),
+            "engine": asdict(self.engine),
             "streams": {
                 n: {"rate": list(s.rate),
                     **({"granularity": s.granularity} if s.granularity else {}),
@@ -194,6 +219,9 @@ class Catalog:
             "time_unit": self.time_unit,
             "operators": asdict(self.operators),
             "pipes": asdict(self.pipes),
+            # The engine's constants only where set: catalogs without them keep the
+            # fingerprint (and the chart sets built from them) they had before.
+            **({"engine": asdict(self.engine)} if self.engine != EngineConstants() else {}),
             "streams": {n: _undeclared_dropped(asdict(s))
                         for n, s in sorted(self.streams.items())},
         }
@@ -272,7 +300,8 @@ class _Loader:
         return value if integer else float(value)
 
     def catalog(self, data: dict[str, Any]) -> Catalog:
-        self.no_unknown(data, {"time_unit", "operators", "pipes", "types", "streams"}, "")
+        self.no_unknown(data, {"time_unit", "operators", "pipes", "engine", "types", "streams"},
+                        "")
         time_unit = data.get("time_unit", "seconds")
         if time_unit not in TIME_UNITS:
             raise self.fail("time_unit", f"unknown time unit {time_unit!r}",
@@ -292,6 +321,7 @@ class _Loader:
             streams=streams,
             operators=self.constants(OperatorRates, data.get("operators", {}), "operators"),
             pipes=self.constants(PipesConstants, data.get("pipes", {}), "pipes"),
+            engine=self.constants(EngineConstants, data.get("engine", {}), "engine"),
             time_unit=time_unit,
             source=self.source,
         )

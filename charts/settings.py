@@ -18,7 +18,7 @@ cqopt.charts.settings.SettingsError: k = 0: must be a whole number >= 1
 >>> judge_settings({"model": "oms"}, lambda key, value: f"--{key} {value}")
 Traceback (most recent call last):
 ...
-cqopt.charts.settings.SettingsError: --model oms: unknown cost model 'oms'; did you mean 'om'? (the registered models are om, pipes)
+cqopt.charts.settings.SettingsError: --model oms: unknown cost model 'oms'; did you mean 'om'? (the registered models are om, pipes, engine)
 """
 
 from __future__ import annotations
@@ -269,6 +269,11 @@ def check_together(values: Mapping[str, Any], where: Callable[[str, Any], str] =
     except CostModelError as err:
         raise error(f"{where('memory_unit', unit)}: {err}; change memory_unit or "
                     "model") from None
+    if values.get("weights") is not None:
+        try:
+            model_entry(model).check_weights(values["weights"])
+        except CostModelError as err:
+            raise error(f"{where('weights', values['weights'])}: {err}") from None
     if values.get("depth") is not None and values.get("refine") is None:
         raise error(f"{where('depth', values['depth'])}: only a refined chart has a depth; "
                     f"add {where('refine', None).split(' ')[0]} BUDGET")

@@ -1,4 +1,5 @@
-"""``cqopt calibrate``: measure OM's operator rates on Spark and write a catalog with them."""
+"""``cqopt calibrate``: measure OM's operator rates on Spark (or fit the engine model's
+constants to a run's plan times) and write a catalog with them."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     out = Path(args.out)
     check_out(out)  # before Spark starts
     catalog = load_catalog(args.catalog)
+    if args.from_run:
+        return _from_runs(args, catalog, out)
 
     def say(sentence: str) -> None:
         if not args.quiet:
@@ -43,6 +46,24 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print("    " + ", ".join(f"{rows:,} tuples {seconds:.3f} s"
                                  for rows, seconds in zip(fit.rows, fit.seconds)))
     print(f"wrote {out}")
+    return 0
+
+
+def _from_runs(args: argparse.Namespace, catalog, out: Path) -> int:
+    """``--from-run``: the engine model's constants fitted to runs' plan times; no Spark."""
+    from cqopt.spark.engine_fit import fit_runs, write_fitted_catalog
+
+    fit = fit_runs(args.from_run, catalog, alpha=args.smoothing)
+    where = ", ".join(args.from_run)
+    write_fitted_catalog(catalog, fit, out, where)
+    for line in fit.summary_lines():
+        print(line)
+    print(f"{'constant':<12} {'was':>10} {'fitted':>10}  (seconds)")
+    for name in type(fit.constants).__dataclass_fields__:
+        print(f"{name:<12} {getattr(catalog.engine, name):10.3g} "
+              f"{getattr(fit.constants, name):10.3g}")
+    print(f"wrote {out}; charts costed in the engine's seconds: cqopt build --catalog {out} "
+          "--model engine --weights 0,0,1 ...")
     return 0
 
 
@@ -71,5 +92,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--driver-memory", metavar="SIZE", default="6g", type=memory_size,
                    help="memory of a new Spark driver (default 6g): the generated data is "
                         "cached twice per size, and data spilled to disk would time the disk")
+    p.add_argument("--from-run", action="append", metavar="DIR",
+                   help="fit the engine model's [engine] constants to the plan times cqopt run "
+                        "logged in DIR (repeatable; runs with --shadow time every plan), "
+                        "without Spark, instead of timing operators")
+    p.add_argument("--smoothing", type=number(above=0, high=1), default=0.5,
+                   help="with --from-run: the new fit's weight against constants the catalog "
+                        "already has from an earlier fit (default 0.5)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=cmd_calibrate)

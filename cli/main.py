@@ -209,8 +209,9 @@ example (--traces DIR, or one --trace STREAM=PATH per stream instead):
   cqopt fidelity --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
       --charts charts --traces traces --out report""",
     "calibrate": """\
-example:
-  cqopt calibrate --catalog examples/dec-pkt.toml --out calibrated.toml""",
+examples (operator rates timed on Spark; the engine model fitted to a run's plan times):
+  cqopt calibrate --catalog examples/dec-pkt.toml --out calibrated.toml
+  cqopt calibrate --catalog examples/dec-pkt.toml --from-run run --out engine.toml""",
     "run": """\
 example (each --source a directory of round files, as generate --file-per-round writes):
   cqopt generate --catalog examples/dec-pkt.toml --streams TCP --duration 20 \\

@@ -1,4 +1,4 @@
-"""Cost models: OM's rate/memory utility and PIPES' (d, l, g) model, vectorized.
+"""Cost models: OM's rate/memory utility, PIPES' (d, l, g) model and the engine's seconds.
 
 Every model is registered by name (:mod:`cqopt.costmodel.registry`); the
 workload, the CLI, chart settings and validation read the registry.
@@ -24,6 +24,7 @@ from cqopt.costmodel.base import (
     PlanCost,
     is_point,
 )
+from cqopt.costmodel.engine import Engine
 from cqopt.costmodel.om import OM
 from cqopt.costmodel.pipes import PIPES
 from cqopt.costmodel.registry import (
@@ -42,6 +43,7 @@ from cqopt.costmodel.utility import DEFAULT_WEIGHTS, Utility
 # The registered models: a new model is one module and one line here.
 register_model(OM)
 register_model(PIPES)
+register_model(Engine)
 
 
 def plan_utilities(model, utility: Utility, plans: Sequence,
@@ -79,7 +81,7 @@ def plan_utilities(model, utility: Utility, plans: Sequence,
     return np.stack(np.broadcast_arrays(*scores))
 
 
-__all__ = ["Constant", "CostModel", "CostModelError", "DEFAULT_WEIGHTS", "MODELS",
+__all__ = ["Constant", "CostModel", "CostModelError", "DEFAULT_WEIGHTS", "Engine", "MODELS",
            "MissingStatisticError", "ModelEntry", "OM", "OperatorCost", "PIPES", "PlanCost",
            "Utility", "make_model", "model_entry", "model_names", "plan_utilities",
            "register_model", "unregister_model"]

@@ -17,7 +17,7 @@ and one :func:`register_model` call, nowhere else.
 >>> model_entry("oms")
 Traceback (most recent call last):
 ...
-cqopt.costmodel.base.CostModelError: unknown cost model 'oms'; did you mean 'om'? (the registered models are om, pipes)
+cqopt.costmodel.base.CostModelError: unknown cost model 'oms'; did you mean 'om'? (the registered models are om, pipes, engine)
 """
 
 from __future__ import annotations
@@ -71,6 +71,27 @@ class ModelEntry:
     factory: ModelFactory
     memory_units: tuple[str, ...] = ("bytes",)
     summary: str = ""
+    weights: tuple[float, ...] | None = None  # a model whose cost is one of the three terms
+
+    def check_weights(self, weights: tuple[float, ...]) -> tuple[float, ...]:
+        """``weights`` if they weigh every term this model's cost is in, else a CostModelError.
+
+        >>> ModelEntry("engine", object, weights=(0, 0, 1)).check_weights((0.4, 0.6))
+        Traceback (most recent call last):
+        ...
+        cqopt.costmodel.base.CostModelError: the ENGINE model's cost is its CPU term, which weights (0.4, 0.6) leave out; weigh it alone, e.g. weights = [0, 0, 1] (--weights 0,0,1)
+        """
+        if self.weights is None:
+            return weights
+        padded = tuple(weights) + (0.0,) * (3 - len(weights))
+        if not any(w > 0 and padded[i] > 0 for i, w in enumerate(self.weights)):
+            terms = [t for t, w in zip(("rate", "memory", "CPU"), self.weights) if w > 0]
+            example = ", ".join(f"{w:g}" for w in self.weights)
+            raise CostModelError(
+                f"the {self.name.upper()} model's cost is its {' and '.join(terms)} term, "
+                f"which weights {tuple(weights)} leave out; weigh it alone, e.g. weights = "
+                f"[{example}] (--weights {example.replace(' ', '')})")
+        return weights
 
     def check_memory_unit(self, memory_unit: str) -> str:
         """``memory_unit`` if this model counts memory in it, else a CostModelError."""
@@ -131,7 +152,9 @@ def register_model(factory: ModelFactory, *, name: str | None = None,
                                                                   ("bytes",))
     if summary is None:
         summary = ((getattr(factory, "__doc__", None) or "").strip().splitlines() or [""])[0]
-    entry = ModelEntry(name, factory, tuple(units), summary)
+    weights = getattr(factory, "weights", None)
+    entry = ModelEntry(name, factory, tuple(units), summary,
+                       None if weights is None else tuple(float(w) for w in weights))
     MODELS[name] = entry
     return entry
 

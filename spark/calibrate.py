@@ -289,21 +289,34 @@ def check_out(out: Path) -> None:
 def write_catalog(catalog: Catalog, calibration: Calibration, out: Path,
                   paper: OperatorRates | None = None) -> Catalog:
     """Write ``catalog`` with the measured rates as TOML to ``out``; return it as read back."""
+    paper = paper or catalog.operators
+    header = [f"# From {catalog.source}, with [operators] measured on {calibration.where},",
+              f"# at {calibration.when} (tuples/s; least squares over sizes "
+              f"{', '.join(f'{r:,}' for r in next(iter(calibration.fits.values())).rows)} "
+              "tuples read; fixed = seconds per Spark job, the fit's intercept)."]
+    notes = {kind: f"was {getattr(paper, kind):g}; fixed {fit.fixed:.3g} s, "
+                   f"{fit.fixed_share:.0%} of the largest timing"
+             for kind, fit in calibration.fits.items()}
+    return write_catalog_text(replace(catalog, operators=calibration.rates), out, header,
+                              {"operators": notes})
+
+
+def write_catalog_text(calibrated: Catalog, out: Path, header: Sequence[str],
+                       notes: dict[str, dict[str, str]]) -> Catalog:
+    """Write ``calibrated`` as TOML to ``out`` (marked as cqopt's, atomically), with
+    ``header`` comment lines and a comment per constant (``notes[section][name]``);
+    return it as read back, which must equal it.
+    """
     out = Path(out)
     check_out(out)
-    paper = paper or catalog.operators
-    calibrated = replace(catalog, operators=calibration.rates, source=str(out))
+    calibrated = replace(calibrated, source=str(out))
     data = calibrated.to_dict()
-    lines = [MARK,
-             f"# From {catalog.source}, with [operators] measured on {calibration.where},",
-             f"# at {calibration.when} (tuples/s; least squares over sizes "
-             f"{', '.join(f'{r:,}' for r in next(iter(calibration.fits.values())).rows)} "
-             "tuples read; fixed = seconds per Spark job, the fit's intercept).",
-             f"time_unit = {_toml(data['time_unit'])}", "", "[operators]"]
-    for kind, fit in calibration.fits.items():
-        lines.append(f"{kind} = {_toml(fit.rate)}  # was {getattr(paper, kind):g}; fixed "
-                     f"{fit.fixed:.3g} s, {fit.fixed_share:.0%} of the largest timing")
-    lines += ["", "[pipes]"] + [f"{k} = {_toml(v)}" for k, v in data["pipes"].items()]
+    lines = [MARK, *header, f"time_unit = {_toml(data['time_unit'])}"]
+    for section in ("operators", "pipes", "engine"):
+        lines += ["", f"[{section}]"]
+        for key, value in data[section].items():
+            note = notes.get(section, {}).get(key)
+            lines.append(f"{key} = {_toml(value)}" + (f"  # {note}" if note else ""))
     for name, spec in data["streams"].items():
         lines += ["", f"[streams.{_key(name)}]"]
         lines += [f"{_key(k)} = {_toml(v)}" for k, v in spec.items()]

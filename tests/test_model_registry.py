@@ -110,7 +110,7 @@ def test_the_cli_builds_with_a_registered_model(toy, dec_toml, tmp_path, capsys)
 
 def test_unknown_model_names_list_the_registered_ones(dec):
     with pytest.raises(CostModelError, match=r"unknown cost model 'oms'; did you mean 'om'\? "
-                                             r"\(the registered models are om, pipes\)"):
+                                             r"\(the registered models are om, pipes, engine\)"):
         make_model("oms", dec)
     with pytest.raises(WorkloadError, match="did you mean 'pipes'"):
         workload_from_dict({"defaults": {"model": "pipe"}, "query": [{"name": "a",
@@ -127,7 +127,7 @@ def test_unknown_cli_model_is_one_line_naming_the_choices(dec_toml, workload_tom
     assert main(["explain", "--catalog", dec_toml, "--sql", Q1, "--model", "pipe"]) == 2
     assert capsys.readouterr().err == ("cqopt: error: --model pipe: unknown cost model 'pipe'; "
                                        "did you mean 'pipes'? (the registered models are om, "
-                                       "pipes)\n")
+                                       "pipes, engine)\n")
 
 
 def test_a_model_name_is_registered_once(toy):

@@ -142,7 +142,7 @@ def test_a_manifest_is_judged_by_the_same_rules(dec_catalog, tmp_path):
     manifest["manifest_sha256"] = manifest_checksum(manifest)
     (out / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ChartSetError, match="names cost model 'omm', which this cqopt does not "
-                                            r"have \(the registered models are om, pipes\); "
+                                            r"have \(the registered models are om, pipes, engine\); "
                                             "did you mean 'om'"):
         charts.load(out)
 

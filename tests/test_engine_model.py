@@ -1,0 +1,127 @@
+"""The engine model: seconds per round from each operator's tuples, fitted to measured times."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from cqopt.catalog import EngineConstants, load_catalog
+from cqopt.charts.settings import ChartSettings, SettingsError
+from cqopt.cli.main import main
+from cqopt.costmodel import Engine, make_model
+from cqopt.costmodel.engine import CONSTANTS, fit_constants, plan_window, round_seconds, smoothed
+from cqopt.costmodel.engine import work
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.rules.enumerate import enumerate_plans
+
+Q2 = ("SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
+      "AND UDP.dest_host = SF.dest_host WINDOW [1]")
+TRUTH = EngineConstants(job=0.25, scan=2e-6, selection=3e-7, projection=1e-7, join=0.08,
+                        join_input=3e-6, join_output=8e-7, aggregate=4e-7)
+
+
+@pytest.fixture(scope="module")
+def q2(examples):
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    return catalog, enumerate_plans(parse_query(Q2, catalog))
+
+
+def _stats(rng, n):
+    return [{"rate.TCP": rng.uniform(100, 1000), "rate.UDP": rng.uniform(100, 500),
+             "rate.SF": rng.uniform(50, 500), "jsel.TCP.UDP": 10 ** rng.uniform(-3, -1),
+             "jsel.SF.UDP": 10 ** rng.uniform(-3, -1),
+             "jsel.SF.TCP": 10 ** rng.uniform(-3, -1)} for _ in range(n)]
+
+
+def test_the_seconds_are_the_work_times_the_constants(q2):
+    catalog, plans = q2
+    stats = _stats(np.random.default_rng(0), 1)[0]
+    model = Engine(catalog, constants=TRUTH)
+    vector = np.array([getattr(TRUTH, n) for n in CONSTANTS])
+    for plan in plans:
+        seconds = float(round_seconds(model.cost(plan, stats), plan_window(plan, stats)))
+        assert seconds == pytest.approx(work(plan, stats, catalog) @ vector, rel=1e-12)
+        # a join plan pays two joins, the job, and every tuple it reads and emits
+        assert seconds > TRUTH.job + 2 * TRUTH.join
+
+
+def test_the_grid_and_the_point_give_the_same_seconds(q2):
+    catalog, plans = q2
+    grid = {"rate.TCP": np.array([100.0, 600.0]), "rate.UDP": 300.0, "rate.SF": 200.0,
+            "jsel.TCP.UDP": 0.001, "jsel.SF.UDP": 0.01, "jsel.SF.TCP": 0.01}
+    model = make_model("engine", catalog)
+    for plan in plans:
+        cpu = model.cost(plan, grid).cpu
+        for i, rate in enumerate((100.0, 600.0)):
+            point = {**grid, "rate.TCP": rate}
+            assert float(model.cost(plan, point).cpu) == pytest.approx(cpu[i], rel=1e-12)
+
+
+def test_the_fit_recovers_the_seconds_of_known_constants_from_noisy_timings(q2):
+    """The profiler: timings made from known per-tuple costs, with 5% noise, give back
+    constants whose predictions are within a few per cent of the truth on new rounds."""
+    catalog, plans = q2
+    rng = np.random.default_rng(1)
+    vector = np.array([getattr(TRUTH, n) for n in CONSTANTS])
+    rows = np.array([work(p, s, catalog) for s in _stats(rng, 60) for p in plans])
+    seconds = rows @ vector * rng.lognormal(0, 0.05, len(rows))
+    fitted = fit_constants(rows, seconds)
+    new = np.array([work(p, s, catalog) for s in _stats(rng, 20) for p in plans])
+    predicted = new @ np.array([getattr(fitted, n) for n in CONSTANTS])
+    error = np.abs(predicted - new @ vector) / (new @ vector)
+    assert np.median(error) < 0.03 and error.max() < 0.15
+
+
+def test_smoothing_moves_a_fraction_toward_the_new_fit():
+    old, new = EngineConstants(job=0.2, scan=1e-6), EngineConstants(job=0.6, scan=3e-6)
+    half = smoothed(old, new, 0.5)
+    assert (half.job, half.scan) == pytest.approx((0.4, 2e-6))
+    assert smoothed(old, new, 1.0) == new
+
+
+def test_a_chart_of_the_engine_model_must_weigh_its_seconds():
+    with pytest.raises(SettingsError, match=r"the ENGINE model's cost is its CPU term.*"
+                                            r"--weights 0,0,1"):
+        ChartSettings(model="engine")
+    assert ChartSettings(model="engine", weights=(0, 0, 1)).model == "engine"
+
+
+def test_calibrate_from_a_run_fits_writes_and_reports_the_held_out_error(
+        examples, tmp_path, capsys, q2):
+    """A run folder (as cqopt run writes it, with --shadow) whose times come from known
+    constants: the catalog written holds constants that predict them."""
+    catalog, plans = q2
+    run = tmp_path / "run"
+    (run / "log").mkdir(parents=True)
+    (run / "state.json").write_text(json.dumps({"sql": Q2, "query": "Q2", "window_s": 1.0}))
+    vector = np.array([getattr(TRUTH, n) for n in CONSTANTS])
+    rng = np.random.default_rng(2)
+    for r, stats in enumerate(_stats(rng, 16)):
+        shadow = {p.id: float(work(p, stats, catalog) @ vector * rng.lognormal(0, 0.03))
+                  for p in plans}
+        (run / "log" / f"round-{r:06d}.json").write_text(json.dumps({
+            "round": r, "empty": False, "observed": stats, "plan": plans[0].id,
+            "plan_seconds": shadow[plans[0].id], "shadow_seconds": shadow}))
+    out = tmp_path / "engine.toml"
+    assert main(["calibrate", "--catalog", str(examples / "dec-pkt.toml"), "--from-run",
+                 str(run), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"{16 * len(plans)} plan times of {len(plans)} plans" in printed
+    assert "on rounds left out of the fit" in printed
+    fitted = load_catalog(out)
+    assert fitted.engine != catalog.engine and fitted.operators == catalog.operators
+    held = float(printed.split("median absolute error ")[1].split("%")[0]) / 100
+    assert held < 0.10
+    # The fitted catalog builds a chart in the engine's seconds.
+    assert main(["build", "--catalog", str(out), "--workload", str(examples / "workload.toml"),
+                 "--out", str(tmp_path / "charts"), "--engine", "local", "--model", "engine",
+                 "--weights", "0,0,1"]) == 0
+
+
+def test_calibrate_from_a_folder_that_is_not_a_run(examples, tmp_path, capsys):
+    assert main(["calibrate", "--catalog", str(examples / "dec-pkt.toml"), "--from-run",
+                 str(tmp_path), "--out", str(tmp_path / "x.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cqopt: error: --from-run ") and "not a cqopt run folder" in err
