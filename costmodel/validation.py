@@ -106,7 +106,11 @@ def window_statistics(query: ContinuousQuery, windows: dict[str, pd.DataFrame],
     for name, preds in pairs.items():
         streams = sorted({s for p in preds for s, _ in p.columns})
         left, right = framed[streams[0]], framed[streams[1]]
-        stats[name] = len(join(left, right, tuple(preds))) / (len(left) * len(right))
+        pairs_possible = len(left) * len(right)
+        # No pair to join: the join selectivity is undefined that window, as a
+        # selectivity over no tuple is (NaN, which the estimators skip).
+        stats[name] = (len(join(left, right, tuple(preds))) / pairs_possible
+                       if pairs_possible else float("nan"))
     return stats
 
 

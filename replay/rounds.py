@@ -59,6 +59,22 @@ def round_of(ts: float, start: float, window_s: float) -> int:
     return guess
 
 
+def round_array(ts, start: float, window_s: float):
+    """:func:`round_of` of every timestamp of an array (int64), by the same rule.
+
+    >>> import numpy as np
+    >>> round_array(np.array([0.3, 0.29, -0.01]), 0.0, 0.1).tolist()
+    [2, 2, -1]
+    """
+    import numpy as np
+
+    ts = np.asarray(ts, dtype=np.float64)
+    guess = np.floor((ts - start) / window_s)
+    guess = np.where(ts < start + guess * window_s, guess - 1,
+                     np.where(ts >= start + (guess + 1) * window_s, guess + 1, guess))
+    return guess.astype(np.int64)
+
+
 # -- files ---------------------------------------------------------------------------
 def write_round_statistics(df: pd.DataFrame, path: str | Path) -> Path:
     """Write a per-round statistics table as Parquet (atomically: a crash leaves no half file)."""

@@ -95,7 +95,7 @@ from cqopt.catalog import Catalog
 from cqopt.charts.lookup import QueryChart
 from cqopt.errors import CqoptError
 from cqopt.optimizer.query.statistics import rate_name
-from cqopt.replay.rounds import round_of
+from cqopt.replay.rounds import round_array, round_of
 from cqopt.replay.trace_format import TraceError, detect_trace_format, trace_formats
 from cqopt.runtime.adaptive import AdaptiveQuery
 from cqopt.spark.plan_frame import to_spark
@@ -115,6 +115,9 @@ TRIGGERS = ("once", "available-now")
 RATE_DOMAIN = 1000
 _TIME_NAMES = ("ts", "timestamp", "time")
 STREAMABLE = ("parquet", "csv")  # trace formats Spark's file stream sources read
+# A micro-batch of at most this many tuples is collected to the driver (one Spark job) and
+# its statistics and staging worked out there; a larger one stays on Spark throughout.
+LOCAL_TUPLES = 500_000
 
 
 class StreamingRunError(CqoptError):
@@ -547,10 +550,12 @@ class AdaptiveRun:
     def _take(self, batch: DataFrame, batch_id: int) -> None:
         """Run the rounds the batch completes; stage its tuples of rounds still open.
 
-        Spark jobs: one over the batch (each stream's time span and its dropped
-        tuples, which also fills the batch's cache), one for the statistics of
-        every round it completes, then one per round (the plan's write), and a
-        write of the open rounds' tuples when some remain.
+        A batch of at most :data:`LOCAL_TUPLES` tuples (a live round, a short
+        backlog) is collected to the driver in one Spark job, as Arrow: its
+        time spans, dropped tuples, the rounds' statistics and the staging of
+        open rounds are then worked out here, without another job, and each
+        plan is one job. A larger batch takes one job for the spans, one for
+        the statistics, one per plan and one to stage.
         """
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
@@ -564,13 +569,17 @@ class AdaptiveRun:
             # tuples of rounds run by earlier batches are late.
             replayed = [r["round"] for r in self.records if r.get("batch") == batch_id]
             cut = min(replayed) if replayed else self.next_round
-            late = (F.lit(0) if start is None else
-                    F.when(assign_round(F.col("ts"), start, self.window_s) < cut, 1)
-                    .otherwise(0))
-            spans = {row["_stream"]: row for row in batch.groupBy("_stream").agg(
-                F.min("ts").alias("lo"), F.max("ts").alias("hi"),
-                F.sum(F.when(F.col("ts").isNull(), 1).otherwise(0)).alias("untimed"),
-                F.sum(late).alias("late")).collect()}
+            local = _collect(batch, LOCAL_TUPLES)
+            if local is not None:
+                spans = _local_spans(local, start, self.window_s, cut)
+            else:
+                late = (F.lit(0) if start is None else
+                        F.when(assign_round(F.col("ts"), start, self.window_s) < cut, 1)
+                        .otherwise(0))
+                spans = {row["_stream"]: row.asDict() for row in batch.groupBy("_stream").agg(
+                    F.min("ts").alias("lo"), F.max("ts").alias("hi"),
+                    F.sum(F.when(F.col("ts").isNull(), 1).otherwise(0)).alias("untimed"),
+                    F.sum(late).alias("late")).collect()}
             if not spans:
                 self.progress(f"{self.name}: micro-batch {batch_id} holds no tuple")
                 if batch_id not in self.state["empty_batches"]:
@@ -590,10 +599,12 @@ class AdaptiveRun:
             self._save_state()  # before any round runs: a resumed run needs round 0's start
             tagged = batch.where(F.col("ts").isNotNull()).withColumn(
                 "_round", assign_round(F.col("ts"), start, self.window_s))
-            self._run_rounds(tagged, batch_id, self._complete_round())
+            if local is not None:
+                local = _with_rounds(local, start, self.window_s)
+            self._run_rounds(tagged, batch_id, self._complete_round(), local)
             top = max(round_of(float(r["hi"]), start, self.window_s) for r in timed.values())
             if top >= self.next_round:
-                self._stage(tagged, batch_id, top)
+                self._stage(tagged, batch_id, top, local)
             self._drop_finished_stages()
             self._save_state()
             if self._reached_max():
@@ -634,19 +645,28 @@ class AdaptiveRun:
         return False
 
     # -- pending tuples ---------------------------------------------------------------
-    def _stage(self, tagged: DataFrame, batch_id: int, top: int) -> None:
-        """Keep the batch's tuples of rounds not yet run, as one Parquet keyed by batch id.
+    def _stage(self, tagged: DataFrame, batch_id: int, top: int, local=None) -> None:
+        """Keep the batch's tuples of rounds not yet run, as Parquet keyed by batch id.
 
         Spark commits the batch once it is handed back, so these tuples exist
         nowhere else Spark would read again; a stage is removed once every
-        round it holds has run.
+        round it holds has run. A batch collected to the driver (``local``, an
+        Arrow table) is written from there, without a Spark job.
         """
         from pyspark.sql import functions as F
 
         scratch = self.out / "pending" / f".tmp-batch-{batch_id:06d}"
         final = self.out / "pending" / f"batch-{batch_id:06d}"
         _remove(scratch)
-        tagged.where(F.col("_round") >= self.next_round).write.parquet(str(scratch))
+        if local is not None:
+            import pyarrow.compute as pc
+            import pyarrow.parquet as pq
+
+            scratch.mkdir(parents=True)
+            keep = local.filter(pc.greater_equal(local["_round"], self.next_round))
+            pq.write_table(keep, scratch / "part-00000.parquet")
+        else:
+            tagged.where(F.col("_round") >= self.next_round).write.parquet(str(scratch))
         _replace(scratch, final)
         self.state["pending"][str(batch_id)] = [self.next_round, top]
 
@@ -697,7 +717,9 @@ class AdaptiveRun:
         parts = [] if tagged is None else [tagged]
         staged = self._staged(first, stop)
         if staged:
-            parts.append(self.spark.read.parquet(*staged))
+            # The stages hold the batch's layout: given it, Spark infers no schema (a job).
+            reader = self.spark.read if tagged is None else self.spark.read.schema(tagged.schema)
+            parts.append(reader.parquet(*staged))
         frames = {}
         for stream_name in self.streams:
             columns = [c for c in self.catalog.stream(stream_name).columns
@@ -716,6 +738,47 @@ class AdaptiveRun:
             frames[stream_name] = frame
         return frames
 
+    def _frames_from(self, rows) -> dict[str, DataFrame]:
+        """Each stream's tuples, as :meth:`_round_tuples` gives them, from the rounds' tuples
+        on the driver (an Arrow table): handed to Spark whole, with no file to list or read."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        frames = {}
+        for stream_name in self.streams:
+            mine = rows.filter(pc.equal(rows["_stream"], stream_name))
+            columns = {"ts": mine["ts"], "_round": mine["_round"]}
+            columns.update((c.name, mine[f"{stream_name}__{c.name}"])
+                           for c in self.catalog.stream(stream_name).columns
+                           if c.name.lower() != "ts")
+            frames[stream_name] = self.spark.createDataFrame(pa.table(columns))
+        return frames
+
+    def _local_rounds(self, local, first: int, stop: int, finishing: bool):
+        """The tuples of rounds ``first <= r < stop`` as one Arrow table on the driver: the
+        batch's collected tuples (``local``) and the stages'. None when they are more than
+        :data:`LOCAL_TUPLES`, or a batch was too large to collect (``local`` None unless
+        the input is ``finishing``, when every tuple left is staged)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        if local is None and not finishing:
+            return None
+        staged = self._staged(first, stop)
+        held = (0 if local is None else local.num_rows) + sum(
+            pq.read_metadata(f).num_rows for p in staged for f in Path(p).glob("*.parquet"))
+        if held > LOCAL_TUPLES:
+            return None
+        parts = ([] if local is None else [local]) + [pq.read_table(p) for p in staged]
+        if not parts:
+            return None
+        table = (pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1
+                 else parts[0])
+        inside = pc.and_(pc.greater_equal(table["_round"], first),
+                         pc.less(table["_round"], stop))
+        return table.filter(inside)
+
     def _stream_schema(self, stream_name: str) -> StructType:
         from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
@@ -724,7 +787,8 @@ class AdaptiveRun:
                           + [StructField(c.name, _spark_type(SPARK_TYPES[c.type]))
                              for c in stream.columns if c.name.lower() != "ts"])
 
-    def _run_rounds(self, tagged: DataFrame | None, batch_id: int | None, stop: int) -> None:
+    def _run_rounds(self, tagged: DataFrame | None, batch_id: int | None, stop: int,
+                    local=None) -> None:
         """Run rounds ``next_round <= r < stop`` (up to ``max_rounds``).
 
         Their statistics come from one Spark job over all of them, and the
@@ -746,11 +810,17 @@ class AdaptiveRun:
         first = self.next_round
         if stop <= first:
             return
-        tuples = self._round_tuples(tagged, first, stop)
-        table = round_statistics(self.query, tuples, self.window_s, start=self.state["start"],
-                                 rounds=stop)
-        observed = {r: {name: float(table[name].iloc[r]) for name in self.query.statistics}
-                    for r in range(first, stop)}
+        rows = self._local_rounds(local, first, stop, finishing=tagged is None)
+        if rows is not None:  # few tuples: their statistics worked out here, no Spark job
+            tuples = self._frames_from(rows)
+            observed = _local_statistics(self.query, rows, self.streams, first, stop,
+                                         self.window_s)
+        else:
+            tuples = self._round_tuples(tagged, first, stop)
+            table = round_statistics(self.query, tuples, self.window_s,
+                                     start=self.state["start"], rounds=stop)
+            observed = {r: {name: float(table[name].iloc[r])
+                            for name in self.query.statistics} for r in range(first, stop)}
         if self.shadow or stop - first == 1:
             for r in range(first, stop):
                 self._run_round(r, tuples, observed[r], batch_id,
@@ -1167,6 +1237,66 @@ def _write_result(frame: DataFrame, final: Path) -> int:
     frame.observe(rows, F.count(F.lit(1)).alias("rows")).write.parquet(str(scratch))
     _replace(scratch, final)
     return int(rows.get.get("rows", 0))
+
+
+def _collect(batch: DataFrame, limit: int):
+    """The batch as an Arrow table on the driver if it holds at most ``limit`` tuples
+    (one Spark job, reading at most ``limit + 1``), else None."""
+    table = batch.limit(limit + 1).toArrow()
+    return table if table.num_rows <= limit else None
+
+
+def _local_spans(table, start: float | None, window_s: float, cut: int) -> dict[str, dict]:
+    """What the Spark spans job gives, from a collected batch: per stream, its earliest and
+    latest time, its tuples without a time, and its tuples of rounds before ``cut``."""
+    frame = table.select(["_stream", "ts"]).to_pandas()
+    spans = {}
+    for stream, rows in frame.groupby("_stream", sort=False):
+        ts = rows["ts"].to_numpy(dtype=np.float64)
+        timed = ts[~np.isnan(ts)]
+        late = 0 if start is None or not len(timed) else int(
+            (round_array(timed, start, window_s) < cut).sum())
+        spans[stream] = {"lo": float(timed.min()) if len(timed) else None,
+                         "hi": float(timed.max()) if len(timed) else None,
+                         "untimed": int(len(ts) - len(timed)), "late": late}
+    return spans
+
+
+def _with_rounds(table, start: float, window_s: float):
+    """A collected batch's timed tuples, each with its round (``_round``), as the staged
+    tuples Spark writes hold it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    timed = table.filter(pc.is_valid(table["ts"]))
+    rounds = round_array(timed["ts"].to_numpy(zero_copy_only=False), start, window_s)
+    return timed.append_column("_round", pa.array(rounds, type=pa.int64()))
+
+
+def _local_statistics(query: ContinuousQuery, table, streams: tuple[str, ...], first: int,
+                      stop: int, window_s: float) -> dict[int, dict[str, float]]:
+    """Each round's statistics from its tuples on the driver: the measured statistics of
+    a window (:func:`cqopt.costmodel.validation.window_statistics`), round by round, by
+    the definitions the Spark job (:func:`cqopt.spark.round_stats.round_statistics`)
+    computes: a rate of tuples over ``W``, a selectivity over no tuple NaN."""
+    from cqopt.costmodel.validation import window_statistics
+
+    frame = table.to_pandas()
+    columns = {s: [c.name for c in query.stream(s).columns] for s in streams}
+    by_round = {r: rows for r, rows in frame.groupby("_round", sort=False)}
+    empty = frame.iloc[0:0]
+    observed = {}
+    for r in range(first, stop):
+        rows = by_round.get(r, empty)
+        windows = {}
+        for stream in streams:
+            mine = rows[rows["_stream"] == stream]
+            windows[stream] = pd.DataFrame({
+                c: mine["ts"] if c.lower() == "ts" else mine[f"{stream}__{c}"]
+                for c in columns[stream]})
+        stats = window_statistics(query, windows, window_s)
+        observed[r] = {name: float(stats[name]) for name in query.statistics}
+    return observed
 
 
 def _adopt_round(part: Path | None, final: Path, schema: StructType) -> int:
