@@ -545,7 +545,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     out = Path(out)
     with staged_directory(out, force, kind="report") as tmp:
         observed, frames, infos = {}, {}, {}
-        with running_session(master, progress=progress) as spark:
+        with running_session(master, progress=say) as spark:
             for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
                 say(f"{stream}: reading {paths[stream]}")
                 frames[stream], infos[stream] = read_trace(spark, paths[stream],

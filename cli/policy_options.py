@@ -23,17 +23,21 @@ from cqopt.runtime.estimators import ESTIMATORS
 MAX_WINDOW = 100_000
 
 
-def add_policy_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the estimator, choice, fallback and hysteresis options to ``p``."""
+def add_policy_arguments(p: argparse.ArgumentParser, estimator: str = "decay") -> None:
+    """Add the estimator, choice, fallback and hysteresis options to ``p``; ``estimator``
+    is the command's default (``cqopt run`` holds a round before it runs it: ``sample``)."""
     p.add_argument("--d", type=number(integer=True, low=1, high=MAX_WINDOW), default=5,
                    help="rounds the estimator looks back (5)")
     p.add_argument("--decay", type=number(low=0), default=0.5,
                    help="OM's decay a (default 0.5)")
-    p.add_argument("--estimator", type=_estimator, default="decay",
+    default = ("the round's own statistics, measured before it runs" if estimator == "sample"
+               else "OM's decay mean")
+    p.add_argument("--estimator", type=_estimator, default=estimator,
                    metavar="{" + ",".join(ESTIMATORS) + ",sample[:RATIO]}",
-                   help="rate and selectivity estimator (default: OM's decay mean); "
+                   help=f"rate and selectivity estimator (default: {default}); "
                         "sample[:RATIO] decides each round on its own statistics, counted "
-                        "exactly and sampled from RATIO of its tuples (default 0.1)")
+                        "exactly and, in a replay, sampled from RATIO of its tuples (default "
+                        "0.1); cqopt run measures them on all of the round's tuples")
     p.add_argument("--choice", choices=["point", "expected"], default="point",
                    help="run the chart's plan at the point estimate (OM), or the plan of "
                         "lowest expected cost over recent estimation errors")

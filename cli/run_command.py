@@ -77,7 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"cqopt run: {line}", file=sys.stderr, flush=True)
 
     trigger = parse_trigger(args.trigger)
-    with running_session(args.master, progress=False) as spark:
+    with running_session(args.master, progress=say) as spark:
         run = AdaptiveRun(spark, args.query, query, chart, catalog, sources, args.out,
                           window_s=_window_seconds(query), trigger=trigger, shadow=args.shadow,
                           max_rounds=args.max_rounds, policy=policy_options(args),
@@ -151,7 +151,7 @@ def add_parsers(sub) -> None:
                    help="relative noise tolerance of measured fidelity (default 0.10)")
     p.add_argument("--tolerance-ms", type=number(low=0), default=50.0,
                    help="absolute noise tolerance of measured fidelity in ms (default 50)")
-    add_policy_arguments(p)
+    add_policy_arguments(p, estimator="sample")
     p.add_argument("--master", type=options.master, default="local[*]",
                    help="Spark master URL (default local[*])")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -193,7 +194,8 @@ def _java_error(found: str) -> SparkBuildError:
 
 
 @contextlib.contextmanager
-def running_session(master: str = "local[*]", progress: bool = True,
+def running_session(master: str = "local[*]",
+                    progress: bool | Callable[[str], None] = True,
                     conf: dict[str, str] | None = None) -> Iterator[SparkSession]:
     """The session already running in this process (a notebook, a test), else a new one.
 
@@ -206,8 +208,10 @@ def running_session(master: str = "local[*]", progress: bool = True,
     ----------
     master : str
         The master URL for a new session (ignored when one is running).
-    progress : bool
-        Unused: Spark's console progress bars are always off (cqopt prints its own).
+    progress : bool or callable
+        Say that a new session starts, and when it has (it takes seconds): a
+        callable takes the line, True prints it on stderr. Spark's own
+        console progress bars are always off (cqopt prints its own).
     conf : dict, optional
         Settings of a new session (see :func:`spark_session`).
 
@@ -221,8 +225,14 @@ def running_session(master: str = "local[*]", progress: bool = True,
     if active is not None:
         yield active
         return
+    say = progress if callable(progress) else (
+        (lambda line: print(f"cqopt: {line}", file=sys.stderr, flush=True)) if progress
+        else (lambda line: None))
     with _stop_jvm_when_killed() as killed:
-        spark = spark_session(master, progress=progress, conf=conf)
+        began = time.monotonic()
+        say(f"starting Spark ({master})...")
+        spark = spark_session(master, progress=bool(progress), conf=conf)
+        say(f"Spark started in {time.monotonic() - began:.1f} s")
         try:
             yield spark
         finally:

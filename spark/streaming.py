@@ -6,17 +6,24 @@ cuts the tuples into **rounds** (tumbling windows of the query's window
 ``W`` in event time, seed 001 section 3.1) and, in ``foreachBatch``, runs
 every round once it is complete:
 
-1. the round's statistics are observed with
-   :func:`cqopt.spark.round_stats.round_statistics`, the implementation of the
-   offline statistics, in one Spark job for every round a micro-batch
-   completes;
+1. the round's statistics are observed: for a micro-batch of at most
+   :data:`LOCAL_TUPLES` tuples (a live round, a short backlog), on the
+   driver from the batch collected in one Spark job
+   (:func:`cqopt.costmodel.validation.window_statistics`, round by round);
+   for a larger one with :func:`cqopt.spark.round_stats.round_statistics`,
+   in one Spark job for every round the micro-batch completes;
 2. an :class:`~cqopt.runtime.adaptive.AdaptiveQuery` estimates the round from
-   the rounds before it and looks the estimate up in the chart (Algorithm 2,
+   the rounds before it (or, with ``estimator="sample"``, takes its own
+   statistics) and looks the estimate up in the chart (Algorithm 2,
    section 4.5), counting moves and switches;
 3. the chosen plan runs as a DataFrame (:func:`cqopt.spark.plan_frame.to_spark`)
    on the round's tuples, and its result is written to
    ``OUT/results/round-NNNNNN.parquet``, its rows counted on the way
-   (``DataFrame.observe``): one Spark job per round;
+   (``DataFrame.observe``): one Spark job per round. Rounds completed
+   together without ``shadow`` (a backlog) are grouped by the plan chosen
+   for each, and each plan runs once over its rounds, the round a key of
+   every join and grouping: one job per plan, each round's rows what it
+   gives alone;
 4. one record goes to the round log ``OUT/log/round-NNNNNN.json`` (statistics
    observed and estimated, cell, plan, switch, rows in and out, the plan's
    wall time, the lag); with ``shadow`` every candidate plan also runs on the
@@ -31,12 +38,13 @@ limit that), so a backlog is one micro-batch, and Spark's order of files (by
 modification time, which a plain ``cp`` scrambles) does not matter. A round
 is complete when every stream of the query has shown a timestamp at or past
 the round's end (the earliest of the streams' latest timestamps, as Spark's
-default watermark policy takes the minimum). Per micro-batch: one job reads
-the batch into Spark's cache and finds each stream's time span, one computes
-the statistics of the rounds it completes, then one job per round. Tuples of
-rounds still open are staged under ``OUT/pending/batch-B`` (one Parquet,
-keyed by the batch id) and read with the next batch's; a stage is removed
-once its rounds ran. When a finite input ends (``once``, ``available-now``)
+default watermark policy takes the minimum). Per micro-batch of at most
+:data:`LOCAL_TUPLES` tuples: one job collects it (time spans, dropped
+tuples, statistics and staging are worked out on the driver), then one job
+per plan run; a larger batch takes a job for the spans, one for the
+statistics, one per plan run and one to stage. Tuples of rounds still open
+are staged under ``OUT/pending/batch-B`` (Parquet, keyed by the batch id)
+and read with the next batch's; a stage is removed once its rounds ran. When a finite input ends (``once``, ``available-now``)
 the rounds still open run too, the last one included. A tuple of a round
 that already ran is late; one without a time (a file of another layout) is
 unusable: both are counted per micro-batch in the report, not run.
@@ -236,7 +244,7 @@ class AdaptiveRun:
                  chart: QueryChart, catalog: Catalog, sources: Mapping[str, Source],
                  out: str | Path, *, window_s: float, trigger: str | float = "available-now",
                  shadow: bool = False, max_rounds: int | None = None,
-                 max_files_per_trigger: int | None = None, estimator: str = "decay", d: int = 5,
+                 max_files_per_trigger: int | None = None, estimator: str = "sample", d: int = 5,
                  decay: float = 0.5, policy: Mapping[str, Any] | None = None,
                  start: float | None = None, tolerance: Tolerance = Tolerance(),
                  progress: Callable[[str], None] | None = None):
@@ -272,7 +280,10 @@ class AdaptiveRun:
             there is (a backlog is one micro-batch, whatever order the files'
             modification times give them).
         estimator, d, decay :
-            As :class:`~cqopt.runtime.adaptive.AdaptiveQuery`.
+            As :class:`~cqopt.runtime.adaptive.AdaptiveQuery`; the default
+            ``"sample"`` chooses each round at its own statistics, measured
+            before it runs (the estimators predict only what a round cannot
+            measure), an earlier estimator at a prediction from the rounds before.
         policy : Mapping, optional
             More of its options: ``choice``, ``residuals``, ``fallback``,
             ``hysteresis`` (costed with the chart's model on ``catalog``).
@@ -839,7 +850,7 @@ class AdaptiveRun:
             scratch = self.out / "results" / f".tmp-group-{first:06d}-{index}"
             began = time.perf_counter()
             _remove(scratch)
-            frame.write.partitionBy("_round").parquet(str(scratch))
+            _write_by_round(frame, scratch)
             share = (time.perf_counter() - began) / len(rounds)
             schemas[index] = frame.drop("_round").schema
             for r in rounds:
@@ -1013,6 +1024,7 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
                            "moves": sum(r["move"] for r in records),
                            "plan_seconds_total": float(sum(r["plan_seconds"] for r in records)),
                            "rows_out_total": int(sum(r["rows_out"] for r in records))}
+    out["policy"] = {k: ("none" if v is None else str(v)) for k, v in policy.items()}
     lags = [float(r.get("lag_s") or 0.0) for r in records]
     out["lag_s"] = {"last": lags[-1] if lags else 0.0, "highest": max(lags, default=0.0)}
     out["lag_warnings"] = sum(lag_growth(lags[max(0, i - LAG_ROUNDS):i + 1]) >= LAG_ROUNDS
@@ -1067,6 +1079,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"{s.get('stopped_by', '?')}; rounds pending (incomplete): "
              f"{len(s.get('pending_rounds', []))}; late tuples: {s.get('late_tuples', 0)}; "
              f"tuples without a time: {s.get('untimed_tuples', 0)}",
+             "- policy: " + ", ".join(f"{k} {v}" for k, v in s.get("policy", {}).items()),
              "- plans run: " + ", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()),
              f"- lag behind the newest complete round: last {s['lag_s']['last']:.1f} s, "
              f"highest {s['lag_s']['highest']:.1f} s; rounds where it had grown "
@@ -1224,7 +1237,9 @@ def _remove(path: Path) -> None:
 def _write_result(frame: DataFrame, final: Path) -> int:
     """Write a round's result as Parquet at ``final``, atomically; its row count.
 
-    One Spark job: the count is observed on the way to the file
+    One Spark job: a result of at most :data:`LOCAL_TUPLES` rows comes to the
+    driver as Arrow and is written from there (no job of Spark's file commit
+    protocol); a larger one is written by Spark, its rows counted on the way
     (``DataFrame.observe``), not read back. A scratch name, then a rename, so
     ``final`` is whole or absent and a rerun replaces it.
     """
@@ -1233,10 +1248,41 @@ def _write_result(frame: DataFrame, final: Path) -> int:
 
     scratch = final.with_name(f".tmp-{final.name}")
     _remove(scratch)
+    table = _collect(frame, LOCAL_TUPLES)
+    if table is not None:
+        import pyarrow.parquet as pq
+
+        scratch.mkdir(parents=True)
+        pq.write_table(table, scratch / "part-00000.parquet")
+        _replace(scratch, final)
+        return table.num_rows
     rows = Observation(f"rows-{final.stem}")
     frame.observe(rows, F.count(F.lit(1)).alias("rows")).write.parquet(str(scratch))
     _replace(scratch, final)
     return int(rows.get.get("rows", 0))
+
+
+def _write_by_round(frame: DataFrame, scratch: Path) -> None:
+    """Write a result of many rounds (its first column ``_round``) as ``scratch/_round=R``
+    folders of Parquet, one per round with rows, as ``partitionBy("_round")`` does.
+
+    At most :data:`LOCAL_TUPLES` rows are split on the driver (one Spark job, no
+    file per round and task); more are written by Spark.
+    """
+    table = _collect(frame, LOCAL_TUPLES)
+    if table is None:
+        frame.write.partitionBy("_round").parquet(str(scratch))
+        return
+    import pyarrow.parquet as pq
+
+    rounds = table["_round"].to_numpy()
+    order = np.argsort(rounds, kind="stable")
+    table, rounds = table.take(order).drop_columns(["_round"]), rounds[order]
+    values, starts, counts = np.unique(rounds, return_index=True, return_counts=True)
+    for value, offset, length in zip(values, starts, counts):
+        folder = scratch / f"_round={int(value)}"
+        folder.mkdir(parents=True)
+        pq.write_table(table.slice(int(offset), int(length)), folder / "part-00000.parquet")
 
 
 def _collect(batch: DataFrame, limit: int):

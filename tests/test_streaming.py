@@ -90,6 +90,9 @@ def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path)
         assert len(written) == expected[r][1]
     # Observed statistics are the offline definitions: rate = tuples / W.
     assert np.allclose(log["observed:rate.TCP"], [expected[r][0] / W for r in range(5)])
+    # By default each round's plan is chosen at its own statistics, not predicted.
+    assert np.allclose(log["estimate:rate.TCP"], log["observed:rate.TCP"])
+    assert np.allclose(log["estimate:sel.TCP"], log["observed:sel.TCP"])
     # Lag: complete rounds waiting behind each one as it ran, times W (the third file,
     # up to 4.5 s, completes rounds 2 and 3 at once).
     assert log["lag_s"].tolist() == [0.0, 0.0, 1.0, 0.0, 0.0]
@@ -103,6 +106,8 @@ def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path)
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["rounds"] == 5 and "measured fidelity" in \
         (tmp_path / "run" / "report.md").read_text()
+    assert report["policy"]["estimator"] == "sample:1"
+    assert "- policy: estimator sample:1" in (tmp_path / "run" / "report.md").read_text()
 
 
 @pytest.mark.spark
