@@ -103,6 +103,9 @@ def cmd_choose(args: argparse.Namespace) -> int:
     stats = dict(args.stat or [])
     if args.catalog is not None:
         fresh = chart_set.check(args.catalog)
+        if fresh.stale and not args.allow_stale:
+            raise CqoptError(f"--charts {args.charts} is {fresh}; rebuild the charts with "
+                             "cqopt build --force, or pass --allow-stale to look up anyway")
         if fresh.stale:
             print(f"cqopt: warning: --charts {args.charts} is {fresh}", file=sys.stderr)
     chart = chart_set[args.query]
@@ -113,14 +116,14 @@ def cmd_choose(args: argparse.Namespace) -> int:
               file=sys.stderr)
     choice = chart_set.choose(args.query, stats)
     sql = None
-    if args.sql is not None:
+    if args.sql_out is not None:
         from cqopt.catalog import Catalog
         from cqopt.optimizer.query.logical import parse_query
 
         # The chart set's own catalog: the query plans as it did when the charts were built.
         catalog = Catalog.from_dict(chart_set.manifest["catalog"], f"{args.charts} catalog")
         query = parse_query(chart_set[args.query].spec.sql, catalog)
-        sql = plan_sql(choice.plan, args.sql, query=query)
+        sql = plan_sql(choice.plan, args.sql_out, query=query)
     if args.json:
         print(json.dumps({"query": args.query, "plan": choice.plan_id, "cell": list(choice.cell),
                           "clamped": list(choice.clamped),
@@ -156,7 +159,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     sliced = [a.statistic for a in chart.spec.axes[2:]]
     for name in at:
         if name not in sliced:
-            raise CqoptError(f"--at {name}: not an axis to slice; the chart of {args.query} "
+            raise CqoptError(f"--stat {name}: not an axis to slice; the chart of {args.query} "
                              f"has {', '.join(a.statistic for a in chart.spec.axes)}"
                              + (f", sliced along {', '.join(sliced)}" if sliced else
                                 ", two axes or fewer: nothing to slice"))
@@ -231,12 +234,18 @@ def add_parsers(sub) -> None:
     p.add_argument("--stat", action="append", metavar="NAME=VALUE", type=parse_stat,
                    help="a statistic, e.g. rate.TCP=500 (repeat for each chart axis)")
     p.add_argument("--catalog", metavar="CATALOG",
-                   help="warn when the charts were built from a catalog with other costs")
+                   help="refuse charts built from a catalog with other costs (see "
+                        "--allow-stale)")
+    p.add_argument("--allow-stale", action="store_true",
+                   help="with --catalog: look up in charts of another catalog anyway, warned")
     p.add_argument("--json", action="store_true",
                    help="print {query, plan, cell, clamped} as JSON")
-    p.add_argument("--sql", metavar="DIALECT", type=dialect,
+    p.add_argument("--sql-out", metavar="DIALECT", type=dialect,
                    help="also print the chosen plan as SQL of this sqlglot dialect (spark, "
-                        "hive, postgres, duckdb, ...)")
+                        "hive, postgres, duckdb, ...), as explain --sql-out does")
+    # The old spelling, kept for one release (--sql is the query in explain).
+    p.add_argument("--sql", dest="sql_out", metavar="DIALECT", type=dialect,
+                   help=argparse.SUPPRESS)
     p.set_defaults(run=cmd_choose)
 
     p = sub.add_parser(
@@ -251,6 +260,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--plans", action="store_true",
                    help="print each plan's number (P1 covers the most area), its share of the "
                         "chart and its tree, as the diagram's legend numbers them")
-    p.add_argument("--at", action="append", metavar="NAME=VALUE", type=parse_stat,
+    p.add_argument("--stat", action="append", metavar="NAME=VALUE", type=parse_stat,
+                   dest="at",
                    help="for 3+ axes: slice at this value of an axis beyond the first two")
+    # The old spelling, kept for one release: --stat names a statistic everywhere else.
+    p.add_argument("--at", action="append", metavar="NAME=VALUE", type=parse_stat,
+                   dest="at", help=argparse.SUPPRESS)
     p.set_defaults(run=cmd_show)

@@ -199,7 +199,7 @@ example:
   cqopt choose --charts charts --query Q1 --stat rate.TCP=500 --stat sel.TCP=0.3""",
     "show": """\
 example:
-  cqopt show --charts charts --query Q2 --out q2.png --at rate.SF=300""",
+  cqopt show --charts charts --query Q2 --out q2.png --stat rate.SF=300""",
     "generate": """\
 example:
   cqopt generate --catalog examples/dec-pkt.toml --out traces --duration 60 \\

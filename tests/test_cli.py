@@ -114,3 +114,45 @@ def test_explain_lets_memory_decide_when_no_plan_produces_output(dec_toml, capsy
     costs = {p["id"]: p["cost"] for p in report["plans"]}
     assert all(c["rate"] == 0 for c in costs.values())
     assert report["chosen"] == min(costs, key=lambda pid: costs[pid]["memory"])
+
+
+def test_one_name_per_concept_and_the_old_spellings_still_work(dec_toml, workload_toml,
+                                                               tmp_path, capsys):
+    """issue 21: --sql was the query in explain and a dialect in choose; --at in show was
+    --stat elsewhere. The new names are listed; the old ones work, unlisted, for a release."""
+    charts = str(tmp_path / "cs")
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out", charts,
+                 "--engine", "local"]) == 0
+    capsys.readouterr()
+    stats = ["--stat", "sel.TCP=0.1", "--stat", "rate.TCP=450"]
+    assert main(["choose", "--charts", charts, "--query", "Q1", *stats, "--sql-out",
+                 "duckdb"]) == 0
+    new = capsys.readouterr().out
+    assert main(["choose", "--charts", charts, "--query", "Q1", *stats, "--sql", "duckdb"]) == 0
+    assert capsys.readouterr().out == new and "SELECT" in new
+    for command, listed, hidden in (("choose", "--sql-out", "--sql "),
+                                    ("show", "--stat", "--at")):
+        try:
+            main([command, "--help"])
+        except SystemExit:
+            pass
+        text = capsys.readouterr().out
+        assert listed in text and hidden not in text.replace("--sql-out", ""), command
+
+
+def test_choose_refuses_charts_of_another_catalog_unless_allowed(dec_toml, workload_toml,
+                                                                 tmp_path, capsys):
+    """issue 21: a chart set from another catalog only warned and exited 0."""
+    charts = str(tmp_path / "cs")
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out", charts,
+                 "--engine", "local"]) == 0
+    other = tmp_path / "other.toml"
+    other.write_text(open(dec_toml).read().replace("equi_join = 3000", "equi_join = 9000"))
+    capsys.readouterr()
+    args = ["choose", "--charts", charts, "--query", "Q1", "--stat", "sel.TCP=0.1", "--stat",
+            "rate.TCP=450", "--catalog", str(other)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cqopt: error: --charts ") and "--allow-stale" in err
+    assert main([*args, "--allow-stale"]) == 0
+    assert "warning" in capsys.readouterr().err

@@ -102,7 +102,7 @@ def test_choose_warns_about_fixed_statistics_and_a_stale_chart_set(chart_set, ex
     assert main(["choose", "--charts", str(chart_set), "--query", "Q2",
                  "--stat", "rate.TCP=100", "--stat", "rate.UDP=100", "--stat", "rate.SF=100",
                  "--stat", "jsel.TCP.UDP=0.5",
-                 "--catalog", str(examples / "epa-http.toml")]) == 0
+                 "--catalog", str(examples / "epa-http.toml"), "--allow-stale"]) == 0
     err = capsys.readouterr().err
     assert "does not use jsel.TCP.UDP (fixed at" in err
     assert "stale" in err
