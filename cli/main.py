@@ -13,6 +13,7 @@ import os
 import re
 import sys
 import textwrap
+from typing import Any
 from collections.abc import Sequence
 
 import cqopt
@@ -31,28 +32,36 @@ from cqopt.optimizer.rules.enumerate import enumerate_plans, rule_names, rules_w
 EXIT_USAGE = 2
 
 
-def _queries(args: argparse.Namespace, catalog) -> list[tuple[str, ContinuousQuery]]:
-    """The (name, query) pairs a command works on: --sql, or a workload's queries."""
+def _queries(args: argparse.Namespace, catalog, options: dict[str, Any] | None = None
+             ) -> list[tuple[str, ContinuousQuery, Any]]:
+    """The (name, query, chart spec) triples a command works on: --sql (no spec), or a
+    workload's queries with the chart spec each is built with (``options`` over the file's
+    settings)."""
     if args.sql is not None:
         if args.query:
             raise CqoptError("--query names a query of --workload; with --sql leave it out")
-        return [("query", parse_query(args.sql, catalog))]
+        return [("query", parse_query(args.sql, catalog), None)]
+    from cqopt.charts.spec import workload_specs
+
     workload = load_workload(args.workload)
-    chosen = [workload.query(args.query)] if args.query else list(workload.queries)
-    out = []
-    for q in chosen:
-        try:
-            out.append((q.name, parse_query(q.sql, catalog)))
-        except CqoptError as err:
-            raise CqoptError(f"{workload.source}: query {q.name}: {err}") from None
-    return out
+    if args.query:
+        workload.query(args.query)  # an unknown name, with did-you-mean
+    try:
+        specs = workload_specs(workload, catalog, options)
+    except CqoptError as err:
+        raise CqoptError(f"{workload.source}: {err}") from None
+    return [(spec.name, q, spec) for spec, q in specs
+            if not args.query or spec.name == args.query]
 
 
-def _statistics(query: ContinuousQuery, given: dict[str, float], catalog
-                ) -> dict[str, tuple[float, bool]]:
-    """Every statistic of ``query``: (value, whether it is the documented default)."""
-    return {name: (given[name], False) if name in given
-            else (default_value(name, catalog, query), True) for name in query.statistics}
+def _statistics(query: ContinuousQuery, given: dict[str, float], catalog, spec=None
+                ) -> dict[str, tuple[float, str]]:
+    """Every statistic of ``query``: (value, where it came from: ``given``, ``chart`` (the
+    workload's chart: a fixed value, or the middle of an axis) or ``default``)."""
+    chart = {} if spec is None else {**spec.centre(), **spec.fixed}
+    return {name: (given[name], "given") if name in given
+            else (chart[name], "chart") if name in chart
+            else (default_value(name, catalog, query), "default") for name in query.statistics}
 
 
 def _costs(plans, values: dict[str, float], model, utility) -> list[dict[str, float]]:
@@ -69,19 +78,24 @@ def _costs(plans, values: dict[str, float], model, utility) -> list[dict[str, fl
 def cmd_explain(args: argparse.Namespace) -> int:
     rules = rules_without(args.without or [])
     catalog = load_catalog(args.catalog)
-    queries = _queries(args, catalog)
+    options = chart_options(args, ("model", "weights"))[0]
+    queries = _queries(args, catalog, options)
     given = dict(args.stat or [])
-    unused = set(given) - {s for _, q in queries for s in q.statistics}
+    unused = set(given) - {s for _, q, _ in queries for s in q.statistics}
     if unused:
         raise CqoptError(f"--stat {', '.join(sorted(unused))}: no query here depends on it; "
                          "the statistics are " + ", ".join(
-                             dict.fromkeys(s for _, q in queries for s in q.statistics)))
-    settings = ChartSettings.from_values(chart_options(args, ("model", "weights"))[0])
-    model = make_model(settings.model, catalog, settings.memory_unit)
-    utility = Utility.from_weights(settings.weights)
-    objects = []
-    for name, q in queries:
-        stats = _statistics(q, given, catalog)
+                             dict.fromkeys(s for _, q, _ in queries for s in q.statistics)))
+    objects, costing = [], []
+    for name, q, spec in queries:
+        # A workload's query is costed as its chart is: its model, weights and statistics.
+        settings = (ChartSettings.from_values(options) if spec is None else
+                    ChartSettings(model=spec.model, weights=spec.weights,
+                                  memory_unit=spec.memory_unit))
+        model = make_model(settings.model, catalog, settings.memory_unit)
+        utility = Utility.from_weights(settings.weights)
+        costing.append((model, utility))
+        stats = _statistics(q, given, catalog, spec)
         values = {name: value for name, (value, _) in stats.items()}
         # Past the exhaustive limit, the local search orders joins by this model at these stats.
         plans = enumerate_plans(q, catalog=catalog, rules=rules,
@@ -94,8 +108,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         objects.append({"name": name, "query": q.to_dict(), "model": model.name,
                         "rules": list(rule_names(rules)),
                         "weights": [utility.w_r, utility.w_m, utility.w_c],
-                        "statistics": {s: {"value": v, "default": d}
-                                       for s, (v, d) in stats.items()},
+                        "statistics": {s: {"value": v, "default": d == "default",
+                                           "source": d} for s, (v, d) in stats.items()},
                         "plans": [{"id": p.id, "tree": p.explain(), "cost": c,
                                    **({"sql": plan_sql(p, args.sql_out, query=q)}
                                       if args.sql_out else {})}
@@ -105,7 +119,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(json.dumps(objects[0] if len(objects) == 1 else {"queries": objects}, indent=2,
                          ensure_ascii=False))
         return 0
-    for i, ((name, q), obj) in enumerate(zip(queries, objects)):
+    for i, ((name, q, spec), obj, (model, utility)) in enumerate(zip(queries, objects,
+                                                                      costing)):
         if i:
             print()
         print(f"== {name}")
@@ -113,12 +128,17 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print()
         print(q.describe())
         print()
-        stats = ", ".join(f"{s}={v['value']:g}" + (" (default)" if v["default"] else "")
+        stats = ", ".join(f"{s}={v['value']:g}" + ("" if v["source"] == "given"
+                                                   else f" ({v['source']})")
                           for s, v in obj["statistics"].items())
         if args.without:
             print(f"Rules: {', '.join(obj['rules'])} (without {', '.join(args.without)})")
+        weights = (utility.w_r, utility.w_m) + ((utility.w_c,) if utility.w_c else ())
         print(f"Costed with the {model.name.upper()} model, weights "
-              f"({utility.w_r:g}, {utility.w_m:g}), at {stats}")
+              f"({', '.join(f'{w:g}' for w in weights)}), at {stats}")
+        if spec is not None:
+            print(f"  (chart: the value the workload's chart of {name} fixes, or the middle of "
+                  "its axis)")
         print("  (defaults: the middle of the catalog's range for a rate, "
               f"{DEFAULT_SELECTIVITY} for a selectivity, 0 for a contradiction's)")
         print()

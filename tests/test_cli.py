@@ -81,15 +81,21 @@ def test_explain_costs_every_plan_and_marks_the_cheapest(dec_toml, workload_toml
         assert plan["cost"]["rate"] == pytest.approx(25.0)
     cheapest = min(data["plans"], key=lambda p: p["cost"]["utility"])
     assert data["chosen"] == cheapest["id"] == "TCP[σπ]"  # low selectivity: select first
-    assert data["statistics"]["sel.TCP"] == {"value": 0.05, "default": False}
+    assert data["statistics"]["sel.TCP"] == {"value": 0.05, "default": False,
+                                             "source": "given"}
 
 
 def test_explain_defaults_are_listed(dec_toml, workload_toml, capsys):
     assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml, "--query", "Q2",
                  "--model", "pipes", "--weights", "0.5,0.5"]) == 0
     out = capsys.readouterr().out
-    assert "rate.TCP=550 (default)" in out and "jsel.TCP.UDP=0.5 (default)" in out
+    # A workload's query at its chart's statistics (jsel fixed at 0.001 there).
+    assert "rate.TCP=550 (chart)" in out and "jsel.TCP.UDP=0.001 (chart)" in out
     assert out.count("<- cheapest") == 1 and "PIPES model" in out
+    q2 = ("SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host WINDOW [1]")
+    assert main(["explain", "--catalog", dec_toml, "--sql", q2]) == 0
+    out = capsys.readouterr().out
+    assert "rate.TCP=550 (default)" in out and "jsel.TCP.UDP=0.5 (default)" in out
 
 
 @pytest.mark.parametrize("stat, fragment", [
@@ -156,3 +162,15 @@ def test_choose_refuses_charts_of_another_catalog_unless_allowed(dec_toml, workl
     assert err.startswith("cqopt: error: --charts ") and "--allow-stale" in err
     assert main([*args, "--allow-stale"]) == 0
     assert "warning" in capsys.readouterr().err
+
+
+def test_explain_of_a_workload_costs_as_the_chart_does(dec_toml, workload_toml, capsys):
+    """issue 21: explain --workload costed Q2 at jsel 0.5 where its chart fixes 0.001."""
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml, "--query",
+                 "Q2", "--json", "--stat", "rate.TCP=900"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    stats = found["statistics"]
+    assert stats["jsel.TCP.UDP"] == {"value": 0.001, "default": False, "source": "chart"}
+    assert stats["rate.TCP"]["source"] == "given" and stats["rate.TCP"]["value"] == 900
+    assert stats["rate.UDP"]["source"] == "chart"  # the middle of its axis
+    assert found["model"] == "om" and found["weights"][:2] == [0.4, 0.6]
