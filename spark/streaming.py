@@ -125,7 +125,10 @@ _TIME_NAMES = ("ts", "timestamp", "time")
 STREAMABLE = ("parquet", "csv")  # trace formats Spark's file stream sources read
 # A micro-batch of at most this many tuples is collected to the driver (one Spark job) and
 # its statistics and staging worked out there; a larger one stays on Spark throughout.
-LOCAL_TUPLES = 500_000
+LOCAL_TUPLES = 1_000_000
+# A plan's result of at most this many rows is written from the driver (Arrow); a larger
+# one by Spark. Smaller than LOCAL_TUPLES: finding a result too large costs its plan twice.
+LOCAL_RESULT_ROWS = 100_000
 
 
 class StreamingRunError(CqoptError):
@@ -1237,7 +1240,7 @@ def _remove(path: Path) -> None:
 def _write_result(frame: DataFrame, final: Path) -> int:
     """Write a round's result as Parquet at ``final``, atomically; its row count.
 
-    One Spark job: a result of at most :data:`LOCAL_TUPLES` rows comes to the
+    One Spark job: a result of at most :data:`LOCAL_RESULT_ROWS` rows comes to the
     driver as Arrow and is written from there (no job of Spark's file commit
     protocol); a larger one is written by Spark, its rows counted on the way
     (``DataFrame.observe``), not read back. A scratch name, then a rename, so
@@ -1248,7 +1251,7 @@ def _write_result(frame: DataFrame, final: Path) -> int:
 
     scratch = final.with_name(f".tmp-{final.name}")
     _remove(scratch)
-    table = _collect(frame, LOCAL_TUPLES)
+    table = _collect(frame, LOCAL_RESULT_ROWS)
     if table is not None:
         import pyarrow.parquet as pq
 
@@ -1266,10 +1269,10 @@ def _write_by_round(frame: DataFrame, scratch: Path) -> None:
     """Write a result of many rounds (its first column ``_round``) as ``scratch/_round=R``
     folders of Parquet, one per round with rows, as ``partitionBy("_round")`` does.
 
-    At most :data:`LOCAL_TUPLES` rows are split on the driver (one Spark job, no
+    At most :data:`LOCAL_RESULT_ROWS` rows are split on the driver (one Spark job, no
     file per round and task); more are written by Spark.
     """
-    table = _collect(frame, LOCAL_TUPLES)
+    table = _collect(frame, LOCAL_RESULT_ROWS)
     if table is None:
         frame.write.partitionBy("_round").parquet(str(scratch))
         return
