@@ -125,7 +125,7 @@ _TIME_NAMES = ("ts", "timestamp", "time")
 STREAMABLE = ("parquet", "csv")  # trace formats Spark's file stream sources read
 # A micro-batch of at most this many tuples is collected to the driver (one Spark job) and
 # its statistics and staging worked out there; a larger one stays on Spark throughout.
-LOCAL_TUPLES = 1_000_000
+LOCAL_TUPLES = 500_000
 # A plan's result of at most this many rows is written from the driver (Arrow); a larger
 # one by Spark. Smaller than LOCAL_TUPLES: finding a result too large costs its plan twice.
 LOCAL_RESULT_ROWS = 100_000
