@@ -23,7 +23,7 @@ from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, options, run_command
 from cqopt.cli.chart_commands import chart_options, parse_stat
 from cqopt.costmodel import Utility, make_model, model_names, plan_utilities
-from cqopt.errors import CqoptError, error_line
+from cqopt.errors import CqoptError, did_you_mean, error_line
 from cqopt.optimizer.plans.sql import plan_sql
 from cqopt.optimizer.query.logical import ContinuousQuery, parse_query
 from cqopt.optimizer.query.statistics import DEFAULT_SELECTIVITY, default_value
@@ -83,9 +83,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     given = dict(args.stat or [])
     unused = set(given) - {s for _, q, _ in queries for s in q.statistics}
     if unused:
-        raise CqoptError(f"--stat {', '.join(sorted(unused))}: no query here depends on it; "
-                         "the statistics are " + ", ".join(
-                             dict.fromkeys(s for _, q, _ in queries for s in q.statistics)))
+        known = list(dict.fromkeys(s for _, q, _ in queries for s in q.statistics))
+        first = sorted(unused)[0]
+        raise CqoptError(f"--stat {', '.join(sorted(unused))}: no query here depends on it "
+                         f"(the statistics are {', '.join(known)}){did_you_mean(first, known)}")
     objects, costing = [], []
     for name, q, spec in queries:
         # A workload's query is costed as its chart is: its model, weights and statistics.

@@ -174,3 +174,14 @@ def test_explain_of_a_workload_costs_as_the_chart_does(dec_toml, workload_toml, 
     assert stats["rate.TCP"]["source"] == "given" and stats["rate.TCP"]["value"] == 900
     assert stats["rate.UDP"]["source"] == "chart"  # the middle of its axis
     assert found["model"] == "om" and found["weights"][:2] == [0.4, 0.6]
+
+
+@pytest.mark.parametrize("stat, fragment", [
+    ("Rate.tcp=5", "did you mean 'rate.tcp'?"),
+    ("rate.tcp=5", "(the statistics are rate.TCP); did you mean 'rate.TCP'?"),
+])
+def test_a_misspelt_statistic_gets_a_suggestion(dec_toml, capsys, stat, fragment):
+    """issue 21: 'Rate.tcp' was 'malformed' with no suggestion."""
+    assert main(["explain", "--catalog", dec_toml, "--sql",
+                 "SELECT TCP.src_host FROM TCP WINDOW [1]", "--stat", stat]) == 2
+    assert fragment in capsys.readouterr().err

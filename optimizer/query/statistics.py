@@ -42,8 +42,10 @@ def split_name(name: str) -> tuple[str, tuple[str, ...]]:
     streams = tuple(rest.split(".")) if rest else ()
     arity_ok = len(streams) == 1 if kind in ("rate", "sel") else len(streams) >= 2
     if kind not in KINDS or not arity_ok or not all(streams):
+        hint = (f"; did you mean '{kind.lower()}.{rest}'?" if kind.lower() in KINDS
+                and kind not in KINDS else "")
         raise QueryError(f"malformed statistic name {name!r}: expected rate.STREAM, "
-                         "sel.STREAM or jsel.STREAM_A.STREAM_B")
+                         f"sel.STREAM or jsel.STREAM_A.STREAM_B{hint}")
     return kind, streams
 
 
