@@ -416,6 +416,11 @@ class PointCosting:
         """The statistics costing ``plan`` reads: its streams' rates and its selectivities."""
         return plan_statistics(plan)
 
+    def __repr__(self) -> str:
+        catalog = getattr(getattr(self, "catalog", None), "source", "?")
+        return (f"<{getattr(self, 'name', type(self).__name__).upper()} model over "
+                f"{catalog}, memory in {getattr(self, 'memory_unit', '?')}>")
+
     def _point_plan_cost(self, plan, stats: Mapping[str, ArrayLike]) -> PlanCost:
         rate, memory, cpu, operators = self.point_cost(plan, stats)
         return PlanCost(np.float64(rate), np.float64(memory), np.float64(cpu),

@@ -70,6 +70,10 @@ class ExpectedChoice:
         self.shape = chart.spec.shape
         self.errors: deque[np.ndarray] = deque(maxlen=residuals)
 
+    def __repr__(self) -> str:
+        return (f"<ExpectedChoice {self.chart.spec.name}: {len(self.errors)} of "
+                f"{self.errors.maxlen} rounds' errors kept>")
+
     def record(self, estimate: Mapping[str, float], actual: Mapping[str, float]) -> None:
         """Keep this round's error (ratio for rates, difference otherwise) on every axis."""
         error = np.where(self.is_rate, 1.0, 0.0)
@@ -121,6 +125,11 @@ class RegretFallback:
         self.n_plans = plans
         self.active: int | None = None
         self.fallbacks = 0  # times the fallback took over
+
+    def __repr__(self) -> str:
+        state = "the chart runs" if self.active is None else f"plan {self.active} runs"
+        return (f"<RegretFallback over {self.window} rounds of {self.n_plans} plans: {state}, "
+                f"{self.fallbacks} fallbacks>")
 
     def record(self, chart_plan: int, costs: np.ndarray) -> None:
         """One round: the plan the chart chose and every plan's cost at the actual statistics."""

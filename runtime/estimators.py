@@ -141,6 +141,9 @@ class DecayMean:
     def estimate(self) -> float | None:
         return self._means.values[0]
 
+    def __repr__(self) -> str:
+        return _describe(self, d=self.d)
+
 
 class LastValue:
     """The last observation."""
@@ -154,6 +157,9 @@ class LastValue:
 
     def estimate(self) -> float | None:
         return self.last
+
+    def __repr__(self) -> str:
+        return _describe(self)
 
 
 class EWMA:
@@ -173,6 +179,9 @@ class EWMA:
 
     def estimate(self) -> float | None:
         return self.value
+
+    def __repr__(self) -> str:
+        return _describe(self, alpha=self.alpha)
 
 
 class Holt:
@@ -207,6 +216,9 @@ class Holt:
     def estimate(self) -> float | None:
         return None if self.level is None else max(self.level + self.slope, 0.0)
 
+    def __repr__(self) -> str:
+        return _describe(self, alpha=self.alpha, beta=self.beta)
+
 
 class MedianLast:
     """The median of the last ``d`` observations.
@@ -229,6 +241,9 @@ class MedianLast:
 
     def estimate(self) -> float | None:
         return float(np.median(self.history)) if self.history else None
+
+    def __repr__(self) -> str:
+        return _describe(self, d=self.history.maxlen)
 
 
 class LogKalman:
@@ -271,6 +286,9 @@ class LogKalman:
 
     def estimate(self) -> float | None:
         return None if self.level is None else math.expm1(self.level)
+
+    def __repr__(self) -> str:
+        return _describe(self, q=self.q, r=self.r)
 
 
 ESTIMATORS = ("decay", "last", "ewma", "holt", "median", "kalman")
@@ -358,6 +376,9 @@ class ThresholdHistogram:
     def estimate(self) -> float | None:
         return self._histograms.values[0]
 
+    def __repr__(self) -> str:
+        return _describe(self)
+
     @property
     def reestimates(self) -> int:
         return self._histograms.reestimates[0]
@@ -396,3 +417,15 @@ def decay_weighted_means(series: np.ndarray, d: int = 5, decay: float = 0.5) -> 
     e = est.estimate()
     out[-1] = np.nan if e is None else e
     return out
+
+
+def _describe(estimator, **params: object) -> str:
+    """``<Holt(alpha=0.5, beta=0.2): estimate 312>``: what it is and what it expects now.
+
+    >>> e = EWMA(alpha=0.3); e.observe(10.0); e
+    <EWMA(alpha=0.3): estimate 10>
+    """
+    value = estimator.estimate()
+    shown = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    return (f"<{type(estimator).__name__}({shown}): estimate "
+            f"{'none yet' if value is None else format(value, 'g')}>")

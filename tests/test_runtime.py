@@ -289,3 +289,24 @@ def test_statistics_that_leave_the_chart_raise_one_alarm_each(q1_chart):
     calm = observed.assign(rate=np.where(np.arange(n) < 45, 500.0, np.nan))
     calm["rate.TCP"] = calm.pop("rate")
     assert coverage_alarms(chart.spec, calm) == []
+
+
+def test_every_estimator_model_and_policy_says_what_it_is(examples):
+    """issue 21: the default <object at 0x...> repr, for the models and estimators."""
+    from cqopt.catalog import load_catalog
+    from cqopt.costmodel import make_model, model_names
+    from cqopt.runtime import estimators
+    from cqopt.runtime.choice import RegretFallback
+
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    shown = [repr(make_model(name, catalog)) for name in model_names()]
+    shown += [repr(cls()) for cls in (estimators.DecayMean, estimators.LastValue,
+                                      estimators.EWMA, estimators.Holt,
+                                      estimators.MedianLast, estimators.LogKalman,
+                                      estimators.ThresholdHistogram)]
+    shown.append(repr(RegretFallback(3, 5)))
+    for text in shown:
+        assert " object at 0x" not in text, text
+    holt = estimators.Holt()
+    holt.observe(4.0)
+    assert repr(holt) == "<Holt(alpha=0.5, beta=0.2): estimate 4>"
