@@ -196,7 +196,21 @@ def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True,
                         reduce=reduce)
 
 
+_QUARTERS: dict[str, int] = {}  # off a terminal: the last quarter of each chart said
+
+
 def _bar(name: str, done: int, total: int, width: int = 30) -> None:
+    """A query's cells costed so far: a bar redrawn in place on a terminal; off one (a log,
+    a pipe), a plain line when the query starts and when it is done, never a carriage
+    return."""
+    if not sys.stderr.isatty():
+        quarter = 4 * done // total  # a line at each quarter of the cells
+        if _QUARTERS.get(name) != quarter:
+            _QUARTERS[name] = quarter
+            print(f"  {name}: {done:,}/{total:,} cells costed", file=sys.stderr, flush=True)
+        if done == total:
+            _QUARTERS.pop(name, None)
+        return
     filled = int(width * done / total)
     end = "\n" if done == total else ""
     print(f"\r  {name:<16} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} cells",

@@ -62,3 +62,15 @@ def test_every_setting_is_checked_before_the_engine_starts(dec_catalog, specs):
     with pytest.raises(ValueError, match="unknown cost model"):
         build_charts([ChartSpec("c", Q1, specs[0].axes, model="nope")], dec_catalog, engine)
     assert engine.calls == []
+
+
+def test_progress_off_a_terminal_is_plain_lines(capsys):
+    """issue 21: no carriage-return bar when stderr is not a terminal (a log, CI)."""
+    from cqopt.charts.build import _bar
+
+    for done in (100, 250, 600, 1000):
+        _bar("Q1", done, 1000)
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    assert err.splitlines() == ["  Q1: 100/1,000 cells costed", "  Q1: 250/1,000 cells costed",
+                                "  Q1: 600/1,000 cells costed", "  Q1: 1,000/1,000 cells costed"]
