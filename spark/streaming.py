@@ -965,6 +965,8 @@ class AdaptiveRun:
                         "untimed_tuples": int(sum(self.state["untimed"].values())),
                         "empty_micro_batches": len(self.state["empty_batches"]),
                         "window_s": self.window_s, "start": self.state["start"]})
+        for alarm in summary.get("alarms", []):
+            self.progress(f"{self.name}: warning: {alarm['message']}")
         _write_text(self.out / "rounds.csv", rounds.to_csv(index=False))
         _write_json(self.out / "report.json", summary)
         _write_text(self.out / "report.md", report_markdown(summary))
@@ -1040,6 +1042,8 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
                               **{k: (math.nan if v is None else v)
                                  for k, v in r["observed"].items()}} for r in records])
     model = replay(name, chart, catalog, observed, **policy)
+    # Statistics the chart does not cover in more than 10% of the rounds (fidelity's alarms).
+    out["alarms"] = model.summary.get("alarms", [])
     out["model"] = {"fidelity": model.summary["fidelity"], "regret": model.summary["regret"],
                     "undefined_rounds": model.summary["undefined_rounds"],
                     "optimal": model.rounds["optimal"].tolist()}
@@ -1082,6 +1086,8 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"{s.get('stopped_by', '?')}; rounds pending (incomplete): "
              f"{len(s.get('pending_rounds', []))}; late tuples: {s.get('late_tuples', 0)}; "
              f"tuples without a time: {s.get('untimed_tuples', 0)}",
+             *[f"- **the chart does not cover the data**: {a['message']}"
+               for a in s.get("alarms", [])],
              "- policy: " + ", ".join(f"{k} {v}" for k, v in s.get("policy", {}).items()),
              "- plans run: " + ", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()),
              f"- lag behind the newest complete round: last {s['lag_s']['last']:.1f} s, "
