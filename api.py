@@ -48,6 +48,7 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
           out: PathLike | None = None, *, engine: str = "local", k: int | None = None,
           model: str | None = None, weights: tuple[float, ...] | None = None,
           refine: int | None = None, depth: int | None = None, reduce: float | None = None,
+          ranges_from: PathLike | None = None, percentiles: tuple[float, float] = (5.0, 95.0),
           master: str = "local[*]", force: bool = False, progress: bool = False,
           name: Name = setting_label) -> list[Chart]:
     """Build the plan charts of every query of a workload, and write them as a chart set.
@@ -69,6 +70,13 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
         Refined charts of at most ``refine`` regions (to ``depth``) instead of grids.
     reduce : float, optional
         Anorexic reduction at this cost-increase threshold in [0, 1).
+    ranges_from : path, optional
+        A folder of per-round statistics tables, one ``QUERY.parquet`` per query
+        (what ``cqopt fidelity`` writes to ``REPORT/rounds``): each query's axes
+        span the ``percentiles`` of what was observed, instead of the
+        workload's ranges. Every range set is said on stderr.
+    percentiles : (float, float)
+        The lower and upper percentile of ``ranges_from``.
     master : str
         With ``engine="spark"``: a running session of this process, else a new one
         on this master URL.
@@ -115,6 +123,9 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     catalog = _catalog(catalog)
     workload = _workload(workload)
     labels = {key: name(key, value) for key, value in given.items() if value is not None}
+    if ranges_from is not None:
+        workload = _ranged(workload, workload_specs(workload, catalog, options, labels),
+                           Path(ranges_from), percentiles, name)
     specs = [spec for spec, _ in workload_specs(workload, catalog, options, labels)]
     shape = {key: options.get(key) for key in ("refine", "depth", "reduce")}
     if shape["refine"] is not None:  # every bad budget or depth before Spark starts
@@ -133,6 +144,42 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     if out is not None:
         write_chart_set(Path(out), charts, catalog, force=force, engine=engine, extra=extra)
     return charts
+
+
+def _ranged(workload: Workload, specs, folder: Path, percentiles: tuple[float, float],
+            name: Name) -> Workload:
+    """``workload`` with each query's axes spanning the observed percentiles (said)."""
+    import dataclasses
+
+    from cqopt.replay.coverage import observed_ranges
+    from cqopt.replay.rounds import read_round_statistics
+
+    where = name("ranges_from", folder)
+    if not folder.is_dir():
+        raise CqoptError(f"{where}: not a folder; give the rounds folder cqopt fidelity wrote "
+                         "(REPORT/rounds), one QUERY.parquet per query")
+    lo, hi = percentiles
+    if not 0 <= lo < hi <= 100:
+        raise CqoptError(f"{name('percentiles', f'{lo:g},{hi:g}')}: needs 0 <= LO < HI <= 100")
+    found = {}
+    for spec, _ in specs:
+        path = folder / f"{spec.name}.parquet"
+        if not path.exists():
+            print(f"{spec.name}: no {path.name} in {folder}; its ranges stay the workload's",
+                  file=sys.stderr)
+            continue
+        table = read_round_statistics(path)
+        ranges = observed_ranges(spec, {c: table[c] for c in table.columns}, (lo, hi))
+        for stat, (a, b, rounds) in ranges.items():
+            axis = next(x for x in spec.axes if x.statistic == stat)
+            print(f"{spec.name}: {stat} from {a:.4g} to {b:.4g}, the {lo:g}th to {hi:g}th "
+                  f"percentiles of {rounds} rounds in {path} (the workload's: {axis.lo:.4g} "
+                  f"to {axis.hi:.4g})", file=sys.stderr)
+        found[spec.name] = {s: [a, b] for s, (a, b, _) in ranges.items()}
+    queries = tuple(dataclasses.replace(q, options={**q.options, "ranges": {
+        **q.options.get("ranges", {}), **found[q.name]}}) if q.name in found else q
+        for q in workload.queries)
+    return dataclasses.replace(workload, queries=queries)
 
 
 def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] | None = None,

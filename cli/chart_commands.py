@@ -39,6 +39,19 @@ def parse_weights(text: str | None) -> list[float] | None:
                          "numbers in ASCII digits, e.g. 0.4,0.6") from None
 
 
+def _percentiles(text: str) -> tuple[float, float]:
+    """``--percentiles 5,95``: two numbers 0 <= LO < HI <= 100."""
+    parts = text.split(",")
+    try:
+        lo, hi = (parse_number(p, "", low=0, high=100) for p in parts)
+    except (CqoptError, ValueError):
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)!r}: expected LO,HI with "
+                                         "0 <= LO < HI <= 100, e.g. 5,95") from None
+    if not lo < hi:
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)!r}: LO must be below HI")
+    return lo, hi
+
+
 def option_text(args: argparse.Namespace, key: str) -> str:
     """A chart setting as the command line gave it, for messages: ``--weights 0,0``."""
     return f"{option_label(key)} {getattr(args, key)}"
@@ -74,7 +87,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     charts = build(args.catalog, args.workload, args.out, engine=args.engine, k=args.k,
                    model=args.model, weights=parse_weights(args.weights), refine=args.refine,
-                   depth=args.depth, reduce=args.reduce, master=args.master, force=args.force,
+                   depth=args.depth, reduce=args.reduce, ranges_from=args.ranges_from,
+                   percentiles=tuple(args.percentiles), master=args.master, force=args.force,
                    progress=not args.quiet, name=lambda key, _: option_text(args, key))
     out = Path(args.out)
     total = time.perf_counter() - start
@@ -201,6 +215,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="chart set directory to write")
     p.add_argument("--k", type=whole_number,
                    help="regions per axis, for every query (default: the workload's, else 10)")
+    p.add_argument("--ranges-from", metavar="ROUNDS",
+                   help="axes spanning what was observed: a folder of per-round statistics, "
+                        "one QUERY.parquet per query (cqopt fidelity writes REPORT/rounds); "
+                        "each range set is said")
+    p.add_argument("--percentiles", metavar="LO,HI", type=_percentiles, default=(5.0, 95.0),
+                   help="with --ranges-from: the percentiles an axis spans (default 5,95)")
     p.add_argument("--model", metavar="MODEL",
                    help=f"cost model: {', '.join(model_names())} (default: the workload's, "
                         "else om)")

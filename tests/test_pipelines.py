@@ -44,3 +44,36 @@ def test_fidelity_replays_traces_into_a_report(spark, dec_toml, workload_toml, t
     with pytest.raises(CqoptError, match=r"^k_sweep = '2,0': k = 0: must be a whole number"):
         cqopt.fidelity(dec_toml, workload_toml, tmp_path / "r2",
                        trace_dir=tmp_path / "traces", k_sweep=[2, 0])
+
+
+def test_a_chart_built_from_observed_rounds_spans_their_percentiles(examples, tmp_path, capsys):
+    """issue 20: charts that follow the data (build --ranges-from ROUNDS --percentiles)."""
+    import numpy as np
+    import pandas as pd
+
+    import cqopt
+    from cqopt.cli.main import main
+    from cqopt.replay.rounds import write_round_statistics
+
+    rounds = tmp_path / "rounds"
+    rounds.mkdir()
+    n = 200
+    table = pd.DataFrame({"round": np.arange(n), "start": np.arange(n, dtype=float),
+                          "rate.TCP": np.linspace(1500.0, 2500.0, n),  # beyond the catalog's
+                          "sel.TCP": np.linspace(0.2, 0.4, n)})
+    write_round_statistics(table, rounds / "Q1.parquet")
+    assert main(["build", "--catalog", str(examples / "dec-pkt.toml"), "--workload",
+                 str(examples / "workload.toml"), "--out", str(tmp_path / "cs"), "--engine",
+                 "local", "--k", "4", "--ranges-from", str(rounds), "--percentiles",
+                 "10,90"]) == 0
+    err = capsys.readouterr().err
+    axes = {a.statistic: (a.lo, a.hi) for a in cqopt.load(tmp_path / "cs")["Q1"].spec.axes}
+    lo, hi = np.percentile(table["rate.TCP"], [10, 90])
+    assert axes["rate.TCP"] == pytest.approx((lo, hi))
+    assert axes["sel.TCP"] == pytest.approx(tuple(np.percentile(table["sel.TCP"], [10, 90])))
+    assert "Q1: rate.TCP from" in err and "the 10th to 90th percentiles of 200 rounds" in err
+    assert "Q2: no Q2.parquet" in err  # said, and Q2 keeps the workload's ranges
+    assert main(["build", "--catalog", str(examples / "dec-pkt.toml"), "--workload",
+                 str(examples / "workload.toml"), "--out", str(tmp_path / "cs2"), "--engine",
+                 "local", "--ranges-from", str(tmp_path / "nowhere")]) == 2
+    assert "not a folder" in capsys.readouterr().err
