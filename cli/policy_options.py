@@ -30,8 +30,8 @@ def add_policy_arguments(p: argparse.ArgumentParser, estimator: str = "decay") -
                    help="rounds the estimator looks back (5)")
     p.add_argument("--decay", type=number(low=0), default=0.5,
                    help="OM's decay a (default 0.5)")
-    default = ("the round's own statistics, measured before it runs" if estimator == "sample"
-               else "OM's decay mean")
+    default = ("the round's own statistics, measured (sampled, in a replay) before it runs"
+               if estimator == "sample" else "OM's decay mean")
     p.add_argument("--estimator", type=_estimator, default=estimator,
                    metavar="{" + ",".join(ESTIMATORS) + ",sample[:RATIO]}",
                    help=f"rate and selectivity estimator (default: {default}); "
