@@ -59,6 +59,7 @@ from numpy.typing import ArrayLike
 from cqopt.catalog import Catalog
 from cqopt.catalog.catalog import EngineConstants
 from cqopt.costmodel.base import (
+    ARRAYS,
     Array,
     Constant,
     CostModelError,
@@ -108,25 +109,35 @@ class Engine(PointCosting):
                                  "local[2]; calibrate --from-run fits it)")
 
     def _cost(self, plan, stats: Mapping[str, ArrayLike], xp) -> PlanCost:
-        tuples: dict[str, Array] = {}
-        windows: dict[str, Array] = {}
-        operators: dict[str, OperatorCost] = {}
-        seconds = []
-        for key, node in plan_operators(plan):
-            inputs = tuple((tuples[i], windows[i]) for i in node.inputs)
-            tuples[key], windows[key], spent = engine_operator(node, self.engine, stats,
-                                                               inputs, xp)
-            seconds.append((key, spent, node.out_width))
+        tuples, windows, spent = _walk(plan, self.engine, stats, xp)
         window = windows[plan.root]
-        for key, spent, width in seconds:
-            operators[key] = OperatorCost(xp.divide(tuples[key], window),
-                                          times.raw(tuples[key], width, xp=xp),
-                                          xp.divide(spent, window))
+        operators = {key: OperatorCost(xp.divide(tuples[key], window),
+                                       times.raw(tuples[key], plan.node(key).out_width, xp=xp),
+                                       xp.divide(seconds, window))
+                     for key, seconds in spent.items()}
         # The job's fixed cost belongs to the plan, not to an operator.
         busy = (sum_arrays((op.cpu for op in operators.values()), xp=xp)
                 + xp.divide(self.engine.job, window))
         memory = sum_arrays((op.memory for op in operators.values()), xp=xp)
         return PlanCost(operators[plan.root].rate, memory, busy, operators)
+
+    def seconds(self, plan, stats: Mapping[str, ArrayLike]) -> Array:
+        """``plan``'s seconds per round over the broadcast grid of ``stats``."""
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            _, _, spent = _walk(plan, self.engine, stats, ARRAYS)
+            return np.asarray(sum_arrays(spent.values()) + self.engine.job)
+
+
+def _walk(plan, engine: EngineConstants, stats: Mapping[str, ArrayLike], xp
+          ) -> tuple[dict[str, Array], dict[str, Array], dict[str, Array]]:
+    """Each operator's output tuples per round, window (seconds) and seconds, bottom-up."""
+    tuples: dict[str, Array] = {}
+    windows: dict[str, Array] = {}
+    spent: dict[str, Array] = {}
+    for key, node in plan_operators(plan):
+        inputs = tuple((tuples[i], windows[i]) for i in node.inputs)
+        tuples[key], windows[key], spent[key] = engine_operator(node, engine, stats, inputs, xp)
+    return tuples, windows, spent
 
 
 def round_seconds(cost: PlanCost, window_s: ArrayLike) -> Array:
@@ -197,22 +208,14 @@ def work(plan, stats: Mapping[str, ArrayLike], catalog: Catalog) -> np.ndarray:
     columns = []
     for name in CONSTANTS:
         unit = EngineConstants(**{n: (1.0 if n == name else 0.0) for n in CONSTANTS})
-        model = Engine(catalog, constants=unit)
-        cost = model.cost(plan, stats)
-        window = plan_window(plan, stats)
-        columns.append(round_seconds(cost, window))
+        columns.append(Engine(catalog, constants=unit).seconds(plan, stats))
     return np.stack(np.broadcast_arrays(*columns), axis=-1)
 
 
 def plan_window(plan, stats: Mapping[str, ArrayLike]) -> Array:
     """The plan's window in seconds (its root's: the mean of its inputs')."""
-    windows: dict[str, Array] = {}
-    for key, node in plan_operators(plan):
-        if isinstance(node, kinds.SourceNode):
-            windows[key] = window_seconds(node.window, statistic(stats, rate_name(node.stream)))
-        else:
-            windows[key] = sum(windows[i] for i in node.inputs) / len(node.inputs)
-    return windows[plan.root]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return _walk(plan, EngineConstants(), stats, ARRAYS)[1][plan.root]
 
 
 def fit_constants(work_rows: np.ndarray, seconds: Sequence[float], *,

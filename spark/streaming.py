@@ -44,10 +44,11 @@ tuples, statistics and staging are worked out on the driver), then one job
 per plan run; a larger batch takes a job for the spans, one for the
 statistics, one per plan run and one to stage. Tuples of rounds still open
 are staged under ``OUT/pending/batch-B`` (Parquet, keyed by the batch id)
-and read with the next batch's; a stage is removed once its rounds ran. When a finite input ends (``once``, ``available-now``)
-the rounds still open run too, the last one included. A tuple of a round
-that already ran is late; one without a time (a file of another layout) is
-unusable: both are counted per micro-batch in the report, not run.
+and read with the next batch's; a stage is removed once its rounds ran.
+When a finite input ends (``once``, ``available-now``) the rounds still
+open run too, the last one included. A tuple of a round that already ran is
+late; one without a time (a file of another layout) is unusable: both are
+counted per micro-batch in the report, not run.
 
 **Lag.** Each round's record holds its lag: the complete rounds waiting
 behind it when it ran, times ``W`` (0 when the run keeps up). A lag that grew
@@ -310,17 +311,17 @@ class AdaptiveRun:
         self.tolerance = tolerance
         self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
         # sample[:RATIO]: choose each round at its own statistics (RTStream's sampler plan).
-        # The run's statistics job reads every tuple of the round anyway (one job for all
-        # the rounds of a micro-batch), so the round is measured whole: a sample would save
-        # no job here. The estimators still predict what a round cannot measure.
+        # The run reads every tuple of the round before it runs it anyway, so the round is
+        # measured whole: a sample would save nothing here. The estimators still predict
+        # what a round cannot measure.
         self.own_statistics = estimator.startswith("sample")
         if self.own_statistics:
             from cqopt.replay.sampling import parse_sample_ratio
 
             if parse_sample_ratio(estimator) < 1.0 and ":" in estimator:
                 self.progress(f"note: --estimator {estimator}: cqopt run measures each round's "
-                              "statistics on all of its tuples (its statistics job reads them "
-                              "anyway); the ratio is not used")
+                              "statistics on all of its tuples (it reads them anyway); the "
+                              "ratio is not used")
             estimator = "sample:1"
         self.options = {"estimator": estimator, "d": d, "decay": decay, **(policy or {})}
         self.streams = tuple(query.stream_names)
@@ -805,10 +806,11 @@ class AdaptiveRun:
                     local=None) -> None:
         """Run rounds ``next_round <= r < stop`` (up to ``max_rounds``).
 
-        Their statistics come from one Spark job over all of them, and the
+        Their statistics come from their tuples on the driver when at most
+        :data:`LOCAL_TUPLES` (else from one Spark job over all of them), and the
         chart chooses each round's plan in round order (Algorithm 2). One
-        round is one job: its plan's result written, its row count observed
-        on the way (no re-read). Several rounds at once (a backlog, the end of
+        round is one job: its plan's result written, its row count counted on
+        the way (no re-read). Several rounds at once (a backlog, the end of
         a finite input) without ``shadow`` are grouped by the plan chosen for
         each, and each plan runs once over its rounds, the round a key of
         every join and grouping (:func:`to_spark`'s ``round_column``): one job
@@ -844,7 +846,7 @@ class AdaptiveRun:
         groups: dict[str, list[int]] = {}
         for r, outcome in outcomes.items():
             groups.setdefault(outcome.plan_id, []).append(r)
-        written: dict[int, tuple[Path | None, float]] = {}
+        written: dict[int, tuple[Path | None, float, int]] = {}  # part, seconds, group
         schemas = {}
         for index, rounds in enumerate(groups.values()):
             plan = outcomes[rounds[0]].plan
