@@ -171,12 +171,7 @@ def join(left: pd.DataFrame, right: pd.DataFrame, predicates: tuple) -> pd.DataF
     Equi-joins are merge keys (all of them, redundant ones too); theta
     predicates filter the merged frame; with no equi-join, a cross product.
     """
-    left_on, right_on = [], []
-    for p in predicates:
-        if isinstance(p, JoinPredicate):
-            a, b = column_text(p.left), column_text(p.right)
-            left_on.append(a if a in left.columns else b)
-            right_on.append(b if a in left.columns else a)
+    left_on, right_on = _merge_keys(left, predicates)
     if left_on:
         out = pd.merge(left, right, how="inner", left_on=left_on, right_on=right_on)
     else:
@@ -185,6 +180,42 @@ def join(left: pd.DataFrame, right: pd.DataFrame, predicates: tuple) -> pd.DataF
         if not isinstance(p, JoinPredicate):
             out = out[evaluate(p.expression, out)]
     return out
+
+
+def join_size(left: pd.DataFrame, right: pd.DataFrame, predicates: tuple) -> int:
+    """``len(join(left, right, predicates))``, without building the pairs when every
+    predicate is an equi-join: the sum over key values of their counts on each side.
+
+    A statistics pass over a round of 100,000-tuple streams would otherwise build
+    every matching pair to count them.
+
+    >>> left = pd.DataFrame({"A.k": [1, 1, 2, 3]})
+    >>> right = pd.DataFrame({"B.k": [1, 2, 2, 4]})
+    >>> on = (JoinPredicate(("A", "k"), ("B", "k")),)
+    >>> join_size(left, right, on), len(join(left, right, on))
+    (4, 4)
+    """
+    left_on, right_on = _merge_keys(left, predicates)
+    if not left_on or len(left_on) != len(predicates):  # a theta predicate: filter pairs
+        return len(join(left, right, predicates))
+    keys = [f"k{i}" for i in range(len(left_on))]
+    # dropna=False: NaN keys match each other, as pd.merge in join() matches them.
+    counts = [frame[on].set_axis(keys, axis=1).groupby(keys, dropna=False, sort=False).size()
+              .rename(side).reset_index()
+              for frame, on, side in ((left, left_on, "a"), (right, right_on, "b"))]
+    matched = pd.merge(counts[0], counts[1], on=keys)
+    return int((matched["a"].to_numpy(np.int64) * matched["b"].to_numpy(np.int64)).sum())
+
+
+def _merge_keys(left: pd.DataFrame, predicates: tuple) -> tuple[list[str], list[str]]:
+    """The equi-joins of ``predicates`` as merge keys: ``left``'s columns, the other side's."""
+    left_on, right_on = [], []
+    for p in predicates:
+        if isinstance(p, JoinPredicate):
+            a, b = column_text(p.left), column_text(p.right)
+            left_on.append(a if a in left.columns else b)
+            right_on.append(b if a in left.columns else a)
+    return left_on, right_on
 
 
 def aggregate(frame: pd.DataFrame, aggregates: tuple, group_by: tuple,

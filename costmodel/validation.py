@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from cqopt.catalog import Catalog
-from cqopt.costmodel.reference_executor import execute, join, select_mask
+from cqopt.costmodel.reference_executor import execute, join_size, select_mask
 from cqopt.costmodel.registry import make_model, model_names
 from cqopt.optimizer.plans.nodes import SourceNode
 from cqopt.optimizer.query.errors import UnsupportedQueryError
@@ -109,7 +109,7 @@ def window_statistics(query: ContinuousQuery, windows: dict[str, pd.DataFrame],
         pairs_possible = len(left) * len(right)
         # No pair to join: the join selectivity is undefined that window, as a
         # selectivity over no tuple is (NaN, which the estimators skip).
-        stats[name] = (len(join(left, right, tuple(preds))) / pairs_possible
+        stats[name] = (join_size(left, right, tuple(preds)) / pairs_possible
                        if pairs_possible else float("nan"))
     return stats
 
