@@ -827,6 +827,8 @@ class AdaptiveRun:
         if stop <= first:
             return
         rows = self._local_rounds(local, first, stop, finishing=tagged is None)
+        # What measuring the rounds' statistics costs (RTStream's sampler cost), per round.
+        began = time.perf_counter()
         if rows is not None:  # few tuples: their statistics worked out here, no Spark job
             tuples = self._frames_from(rows)
             observed = _local_statistics(self.query, rows, self.streams, first, stop,
@@ -837,10 +839,11 @@ class AdaptiveRun:
                                      start=self.state["start"], rounds=stop)
             observed = {r: {name: float(table[name].iloc[r])
                             for name in self.query.statistics} for r in range(first, stop)}
+        statistics_s = (time.perf_counter() - began) / (stop - first)
         if self.shadow or stop - first == 1:
             for r in range(first, stop):
                 self._run_round(r, tuples, observed[r], batch_id,
-                                lag_s=(newest - r) * self.window_s)
+                                lag_s=(newest - r) * self.window_s, statistics_s=statistics_s)
             return
         outcomes = {r: self._choose(observed[r]) for r in range(first, stop)}
         groups: dict[str, list[int]] = {}
@@ -868,7 +871,8 @@ class AdaptiveRun:
             rows_out = _adopt_round(part, final, schemas[index])
             self._log_round(r, outcomes[r], observed[r], rows_out, seconds, {}, batch_id,
                             lag_s=(newest - r) * self.window_s,
-                            grouped=len(groups[outcomes[r].plan_id]))
+                            grouped=len(groups[outcomes[r].plan_id]),
+                            statistics_s=statistics_s)
         for index in range(len(groups)):
             _remove(self.out / "results" / f".tmp-group-{first:06d}-{index}")
 
@@ -884,7 +888,7 @@ class AdaptiveRun:
         return self.adaptive.step(seen, measured=seen if self.own_statistics else None)
 
     def _run_round(self, r: int, tuples: dict[str, DataFrame], observed: dict[str, float],
-                   batch_id: int | None, lag_s: float) -> None:
+                   batch_id: int | None, lag_s: float, statistics_s: float = 0.0) -> None:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
@@ -902,11 +906,12 @@ class AdaptiveRun:
             if self.shadow:
                 for frame in frames.values():
                     frame.unpersist()
-        self._log_round(r, outcome, observed, rows_out, seconds, shadow, batch_id, lag_s)
+        self._log_round(r, outcome, observed, rows_out, seconds, shadow, batch_id, lag_s,
+                        statistics_s=statistics_s)
 
     def _log_round(self, r: int, outcome, observed: dict[str, float], rows_out: int,
                    seconds: float, shadow: dict[str, float], batch_id: int | None,
-                   lag_s: float, grouped: int = 1) -> None:
+                   lag_s: float, grouped: int = 1, statistics_s: float = 0.0) -> None:
         """Log a round whose result is written: from here on it counts as run."""
         round_start = self.state["start"] + r * self.window_s
         # The round's tuples per stream: its observed rate times W.
@@ -919,6 +924,7 @@ class AdaptiveRun:
             "cell": list(outcome.cell), "plan": outcome.plan_id,
             "chart_plan": outcome.chart_plan_id, "move": outcome.move,
             "switch": outcome.switch, "rows_out": rows_out, "plan_seconds": seconds,
+            "statistics_seconds": statistics_s,
             "grouped_rounds": grouped, "shadow_seconds": shadow, "batch": batch_id,
             "lag_s": lag_s, "finished_at": time.time(),
         }
@@ -1030,6 +1036,9 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
                            "plans_run": {}, "switches": sum(r["switch"] for r in records),
                            "moves": sum(r["move"] for r in records),
                            "plan_seconds_total": float(sum(r["plan_seconds"] for r in records)),
+                           # older logs lack it: their statistics' cost is unknown, not 0
+                           "statistics_seconds_total": float(sum(
+                               r.get("statistics_seconds", math.nan) for r in records)),
                            "rows_out_total": int(sum(r["rows_out"] for r in records))}
     out["policy"] = {k: ("none" if v is None else str(v)) for k, v in policy.items()}
     lags = [float(r.get("lag_s") or 0.0) for r in records]
@@ -1083,6 +1092,7 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
 def report_markdown(summary: dict[str, Any]) -> str:
     """The run report as Markdown."""
     s = summary
+    estimator = s.get("policy", {}).get("estimator", "?")
     lines = [f"# cqopt run report: {s['query']}", "",
              f"- rounds run: {s['rounds']} ({s['empty_rounds']} without tuples); stopped by "
              f"{s.get('stopped_by', '?')}; rounds pending (incomplete): "
@@ -1097,7 +1107,11 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"{LAG_ROUNDS} rounds in a row: {s['lag_warnings']}",
              f"- moves: {s['moves']}, switches: {s['switches']}",
              f"- chosen plans' wall time (result written to Parquet): "
-             f"{s['plan_seconds_total']:.3f} s; rows out: {s['rows_out_total']}"]
+             f"{s['plan_seconds_total']:.3f} s; rows out: {s['rows_out_total']}",
+             f"- measuring each round's statistics (the estimator {estimator}): "
+             f"{s['statistics_seconds_total']:.3f} s in all, "
+             f"{_share(s['statistics_seconds_total'], s['plan_seconds_total'])} of the "
+             "chosen plans' time"]
     if "model" in s:
         lines.append(f"- model fidelity (the chart's model at the observed statistics): "
                      f"{s['model']['fidelity']:.3f}, regret {s['model']['regret']:.3f}")
@@ -1224,6 +1238,10 @@ def _csv_header(path: Path) -> list[str]:
     if not line:
         raise StreamingRunError(f"{path}: no header line (a CSV source needs one)")
     return [c.strip() for c in line.split(",")]
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.1%}" if whole > 0 and math.isfinite(part) else "an unknown share"
 
 
 def _json_float(value: float) -> float | None:
