@@ -75,11 +75,51 @@ def _costs(plans, values: dict[str, float], model, utility) -> list[dict[str, fl
     return out
 
 
+def _operator_notes(plan, cost, window_s: float | None, run=None) -> dict[str, str]:
+    """Each operator's estimates (and, from ``run``, the rows it emitted), for the tree."""
+    notes = {}
+    for key, op in cost.operators.items():
+        text = (f"(rate {float(op.rate):.4g}/s, memory {float(op.memory):.4g} B, "
+                f"cpu {float(op.cpu):.3g} s/s")
+        if run is not None:
+            text += (f"; rows estimated {float(op.rate) * window_s:.4g}, "
+                     f"actual {run.operators[key].emitted}")
+        notes[key] = text + ")"
+    return notes
+
+
+def _plan_object(plan, costs: dict[str, float], model, values: dict[str, float], query,
+                 windows, window_s: float | None, sql_out: str | None) -> dict[str, Any]:
+    """One plan of ``explain``: its id, totals, per-operator estimates (and, given a
+    round's ``windows``, the rows each operator emitted on it) and its tree."""
+    from cqopt.costmodel.reference_executor import execute
+
+    cost = model.cost(plan, values)
+    run = execute(plan, query, windows) if windows is not None else None
+    operators = {key: {"rate": float(op.rate), "memory": float(op.memory),
+                       "cpu": float(op.cpu),
+                       **({"rows_estimated": float(op.rate) * window_s,
+                           "rows_actual": run.operators[key].emitted} if run else {})}
+                 for key, op in cost.operators.items()}
+    return {"id": plan.id, "cost": costs, "operators": operators,
+            "tree": plan.explain(_operator_notes(plan, cost, window_s, run)),
+            **({"sql": plan_sql(plan, sql_out, query=query)} if sql_out else {})}
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     rules = rules_without(args.without or [])
     catalog = load_catalog(args.catalog)
     options = chart_options(args, ("model", "weights"))[0]
     queries = _queries(args, catalog, options)
+    if args.round is not None and args.analyze is None:
+        raise CqoptError(f"--round {args.round}: a round of --analyze TRACES; give the traces")
+    paths = None
+    if args.analyze is not None:
+        if args.stat:
+            raise CqoptError("--stat with --analyze: the plans are costed at the round's "
+                             "measured statistics; leave out one of them")
+        paths = cqopt.api.trace_paths(catalog, None, args.analyze,
+                                      lambda _, value: f"--analyze {value}")
     given = dict(args.stat or [])
     unused = set(given) - {s for _, q, _ in queries for s in q.statistics}
     if unused:
@@ -96,7 +136,20 @@ def cmd_explain(args: argparse.Namespace) -> int:
         model = make_model(settings.model, catalog, settings.memory_unit)
         utility = Utility.from_weights(settings.weights)
         costing.append((model, utility))
-        stats = _statistics(q, given, catalog, spec)
+        windows = window_s = None
+        if paths is not None:  # the round's tuples and its measured statistics
+            from cqopt.costmodel.validation import window_statistics
+            from cqopt.replay.round_window import round_windows
+
+            window_s = cqopt.api.round_seconds(q)
+            windows = round_windows(q, paths, args.round or 0, window_s)
+            measured = window_statistics(q, windows, window_s)
+            label = f"round {args.round or 0}"
+            stats = {s: (measured[s], label) if math.isfinite(measured.get(s, math.nan))
+                     else (value, source) for s, (value, source)
+                     in _statistics(q, {}, catalog, spec).items()}
+        else:
+            stats = _statistics(q, given, catalog, spec)
         values = {name: value for name, (value, _) in stats.items()}
         # Past the exhaustive limit, the local search orders joins by this model at these stats.
         plans = enumerate_plans(q, catalog=catalog, rules=rules,
@@ -111,9 +164,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
                         "weights": [utility.w_r, utility.w_m, utility.w_c],
                         "statistics": {s: {"value": v, "default": d == "default",
                                            "source": d} for s, (v, d) in stats.items()},
-                        "plans": [{"id": p.id, "tree": p.explain(), "cost": c,
-                                   **({"sql": plan_sql(p, args.sql_out, query=q)}
-                                      if args.sql_out else {})}
+                        "plans": [_plan_object(p, c, model, values, q, windows, window_s,
+                                               args.sql_out)
                                   for p, c in zip(plans, costs)],
                         "chosen": chosen.id if chosen else None})
     if args.json:
@@ -137,9 +189,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
         weights = (utility.w_r, utility.w_m) + ((utility.w_c,) if utility.w_c else ())
         print(f"Costed with the {model.name.upper()} model, weights "
               f"({', '.join(f'{w:g}' for w in weights)}), at {stats}")
-        if spec is not None:
+        if spec is not None and any(v["source"] == "chart" for v in obj["statistics"].values()):
             print(f"  (chart: the value the workload's chart of {name} fixes, or the middle of "
                   "its axis)")
+        if args.analyze is not None:
+            print(f"  (round {args.round or 0}: measured on that round of the traces in "
+                  f"{args.analyze}; each operator's actual rows are its output on it, by "
+                  "the reference executor)")
         print("  (defaults: the middle of the catalog's range for a rate, "
               f"{DEFAULT_SELECTIVITY} for a selectivity, 0 for a contradiction's)")
         print()
@@ -197,6 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--without", action="append", metavar="RULE",
                    help="enumerate without this rule, for an ablation (repeatable): "
                         + ", ".join(rule_names()))
+    p.add_argument("--analyze", metavar="TRACES",
+                   help="run every plan on one round of these traces (a folder of "
+                        "STREAM.csv, STREAM.parquet, ...) in this process and print each "
+                        "operator's actual rows beside the estimate, the plans costed at the "
+                        "round's measured statistics")
+    p.add_argument("--round", type=options.number(integer=True, low=0), metavar="N",
+                   help="with --analyze: the round to run (default 0, the first)")
     p.set_defaults(run=cmd_explain)
     chart_commands.add_parsers(sub)
     fidelity_commands.add_parsers(sub)
@@ -210,7 +273,9 @@ EXAMPLES = {
     "explain": """\
 example:
   cqopt explain --catalog examples/dec-pkt.toml \\
-      --sql "SELECT * FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]" --stat rate.TCP=500""",
+      --sql "SELECT * FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]" --stat rate.TCP=500
+  cqopt explain --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
+      --query Q1 --analyze traces --round 3""",
     "build": """\
 example:
   cqopt build --catalog examples/dec-pkt.toml --workload examples/workload.toml \\

@@ -185,3 +185,58 @@ def test_a_misspelt_statistic_gets_a_suggestion(dec_toml, capsys, stat, fragment
     assert main(["explain", "--catalog", dec_toml, "--sql",
                  "SELECT TCP.src_host FROM TCP WINDOW [1]", "--stat", stat]) == 2
     assert fragment in capsys.readouterr().err
+
+
+def test_explain_shows_each_operators_estimates_in_the_tree(dec_toml, workload_toml, capsys):
+    """issue 21: per-operator estimates, as PostgreSQL's EXPLAIN puts them on each node."""
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml, "--query", "Q2",
+                 "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    plan = obj["plans"][0]
+    assert len(plan["operators"]) == 5  # three streams, two joins
+    root = [line for line in plan["tree"].splitlines()][0]
+    top = max(plan["operators"].values(), key=lambda op: op["memory"])
+    assert f"memory {top['memory']:.4g} B" in plan["tree"] and "(rate " in root
+    # the operators' cpu adds up to the plan's
+    assert sum(op["cpu"] for op in plan["operators"].values()) == pytest.approx(
+        plan["cost"]["cpu"])
+
+
+def test_explain_analyze_prints_actual_rows_beside_the_estimates(dec_toml, workload_toml,
+                                                                 tmp_path, capsys):
+    """issue 21: ``explain --analyze`` runs the plans on one round of real tuples."""
+    import pandas as pd
+
+    import cqopt
+
+    cqopt.generate(dec_toml, tmp_path / "traces", streams=["TCP", "UDP", "SF"], duration=6,
+                   steady=["TCP.src_host=40", "UDP.dest_host=40", "SF.dest_host=40"])
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml, "--query", "Q2",
+                 "--analyze", str(tmp_path / "traces"), "--round", "2", "--json"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    frames = {s: pd.read_parquet(tmp_path / "traces" / f"{s}.parquet") for s in ("TCP", "UDP", "SF")}
+    start = min(f["ts"].min() for f in frames.values())
+    counts = {s: int(((f["ts"] >= start + 2) & (f["ts"] < start + 3)).sum())
+              for s, f in frames.items()}
+    # the round's rates are measured, and each stream operator emitted the round's tuples
+    assert {s: obj["statistics"][f"rate.{s}"]["value"] for s in counts} == pytest.approx(counts)
+    assert {v["source"] for v in obj["statistics"].values()} == {"round 2"}
+    tcp, udp, sf = (frames[s][(frames[s]["ts"] >= start + 2) & (frames[s]["ts"] < start + 3)]
+                    for s in ("TCP", "UDP", "SF"))
+    result = len(tcp.merge(udp, left_on="src_host", right_on="dest_host")
+                 .merge(sf, left_on="dest_host_y", right_on="dest_host"))
+    for plan in obj["plans"]:
+        ops = plan["operators"]
+        streams = [op for key, op in ops.items() if op["cpu"] == 0]
+        assert sorted(op["rows_actual"] for op in streams) == sorted(counts.values())
+        assert max(op["rows_actual"] for op in ops.values()) == result  # the root's output
+        assert "actual " in plan["tree"] and "rows estimated" in plan["tree"]
+    for argv, fragment in (
+            (["--round", "99"], "--round 99: the traces hold rounds 0 to"),
+            (["--stat", "rate.TCP=5"], "--stat with --analyze"),):
+        assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml,
+                     "--query", "Q2", "--analyze", str(tmp_path / "traces"), *argv]) == 2
+        assert fragment in capsys.readouterr().err
+    assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml,
+                 "--round", "1"]) == 2
+    assert "a round of --analyze TRACES" in capsys.readouterr().err

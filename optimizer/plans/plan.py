@@ -67,6 +67,7 @@ Project [S.a]  (8 B -> 4 B)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import networkx as nx
@@ -115,12 +116,15 @@ class Plan:
         visit(self.root)
         return tuple(order)
 
-    def explain(self) -> str:
-        """An indented tree, root first, one operator per line."""
+    def explain(self, notes: Mapping[str, str] | None = None) -> str:
+        """An indented tree, root first, one operator per line; ``notes`` (operator key
+        to text: estimates, actual rows) appended to the operators' lines."""
         lines: list[str] = []
+        notes = notes or {}
 
         def visit(key: str, lead: str, rest: str) -> None:
-            lines.append(lead + describe_node(self.node(key)))
+            note = f"  {notes[key]}" if key in notes else ""
+            lines.append(lead + describe_node(self.node(key)) + note)
             inputs = self.node(key).inputs
             for i, child in enumerate(inputs):
                 last = i == len(inputs) - 1
