@@ -26,6 +26,8 @@ from cqopt.charts.workload import Workload, load_workload
 from cqopt.errors import CqoptError, parse_number
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from cqopt.charts.kernel import Chart
 
 PathLike = str | os.PathLike
@@ -71,10 +73,12 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     reduce : float, optional
         Anorexic reduction at this cost-increase threshold in [0, 1).
     ranges_from : path, optional
-        A folder of per-round statistics tables, one ``QUERY.parquet`` per query
-        (what ``cqopt fidelity`` writes to ``REPORT/rounds``): each query's axes
-        span the ``percentiles`` of what was observed, instead of the
-        workload's ranges. Every range set is said on stderr.
+        A folder of the streams' traces (``STREAM.<ext>``, their per-round
+        statistics computed on Spark on ``master``), or of per-round statistics
+        tables, one ``QUERY.parquet`` per query (what ``cqopt fidelity`` writes
+        to ``REPORT/rounds``): each query's axes span the ``percentiles`` of
+        what was observed, instead of the workload's ranges. Every range set is
+        said on stderr.
     percentiles : (float, float)
         The lower and upper percentile of ``ranges_from``.
     master : str
@@ -124,8 +128,8 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     workload = _workload(workload)
     labels = {key: name(key, value) for key, value in given.items() if value is not None}
     if ranges_from is not None:
-        workload = _ranged(workload, workload_specs(workload, catalog, options, labels),
-                           Path(ranges_from), percentiles, name)
+        workload = _ranged(workload, catalog, workload_specs(workload, catalog, options, labels),
+                           Path(ranges_from), percentiles, name, master, progress)
     specs = [spec for spec, _ in workload_specs(workload, catalog, options, labels)]
     shape = {key: options.get(key) for key in ("refine", "depth", "reduce")}
     if shape["refine"] is not None:  # every bad budget or depth before Spark starts
@@ -146,9 +150,16 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     return charts
 
 
-def _ranged(workload: Workload, specs, folder: Path, percentiles: tuple[float, float],
-            name: Name) -> Workload:
-    """``workload`` with each query's axes spanning the observed percentiles (said)."""
+def _ranged(workload: Workload, catalog: Catalog, specs, folder: Path,
+            percentiles: tuple[float, float], name: Name, master: str,
+            progress: bool) -> Workload:
+    """``workload`` with each query's axes spanning the observed percentiles (said).
+
+    ``folder`` holds per-round statistics tables (``QUERY.parquet``, what
+    ``cqopt fidelity`` writes to ``REPORT/rounds``) or, holding none, the
+    streams' traces (``STREAM.<ext>``), whose per-round statistics are then
+    computed on Spark as ``cqopt fidelity`` computes them.
+    """
     import dataclasses
 
     from cqopt.replay.coverage import observed_ranges
@@ -156,24 +167,43 @@ def _ranged(workload: Workload, specs, folder: Path, percentiles: tuple[float, f
 
     where = name("ranges_from", folder)
     if not folder.is_dir():
-        raise CqoptError(f"{where}: not a folder; give the rounds folder cqopt fidelity wrote "
-                         "(REPORT/rounds), one QUERY.parquet per query")
+        raise CqoptError(f"{where}: not a folder; give a folder of traces (STREAM.csv, "
+                         "STREAM.parquet, ...) or the rounds folder cqopt fidelity wrote "
+                         "(REPORT/rounds, one QUERY.parquet per query)")
     lo, hi = percentiles
     if not 0 <= lo < hi <= 100:
         raise CqoptError(f"{name('percentiles', f'{lo:g},{hi:g}')}: needs 0 <= LO < HI <= 100")
+    tables = {spec.name: folder / f"{spec.name}.parquet" for spec, _ in specs
+              if (folder / f"{spec.name}.parquet").exists()}
+    if not tables:  # no rounds tables: the folder's traces
+        paths = trace_paths(catalog, None, folder, lambda _, value: where)
+        chosen = [(spec, query) for spec, query in specs
+                  if all(s in paths for s in query.stream_names)]
+        if not chosen:
+            raise CqoptError(f"{where}: holds neither a rounds table of a query "
+                             f"({', '.join(f'{spec.name}.parquet' for spec, _ in specs)}) nor "
+                             f"traces of all the streams of one (it has traces of "
+                             f"{', '.join(paths) or 'no stream'})")
+        computed, _ = _trace_statistics(chosen, catalog, paths, {}, None, master, progress,
+                                        name)
     found = {}
     for spec, _ in specs:
-        path = folder / f"{spec.name}.parquet"
-        if not path.exists():
-            print(f"{spec.name}: no {path.name} in {folder}; its ranges stay the workload's",
-                  file=sys.stderr)
+        path = tables.get(spec.name)
+        if tables and path is None:
+            print(f"{spec.name}: no {spec.name}.parquet in {folder}; its ranges stay the "
+                  "workload's", file=sys.stderr)
             continue
-        table = read_round_statistics(path)
+        if not tables and spec.name not in computed:
+            print(f"{spec.name}: {folder} lacks a trace of one of its streams; its ranges "
+                  "stay the workload's", file=sys.stderr)
+            continue
+        table = read_round_statistics(path) if tables else computed[spec.name]
+        source = path if tables else f"the traces in {folder}"
         ranges = observed_ranges(spec, {c: table[c] for c in table.columns}, (lo, hi))
         for stat, (a, b, rounds) in ranges.items():
             axis = next(x for x in spec.axes if x.statistic == stat)
             print(f"{spec.name}: {stat} from {a:.4g} to {b:.4g}, the {lo:g}th to {hi:g}th "
-                  f"percentiles of {rounds} rounds in {path} (the workload's: {axis.lo:.4g} "
+                  f"percentiles of {rounds} rounds in {source} (the workload's: {axis.lo:.4g} "
                   f"to {axis.hi:.4g})", file=sys.stderr)
         found[spec.name] = {s: [a, b] for s, (a, b, _) in ranges.items()}
     queries = tuple(dataclasses.replace(q, options={**q.options, "ranges": {
@@ -533,9 +563,6 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     from cqopt.replay.replay import local_chart, replay
     from cqopt.replay.report import write_report
     from cqopt.replay.rounds import write_round_statistics
-    from cqopt.spark.round_stats import workload_round_statistics
-    from cqopt.spark.session import running_session
-    from cqopt.spark.trace_read import read_trace
 
     def say(text: str) -> None:
         if progress:
@@ -595,25 +622,11 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
                                  f"one in {workload.source}; rebuild the charts with cqopt build")
     out = Path(out)
     with staged_directory(out, force, kind="report") as tmp:
-        observed, frames, infos = {}, {}, {}
-        with running_session(master, progress=say) as spark:
-            for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
-                say(f"{stream}: reading {paths[stream]}")
-                frames[stream], infos[stream] = read_trace(spark, paths[stream],
-                                                           catalog.stream(stream),
-                                                           ts_column=times.get(stream))
-            (tmp / "rounds").mkdir()
-            for spec, query in chosen:
-                check_span(spec.name, {s: infos[s] for s in query.stream_names},
-                            round_seconds(query), rounds, name)
-            say(f"{', '.join(spec.name for spec, _ in chosen)}: per-round statistics on "
-                "Spark, one pass over each trace")
-            tables = workload_round_statistics(
-                [query for _, query in chosen], frames,
-                [round_seconds(query) for _, query in chosen], rounds=rounds)
-            for (spec, _), table in zip(chosen, tables):
-                observed[spec.name] = table
-                write_round_statistics(table, tmp / "rounds" / f"{spec.name}.parquet")
+        observed, infos = _trace_statistics(chosen, catalog, paths, times, rounds, master,
+                                            progress, name)
+        (tmp / "rounds").mkdir()
+        for spec_name, table in observed.items():
+            write_round_statistics(table, tmp / "rounds" / f"{spec_name}.parquet")
         replays, sweeps, used = {}, {}, {}
         options = {"estimator": "sample", **(replay_options or {})}
         for spec, query in chosen:
@@ -633,6 +646,42 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
                 **(describe or {})}
         write_report(tmp, replays, used, sweeps, meta)
     return replays
+
+
+def _trace_statistics(chosen, catalog: Catalog, paths: Mapping[str, str],
+                      times: Mapping[str, str], rounds: int | None, master: str,
+                      progress: bool, name: Name
+                      ) -> tuple[dict[str, pd.DataFrame], dict[str, Any]]:
+    """Each chosen query's per-round statistics from its traces: one Spark pass over each.
+
+    Returns the tables by query name and what was read of each stream's trace.
+    """
+    def say(text: str) -> None:
+        if progress:
+            print(text, file=sys.stderr)
+
+    from cqopt.spark.job_progress import spark_tasks
+    from cqopt.spark.round_stats import workload_round_statistics
+    from cqopt.spark.session import running_session
+    from cqopt.spark.trace_read import read_trace
+
+    frames, infos = {}, {}
+    with running_session(master, progress=say) as spark:
+        for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
+            say(f"{stream}: reading {paths[stream]}")
+            frames[stream], infos[stream] = read_trace(spark, paths[stream],
+                                                       catalog.stream(stream),
+                                                       ts_column=times.get(stream))
+        for spec, query in chosen:
+            check_span(spec.name, {s: infos[s] for s in query.stream_names},
+                       round_seconds(query), rounds, name)
+        say(f"{', '.join(spec.name for spec, _ in chosen)}: per-round statistics on "
+            "Spark, one pass over each trace")
+        with spark_tasks(spark, "per-round statistics", enabled=progress):
+            tables = workload_round_statistics(
+                [query for _, query in chosen], frames,
+                [round_seconds(query) for _, query in chosen], rounds=rounds)
+    return {spec.name: table for (spec, _), table in zip(chosen, tables)}, infos
 
 
 __all__ = ["build", "check_span", "fidelity", "generate", "round_seconds", "trace_paths"]

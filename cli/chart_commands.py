@@ -215,10 +215,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="chart set directory to write")
     p.add_argument("--k", type=whole_number,
                    help="regions per axis, for every query (default: the workload's, else 10)")
-    p.add_argument("--ranges-from", metavar="ROUNDS",
-                   help="axes spanning what was observed: a folder of per-round statistics, "
-                        "one QUERY.parquet per query (cqopt fidelity writes REPORT/rounds); "
-                        "each range set is said")
+    p.add_argument("--ranges-from", metavar="FOLDER",
+                   help="axes spanning what was observed: a folder of the streams' traces "
+                        "(STREAM.csv, STREAM.parquet, ...; their per-round statistics computed "
+                        "on Spark) or of per-round statistics, one QUERY.parquet per query "
+                        "(cqopt fidelity writes REPORT/rounds); each range set is said")
     p.add_argument("--percentiles", metavar="LO,HI", type=_percentiles, default=(5.0, 95.0),
                    help="with --ranges-from: the percentiles an axis spans (default 5,95)")
     p.add_argument("--model", metavar="MODEL",

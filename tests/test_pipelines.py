@@ -77,3 +77,33 @@ def test_a_chart_built_from_observed_rounds_spans_their_percentiles(examples, tm
                  str(examples / "workload.toml"), "--out", str(tmp_path / "cs2"), "--engine",
                  "local", "--ranges-from", str(tmp_path / "nowhere")]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_a_chart_built_from_traces_spans_their_rounds_percentiles(spark, dec_toml,
+                                                                  workload_toml, tmp_path,
+                                                                  capsys):
+    """issue 20: ``--ranges-from`` also takes the streams' traces (statistics on Spark)."""
+    import numpy as np
+    import pandas as pd
+
+    # TCP: round r (1 s) holds 100 + 10 r tuples, a quarter of them to host 2 (Q1's selection);
+    # one more at 20 s closes round 19 (a round counts once the trace reaches its end).
+    ts, hosts = [], []
+    for r in range(20):
+        n = 100 + 10 * r
+        ts += list(r + np.arange(n) / n)
+        hosts += [2 if i % 4 == 0 else 7 for i in range(n)]
+    ts, hosts = ts + [20.0], hosts + [7]
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    pd.DataFrame({"ts": ts, "src_host": 1, "dest_host": hosts, "src_port": 1, "dest_port": 1,
+                  "bytes": 1}).to_csv(traces / "TCP.csv", index=False)
+    charts = cqopt.build(dec_toml, workload_toml, k=3, ranges_from=traces,
+                         percentiles=(0, 100), master=spark.sparkContext.master)
+    err = capsys.readouterr().err
+    axes = {a.statistic: (a.lo, a.hi) for a in charts[0].spec.axes}
+    assert axes["rate.TCP"] == pytest.approx((100.0, 290.0))
+    # every round's selectivity is 0.25 (rounded up per round): an axis around it
+    assert axes["sel.TCP"][0] <= 0.25 <= axes["sel.TCP"][1] <= 0.3
+    assert "Q1: rate.TCP from 100 to 290" in err and "the traces in" in err
+    assert "Q2:" in err and "lacks a trace" in err  # UDP and SF have none: said
