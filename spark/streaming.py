@@ -827,14 +827,14 @@ class AdaptiveRun:
         if stop <= first:
             return
         rows = self._local_rounds(local, first, stop, finishing=tagged is None)
+        tuples = self._frames_from(rows) if rows is not None else self._round_tuples(
+            tagged, first, stop)
         # What measuring the rounds' statistics costs (RTStream's sampler cost), per round.
         began = time.perf_counter()
         if rows is not None:  # few tuples: their statistics worked out here, no Spark job
-            tuples = self._frames_from(rows)
             observed = _local_statistics(self.query, rows, self.streams, first, stop,
                                          self.window_s)
         else:
-            tuples = self._round_tuples(tagged, first, stop)
             table = round_statistics(self.query, tuples, self.window_s,
                                      start=self.state["start"], rounds=stop)
             observed = {r: {name: float(table[name].iloc[r])
@@ -1355,9 +1355,18 @@ def _local_statistics(query: ContinuousQuery, table, streams: tuple[str, ...], f
     the definitions the Spark job (:func:`cqopt.spark.round_stats.round_statistics`)
     computes: a rate of tuples over ``W``, a selectivity over no tuple NaN."""
     from cqopt.costmodel.validation import window_statistics
+    from cqopt.spark.round_stats import _join_columns, _selection_columns
 
-    frame = table.to_pandas()
-    columns = {s: [c.name for c in query.stream(s).columns] for s in streams}
+    # Only the columns a statistic reads: a round's other columns cost a copy each.
+    columns = {s: [c.name for c in query.stream(s).columns
+                   if c.name in (*_selection_columns(query, s), *_join_columns(query, s))]
+               for s in streams}
+
+    def held(stream: str, column: str) -> str:  # the batch's one time column is "ts"
+        return "ts" if column.lower() == "ts" else f"{stream}__{column}"
+
+    frame = table.select(["_round", "_stream", *dict.fromkeys(
+        held(s, c) for s in streams for c in columns[s])]).to_pandas()
     by_round = {r: rows for r, rows in frame.groupby("_round", sort=False)}
     empty = frame.iloc[0:0]
     observed = {}
@@ -1366,9 +1375,8 @@ def _local_statistics(query: ContinuousQuery, table, streams: tuple[str, ...], f
         windows = {}
         for stream in streams:
             mine = rows[rows["_stream"] == stream]
-            windows[stream] = pd.DataFrame({
-                c: mine["ts"] if c.lower() == "ts" else mine[f"{stream}__{c}"]
-                for c in columns[stream]})
+            windows[stream] = pd.DataFrame({c: mine[held(stream, c)]
+                                            for c in columns[stream]}, index=mine.index)
         stats = window_statistics(query, windows, window_s)
         observed[r] = {name: float(stats[name]) for name in query.statistics}
     return observed
