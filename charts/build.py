@@ -21,7 +21,6 @@ runs the same kernel on Spark, so both engines produce the same chart.
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from cqopt.charts.kernel import (
 )
 from cqopt.charts.settings import check_cells, check_together, judge_settings
 from cqopt.charts.spec import ChartSpec
+from cqopt.progress import counter
 
 
 def build_chart(context: ChartContext, progress: bool = True) -> Chart:
@@ -49,11 +49,11 @@ def build_chart(context: ChartContext, progress: bool = True) -> Chart:
     start = time.perf_counter()
     plan_index = np.empty(spec.n_cells, dtype=np.uint16)
     cost = np.empty(spec.n_cells, dtype=np.float64)
-    for lo in range(0, spec.n_cells, CHUNK_CELLS):
-        hi = min(lo + CHUNK_CELLS, spec.n_cells)
-        plan_index[lo:hi], cost[lo:hi] = evaluate_cells(context, np.arange(lo, hi))
-        if progress:
-            _bar(spec.name, hi, spec.n_cells)
+    with counter(spec.name, spec.n_cells, "cells costed", enabled=progress) as done:
+        for lo in range(0, spec.n_cells, CHUNK_CELLS):
+            hi = min(lo + CHUNK_CELLS, spec.n_cells)
+            plan_index[lo:hi], cost[lo:hi] = evaluate_cells(context, np.arange(lo, hi))
+            done(hi - lo)
     return chart_from_cells(context, plan_index, cost, time.perf_counter() - start)
 
 
@@ -194,24 +194,3 @@ def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True,
     """
     return build_charts(specs, catalog, LocalEngine(progress), refine=refine, depth=depth,
                         reduce=reduce)
-
-
-_QUARTERS: dict[str, int] = {}  # off a terminal: the last quarter of each chart said
-
-
-def _bar(name: str, done: int, total: int, width: int = 30) -> None:
-    """A query's cells costed so far: a bar redrawn in place on a terminal; off one (a log,
-    a pipe), a plain line when the query starts and when it is done, never a carriage
-    return."""
-    if not sys.stderr.isatty():
-        quarter = 4 * done // total  # a line at each quarter of the cells
-        if _QUARTERS.get(name) != quarter:
-            _QUARTERS[name] = quarter
-            print(f"  {name}: {done:,}/{total:,} cells costed", file=sys.stderr, flush=True)
-        if done == total:
-            _QUARTERS.pop(name, None)
-        return
-    filled = int(width * done / total)
-    end = "\n" if done == total else ""
-    print(f"\r  {name:<16} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} cells",
-          end=end, file=sys.stderr, flush=True)

@@ -73,6 +73,7 @@ from cqopt.charts.kernel import (
 )
 from cqopt.charts.spec import ChartSpec
 from cqopt.charts.store import plan_dtype
+from cqopt.spark.job_progress import spark_tasks
 from cqopt.spark.session import (
     SparkBuildError,
     _is_local,
@@ -228,9 +229,10 @@ def _run_job(spark: SparkSession, contexts: list[ChartContext], catalog: Catalog
     with _scratch_dir(scratch) as out:
         spark.sparkContext.setJobDescription(f"cqopt: {len(specs)} charts, {total} cells")
         try:
-            (spark.range(0, n_blocks, 1, n_blocks)
-             .mapInArrow(functools.partial(_cost_blocks, payload), RESULT_DDL)
-             .write.mode("overwrite").option("compression", "none").parquet(out.as_uri()))
+            with spark_tasks(spark, "costing the cells", enabled=progress):
+                (spark.range(0, n_blocks, 1, n_blocks)
+                 .mapInArrow(functools.partial(_cost_blocks, payload), RESULT_DDL)
+                 .write.mode("overwrite").option("compression", "none").parquet(out.as_uri()))
         finally:
             spark.sparkContext.setJobDescription(None)
         try:
@@ -321,9 +323,10 @@ def _points_job(spark: SparkSession, catalog: Catalog, scratch: Path | None, pro
     with spark_errors("the Spark job refining the charts failed"), _scratch_dir(scratch) as out:
         spark.sparkContext.setJobDescription(f"cqopt: refine {context.spec.name}, {n} points")
         try:
-            (spark.range(0, n, 1, n_partitions)
-             .mapInArrow(functools.partial(_cost_points, payload), ddl)
-             .write.mode("overwrite").parquet(out.as_uri()))
+            with spark_tasks(spark, f"refining {context.spec.name}", enabled=progress):
+                (spark.range(0, n, 1, n_partitions)
+                 .mapInArrow(functools.partial(_cost_points, payload), ddl)
+                 .write.mode("overwrite").parquet(out.as_uri()))
         finally:
             spark.sparkContext.setJobDescription(None)
         try:

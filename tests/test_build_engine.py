@@ -66,11 +66,31 @@ def test_every_setting_is_checked_before_the_engine_starts(dec_catalog, specs):
 
 def test_progress_off_a_terminal_is_plain_lines(capsys):
     """issue 21: no carriage-return bar when stderr is not a terminal (a log, CI)."""
-    from cqopt.charts.build import _bar
+    from cqopt.progress import counter
 
-    for done in (100, 250, 600, 1000):
-        _bar("Q1", done, 1000)
+    with counter("Q1", 1000, "cells costed") as done:
+        for n in (100, 150, 350, 400):
+            done(n)
     err = capsys.readouterr().err
     assert "\r" not in err
-    assert err.splitlines() == ["  Q1: 100/1,000 cells costed", "  Q1: 250/1,000 cells costed",
-                                "  Q1: 600/1,000 cells costed", "  Q1: 1,000/1,000 cells costed"]
+    assert err.splitlines() == ["  Q1: 0 of 1,000 cells costed", "  Q1: 250 of 1,000 cells costed",
+                                "  Q1: 600 of 1,000 cells costed",
+                                "  Q1: 1,000 of 1,000 cells costed"]
+    with counter("Q1", 1000, "cells costed", enabled=False) as done:  # --quiet
+        done(1000)
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_on_a_terminal_is_one_bar_redrawn(monkeypatch):
+    """On a terminal the counted work is a tqdm bar (redrawn in place with a carriage return)."""
+    import io
+
+    from cqopt.progress import counter
+
+    pytest.importorskip("tqdm", reason="tqdm comes with the spark and all extras")
+    screen = io.StringIO()
+    monkeypatch.setattr(screen, "isatty", lambda: True, raising=False)
+    with counter("Q1", 10, "cells costed", stream=screen) as done:
+        for _ in range(10):
+            done(1)
+    assert "\r" in screen.getvalue() and "10/10" in screen.getvalue()
