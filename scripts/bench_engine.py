@@ -83,8 +83,9 @@ def bench_catalog(big: float, small: float) -> Catalog:
 
 
 def traces(catalog: Catalog, streams: list[str], slow: list[str], per_phase: int, big: float,
-           small: float, folder: Path, seed: int) -> Path:
-    """One file per 1 s round per stream; phase p has stream slow[p] at ``small``."""
+           small: float, folder: Path, seed: int, keys: int = 1000) -> Path:
+    """One file per 1 s round per stream; phase p has stream slow[p] at ``small``;
+    join keys uniform over ``1..keys``."""
     rounds = per_phase * len(slow) + 1  # the last round stays pending (incomplete)
     for i, name in enumerate(streams):
         stream = catalog.stream(name)
@@ -93,7 +94,7 @@ def traces(catalog: Catalog, streams: list[str], slow: list[str], per_phase: int
             rate = small if name == slow_one else big
             length = per_phase + (1 if p == len(slow) - 1 else 0)
             part = generate_trace(stream, length, seed=seed + 100 * i + p, mean_rate=rate,
-                                  rate_cv=0.05, steady={"src_host": 1000, "dest_host": 1000})
+                                  rate_cv=0.05, steady={"src_host": keys, "dest_host": keys})
             part["ts"] += p * per_phase
             parts.append(part)
         frame = pd.concat(parts, ignore_index=True).sort_values("ts", ignore_index=True)
