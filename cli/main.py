@@ -299,11 +299,12 @@ examples (operator rates timed on Spark; the engine model fitted to a run's plan
   cqopt calibrate --catalog examples/dec-pkt.toml --out calibrated.toml
   cqopt calibrate --catalog examples/dec-pkt.toml --from-run run --out engine.toml""",
     "run": """\
-example (each --source a directory of round files, as generate --file-per-round writes):
+example (each --source a directory of round files, as generate --file-per-round writes;
+--shadow also times every candidate plan, which cqopt calibrate --from-run fits):
   cqopt generate --catalog examples/dec-pkt.toml --streams TCP --duration 20 \\
       --file-per-round 1 --out rounds
   cqopt run --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
-      --charts charts --query Q1 --source TCP=rounds/TCP --out run""",
+      --charts charts --query Q1 --source TCP=rounds/TCP --out run --shadow""",
 }
 
 

@@ -23,6 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -91,25 +92,48 @@ def read_timings(run: str | Path, catalog: Catalog) -> list[Timing]:
     except CqoptError as err:
         raise EngineFitError(f"--from-run {folder}: its query {name} does not fit "
                              f"--catalog {catalog.source}: {err}") from None
-    timings = []
-    for path in sorted((folder / "log").glob("round-*.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if record.get("empty") or record.get("grouped_rounds", 1) > 1:
-            continue
+    def work_row(plan_id: str, record: dict[str, Any]) -> np.ndarray | None:
+        plan = plans.get(plan_id)
         stats = {k: (math.nan if v is None else float(v))
                  for k, v in record["observed"].items()}
+        if plan is None or any(math.isnan(stats.get(s, math.nan))
+                               for s in Engine(catalog).statistics(plan)):
+            return None  # a statistic the round did not define (no tuples on a stream)
+        row = work(plan, stats, catalog)
+        return row if np.isfinite(row).all() else None
+
+    timings = []
+    jobs: dict[tuple, list[dict[str, Any]]] = {}  # a backlog's rounds run as one job per plan
+    for path in sorted((folder / "log").glob("round-*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record.get("grouped_rounds", 1) > 1:
+            jobs.setdefault((record.get("batch"), record["plan"], record["grouped_rounds"]),
+                            []).append(record)
+            continue
+        if record.get("empty"):
+            continue
         measured = dict(record.get("shadow_seconds") or {}) or {
             record["plan"]: record["plan_seconds"]}
         for plan_id, seconds in measured.items():
-            plan = plans.get(plan_id)
-            if plan is None or not seconds or seconds <= 0:
-                continue
-            if any(math.isnan(stats.get(s, math.nan)) for s in Engine(catalog).statistics(plan)):
-                continue  # a statistic the round did not define (no tuples on a stream)
-            row = work(plan, stats, catalog)
-            if np.isfinite(row).all():
+            row = work_row(plan_id, record) if seconds and seconds > 0 else None
+            if row is not None:
                 timings.append(Timing(str(folder), name, plan_id, int(record["round"]),
                                       float(seconds), row))
+    # One grouped job: its seconds are its rounds' shares summed, its work their work
+    # summed (the model is linear in it), the engine's fixed cost of a job counted once.
+    job = CONSTANTS.index("job")
+    for (_, plan_id, size), records in jobs.items():
+        # a round without tuples adds nothing to its job's work
+        rows = [np.zeros(len(CONSTANTS)) if r.get("empty") else work_row(plan_id, r)
+                for r in records]
+        if len(records) != size or any(row is None for row in rows):
+            continue  # a job only partly logged (a kill), or a round without statistics
+        total = np.sum(rows, axis=0)
+        total[job] = 1.0
+        seconds = float(sum(r["plan_seconds"] for r in records))
+        if seconds > 0:
+            timings.append(Timing(str(folder), name, plan_id,
+                                  min(int(r["round"]) for r in records), seconds, total))
     return timings
 
 

@@ -175,7 +175,9 @@ class Source:
                                     f"Streaming cannot read as they come; it reads "
                                     f"{' or '.join(STREAMABLE)}: convert them (cqopt generate "
                                     "--file-per-round writes Parquet)")
-        return cls(stream, kind, str(path))
+        # Absolute: Spark's JVM resolves a relative path against its own working directory,
+        # which is not this process's after an os.chdir (a notebook, a test).
+        return cls(stream, kind, str(path.absolute()))
 
     @classmethod
     def rate(cls, stream: str, rows_per_second: int) -> Source:
@@ -340,7 +342,7 @@ class AdaptiveRun:
             raise StreamingRunError(f"--source {rate[0]}=rate:...: Spark's rate source never "
                                     f"ends, so it needs a processing-time trigger "
                                     f"(--trigger SECONDS), not {trigger}")
-        self.out = Path(out)
+        self.out = Path(out).absolute()  # Spark writes into it: see Source.files
         self.state = self._open_state(start)
         self.adaptive = AdaptiveQuery.costed(
             chart, catalog, **{**self.options,

@@ -60,7 +60,9 @@ def read_trace(spark: SparkSession, path: str | Path, stream: Stream, *,
     one Spark job, for the :class:`TraceInfo`; the DataFrame stays lazy (cache
     it if it is used several times). Every problem is a :class:`TraceError`.
     """
-    path = str(path)
+    # A local path made absolute: Spark's JVM resolves a relative one against its own
+    # working directory, which is not this process's after an os.chdir (a notebook).
+    path = str(path) if "://" in str(path) else str(Path(path).absolute())
     fmt = trace_format(path, fmt)
     _check_exists(path)
     if not (time_scale > 0 and math.isfinite(time_scale)):

@@ -120,6 +120,40 @@ def test_calibrate_from_a_run_fits_writes_and_reports_the_held_out_error(
                  "--weights", "0,0,1"]) == 0
 
 
+def test_a_backlogs_grouped_jobs_are_read_as_one_timing_each(tmp_path, q2):
+    """A run that caught up on a backlog ran each plan once over several rounds and logged
+    each round's share: one timing per job, its work summed, the job's fixed cost once."""
+    from cqopt.spark.engine_fit import read_timings
+
+    catalog, plans = q2
+    run = tmp_path / "run"
+    (run / "log").mkdir(parents=True)
+    (run / "state.json").write_text(json.dumps({"sql": Q2, "query": "Q2", "window_s": 1.0}))
+    vector = np.array([getattr(TRUTH, n) for n in CONSTANTS])
+    rng = np.random.default_rng(5)
+    stats = _stats(rng, 6)
+    jobs = {plans[0].id: [0, 1, 2], plans[1].id: [3, 4, 5]}  # two jobs in batch 7
+    expected = {}
+    for plan_id, rounds in jobs.items():
+        plan = next(p for p in plans if p.id == plan_id)
+        rows = np.sum([work(plan, stats[r], catalog) for r in rounds], axis=0)
+        rows[CONSTANTS.index("job")] = 1.0
+        expected[plan_id] = (rows, float(rows @ vector))
+        for r in rounds:
+            (run / "log" / f"round-{r:06d}.json").write_text(json.dumps({
+                "round": r, "empty": False, "observed": stats[r], "plan": plan_id,
+                "plan_seconds": expected[plan_id][1] / 3, "grouped_rounds": 3, "batch": 7,
+                "shadow_seconds": {}}))
+    timings = read_timings(run, catalog)
+    assert sorted((t.plan, t.round) for t in timings) == sorted(
+        (p, rounds[0]) for p, rounds in jobs.items())
+    for t in timings:
+        rows, seconds = expected[t.plan]
+        assert t.seconds == pytest.approx(seconds)
+        assert t.work == pytest.approx(rows)
+        assert float(t.work @ vector) == pytest.approx(t.seconds)  # the model's own time
+
+
 def test_calibrate_from_a_folder_that_is_not_a_run(examples, tmp_path, capsys):
     assert main(["calibrate", "--catalog", str(examples / "dec-pkt.toml"), "--from-run",
                  str(tmp_path), "--out", str(tmp_path / "x.toml")]) == 2
