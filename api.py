@@ -64,8 +64,9 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     out : path, optional
         The chart set directory to write (:func:`cqopt.load` reads it); without
         it the charts are returned only.
-    engine : {"local", "spark"}
-        Cost the cells in this process or on Spark (``master``).
+    engine : {"local", "spark", "auto"}
+        Cost the cells in this process or on Spark (``master``); ``auto`` picks
+        by the charts' size (:func:`cqopt.charts.build.pick_engine`) and says which.
     k, model, weights
         Override the workload's k, cost model and utility weights for every query.
     refine, depth : int, optional
@@ -117,8 +118,8 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     from cqopt.charts.spec import workload_specs
     from cqopt.charts.store import check_writable, write_chart_set
 
-    if engine not in ("local", "spark"):
-        raise CqoptError(f"{name('engine', engine)}: expected local or spark")
+    if engine not in ("auto", "local", "spark"):
+        raise CqoptError(f"{name('engine', engine)}: expected auto, local or spark")
     if out is not None:
         check_writable(Path(out), force)  # before any work
     given = {"k": k, "model": model, "weights": weights, "refine": refine, "depth": depth,
@@ -136,6 +137,12 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
         for spec in specs:
             check_refinement(spec, shape["refine"], shape["depth"])
     extra: dict[str, Any] = {}
+    if engine == "auto":  # by the charts' size, and said
+        from cqopt.charts.build import pick_engine
+
+        engine, why = pick_engine(specs, catalog, shape["refine"])
+        if progress:
+            print(f"building {why}", file=sys.stderr, flush=True)
     if engine == "local":
         charts = build_local(specs, catalog, progress=progress, **shape)
     else:

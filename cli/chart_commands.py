@@ -106,7 +106,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         for stat, value in chart.spec.fixed.items():
             print(f"{chart.spec.name}: fixed {stat} = {value:g} "
                   f"({chart.spec.sources.get(stat, 'default')})")
-    print(f"wrote {out} ({len(charts)} charts, {args.engine} engine, {total:.1f} s)")
+    engine = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["engine"]
+    print(f"wrote {out} ({len(charts)} charts, {engine} engine, {total:.1f} s)")
     return 0
 
 
@@ -239,8 +240,10 @@ def add_parsers(sub) -> None:
                         "costs at most (1 + LAMBDA) x its optimum, LAMBDA in [0, 1), e.g. 0.1")
     p.add_argument("--master", type=options.master, default="local[*]",
                    help="Spark master URL (default local[*])")
-    p.add_argument("--engine", choices=["spark", "local"], default="spark",
-                   help="spark (default) or local: the same kernel in this process")
+    p.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
+                   help="spark, or local (the same kernel in this process); by default the "
+                        "charts' size picks one, said on stderr: this process when the cells "
+                        "take less than Spark's start-up would cost")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=cmd_build)

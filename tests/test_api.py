@@ -233,9 +233,17 @@ def test_the_base_install_loads_looks_up_and_steps_without_spark_or_matplotlib(
                              capture_output=True, text=True, cwd=str(tmp_path))
     assert explain.returncode == 0, explain.stderr
     # A command that needs an extra says which, in one line, instead of a traceback.
+    # Small charts build in this process, which the base install can do.
     build = subprocess.run([str(env / "bin" / "cqopt"), "build", "--catalog",
                             str(examples / "dec-pkt.toml"), "--workload",
-                            str(examples / "workload.toml"), "--out", str(tmp_path / "c2")],
+                            str(examples / "workload.toml"), "--out", str(tmp_path / "c1")],
+                           capture_output=True, text=True, cwd=str(tmp_path))
+    assert build.returncode == 0, build.stderr
+    assert "building in this process" in build.stderr
+    build = subprocess.run([str(env / "bin" / "cqopt"), "build", "--catalog",
+                            str(examples / "dec-pkt.toml"), "--workload",
+                            str(examples / "workload.toml"), "--out", str(tmp_path / "c2"),
+                            "--engine", "spark"],
                            capture_output=True, text=True, cwd=str(tmp_path))
     assert build.returncode == 2
     assert build.stderr.startswith("cqopt: error:") and "cqopt[spark]" in build.stderr

@@ -428,11 +428,29 @@ def test_a_chart_of_more_than_256_plans_indexes_in_two_bytes():
     assert chart.choose({"sel.S": 0.999}).plan_id == "P299"
 
 
+def test_cli_build_picks_the_engine_by_size_and_says_why(dec_toml, workload_toml, tmp_path,
+                                                        capsys, dec, specs, monkeypatch):
+    """issue 21: without --engine, small charts build in this process, large ones on Spark."""
+    import cqopt.charts.build as build_module
+
+    out = tmp_path / "set"
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out", str(out),
+                 "--k", "8"]) == 0
+    captured = capsys.readouterr()
+    assert "building in this process:" in captured.err and "local engine" in captured.out
+    engine, why = build_module.pick_engine(specs, dec)
+    assert engine == "local"
+    # Past the crossover (here: a slower machine, as far as the rule knows) it is Spark.
+    monkeypatch.setattr(build_module, "SECONDS_PER_CELL_PLAN", 1.0)
+    engine, why = build_module.pick_engine(specs, dec)
+    assert engine == "spark" and "--engine local to stay in this process" in why
+
+
 def test_cli_build_on_spark_uses_the_running_session(dec_toml, workload_toml, spark, tmp_path,
                                                      capsys, dec, specs):
     out = tmp_path / "set"
     assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out", str(out),
-                 "--k", "8", "--quiet"]) == 0
+                 "--k", "8", "--quiet", "--engine", "spark"]) == 0
     assert "spark engine" in capsys.readouterr().out
     local = build_local(specs, dec, progress=False)
     loaded = charts.load(out)
