@@ -14,6 +14,7 @@ line passes ``name=`` so that its messages name the option (``--k 0``).
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -504,6 +505,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
              queries: list[str] | None = None, ts_columns: Mapping[str, str] | None = None,
              replay_options: Mapping[str, Any] | None = None,
              describe: Mapping[str, str] | None = None, master: str = "local[*]",
+             deadline: float | None = None, min_kept: float = 0.0, delta: float = 0.05,
              force: bool = False, progress: bool = False, name: Name = setting_label
              ) -> dict[str, Any]:
     """Replay traces through charts into a fidelity report: the main job's last step.
@@ -545,6 +547,16 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         More lines for the report's header (the policy, in words).
     master : str
         A running Spark session of this process, else a new one on this master URL.
+    deadline : float, optional
+        Seconds each round may take: each query's chosen plans are predicted by the
+        engine model and each round shed at its inputs to fit
+        (:func:`cqopt.replay.overload.deadline_replay`), reported beside the run
+        without shedding (``summary["deadline"]``, the rounds table's ``kept``,
+        ``missed_with``, ... columns).
+    min_kept : float
+        With ``deadline``: the least share of a round's input kept, in [0, 1].
+    delta : float
+        With ``deadline``: the confidence ``1 - delta`` of a COUNT's promised error.
     force : bool
         Replace an existing ``out`` that cqopt wrote.
     progress : bool
@@ -578,6 +590,13 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     # Everything is checked before any Spark work starts.
     if rounds is not None and not rounds >= 1:
         raise CqoptError(f"{name('rounds', rounds)}: needs a number >= 1")
+    if deadline is not None:
+        for key, value, ok, needs in (
+                ("deadline", deadline, lambda v: v > 0, "a number of seconds > 0"),
+                ("min_kept", min_kept, lambda v: 0 <= v <= 1, "a share in [0, 1]"),
+                ("delta", delta, lambda v: 0 < v < 1, "a probability in (0, 1)")):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
+                raise CqoptError(f"{name(key, value)}: needs {needs}")
     options = judge_settings({"k": k}, name, CqoptError)
     swept = name("k_sweep", ",".join(map(str, k_sweep)))
     ks = [judge_settings({"k": value}, lambda _, v: f"{swept}: k = {v}", CqoptError)["k"]
@@ -644,6 +663,21 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
             say(f"{spec.name}: replaying {len(observed[spec.name])} rounds")
             replays[spec.name] = replay(spec.name, used[spec.name], catalog,
                                         observed[spec.name], **options)
+            if deadline is not None:
+                from cqopt.replay.overload import deadline_replay
+
+                shed = deadline_replay(replays[spec.name], used[spec.name], catalog,
+                                       observed[spec.name], deadline, min_kept=min_kept,
+                                       delta=delta)
+                replays[spec.name].summary["deadline"] = shed.summary
+                for column in ("predicted_s", "kept", "missed_without", "missed_with",
+                               "dropped", "epsilon"):
+                    replays[spec.name].rounds[f"deadline:{column}"] = shed.rounds[column]
+                if shed.summary["unreachable_rounds"]:
+                    print(f"{spec.name}: in {shed.summary['unreachable_rounds']} rounds no "
+                          f"shedding down to {min_kept:.0%} of the input fits the "
+                          f"{deadline:g} s deadline: those run at {min_kept:.0%} and count as "
+                          "misses", file=sys.stderr)
             if ks:
                 sweeps[spec.name] = sweep_k(spec.name, used[spec.name].spec, catalog,
                                             observed[spec.name], ks, **options)
@@ -676,9 +710,10 @@ def _trace_statistics(chosen, catalog: Catalog, paths: Mapping[str, str],
     with running_session(master, progress=say) as spark:
         for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
             say(f"{stream}: reading {paths[stream]}")
-            frames[stream], infos[stream] = read_trace(spark, paths[stream],
-                                                       catalog.stream(stream),
-                                                       ts_column=times.get(stream))
+            with spark_tasks(spark, f"reading {stream}'s trace", enabled=progress):
+                frames[stream], infos[stream] = read_trace(spark, paths[stream],
+                                                           catalog.stream(stream),
+                                                           ts_column=times.get(stream))
         for spec, query in chosen:
             check_span(spec.name, {s: infos[s] for s in query.stream_names},
                        round_seconds(query), rounds, name)

@@ -48,7 +48,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
     from cqopt.api import fidelity
-    from cqopt.replay.report import headline, summary_json
+    from cqopt.replay.report import deadline_line, headline, summary_json
 
     check_policy_options(args)  # before any work starts
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
@@ -57,7 +57,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         trace_dir=args.traces, charts=args.charts, k=args.k, k_sweep=ks, rounds=args.rounds,
         queries=args.query, ts_columns=_pairs(args.ts_column, "--ts-column"),
         replay_options={"seed": args.seed, **policy_options(args)},
-        describe=describe_policy(args), master=args.master, force=args.force,
+        describe=describe_policy(args), master=args.master, deadline=args.deadline,
+        min_kept=args.min_kept, delta=args.delta, force=args.force,
         progress=not args.quiet, name=lambda key, value: f"{option_label(key)} {value}")
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
@@ -71,6 +72,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                   f"{b['regret']:8.4f} {b['mean_regret']:8.4f} {b['fidelity']:8.3f} "
                   f"{b['near_fidelity']:8.3f} {b.get('moves', ''):>6} {b['switches']:>8}")
         print(f"{'':<10} {headline(s)}")
+        if "deadline" in s:
+            print(f"{'':<10} {deadline_line(s['deadline'])}")
         for alarm in s["alarms"]:
             print(f"cqopt: warning: {name}: {alarm['message']}", file=sys.stderr)
     out = Path(args.out)
@@ -156,6 +159,17 @@ def add_parsers(sub) -> None:
                    help="seed of the RAND baseline")
     p.add_argument("--master", type=options.master, default="local[*]",
                    help="Spark master URL (default local[*])")
+    p.add_argument("--deadline", type=number(above=0), metavar="SECONDS",
+                   help="each round must finish within SECONDS: the chosen plans' seconds "
+                        "predicted by the engine model (the catalog's [engine] constants), "
+                        "each round shed at its inputs to fit, and reported beside the run "
+                        "without shedding (misses, tuples shed, a COUNT's promised error)")
+    p.add_argument("--min-kept", type=number(low=0, high=1), default=0.0, metavar="SHARE",
+                   help="with --deadline: the least share of a round's input kept, its "
+                        "least QoS (default 0)")
+    p.add_argument("--delta", type=number(above=0, high=0.5), default=0.05,
+                   help="with --deadline: a COUNT's error is promised at confidence "
+                        "1 - DELTA (default 0.05)")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (Spark's bar and each step)")

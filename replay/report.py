@@ -50,7 +50,9 @@ GLOSSARY: tuple[tuple[tuple[str, ...], str], ...] = (
                    "in hindsight (BEST-STATIC), in one sentence per query."),
     (("method",), "how a round's plan was chosen: the chart, or one of the baselines below."),
     (("chart (estimated)",), "the chart as it runs: each round's statistics are estimated "
-                             "from earlier rounds and the chart's plan at the estimate runs."),
+                             "(by default measured on a sample of the round's own tuples; "
+                             "with --estimator decay, predicted from earlier rounds) and the "
+                             "chart's plan at the estimate runs."),
     (("ORACLE-CHART",), "the same chart looked up at each round's actual statistics: what "
                         "the chart would do with perfect estimates."),
     (("RAND",), "a plan drawn at random every round (seeded): the floor."),
@@ -92,8 +94,10 @@ GLOSSARY: tuple[tuple[tuple[str, ...], str], ...] = (
     (("join order and operators",), "the plan's id: its join order, and σ (selection) and "
                                     "π (projection) in the order they run; cqopt show "
                                     "--plans prints the whole tree."),
-    (("estimator",), "how a round's statistics are predicted from the rounds before it "
-                     "(OM's decay mean by default)."),
+    (("estimator",), "how a round's statistics are estimated: sample (the default) "
+                     "measures them on a simple random sample of the round's own tuples, as "
+                     "RTStream does; decay, holt, median, ... predict them from the rounds "
+                     "before it, as OM does."),
     (("choice",), "point: the chart's plan at the estimate (OM); expected: the plan of "
                   "lowest expected cost over recent estimation errors."),
     (("fallback",), "with --fallback N, the best fixed plan of the last N rounds runs while "
@@ -101,9 +105,63 @@ GLOSSARY: tuple[tuple[tuple[str, ...], str], ...] = (
     (("hysteresis",), "how long the current plan is held before switching: none, margin "
                       "(another plan must win by a margin for some rounds), or priced "
                       "(the saving must pay for handing the join state over)."),
-    (("model",), "the cost model the chart was built with (OM or PIPES)."),
+    (("model",), "the cost model the chart was built with (OM, PIPES or the engine's "
+                 "seconds)."),
+    (("deadline",), "with --deadline: the seconds each round may take; the chosen plan's "
+                    "seconds are predicted by the engine model, and a round predicted to "
+                    "overrun keeps only the share of its input that fits (the rest shed at "
+                    "the inputs)."),
+    (("run", "without shedding", "with shedding"), "without shedding, every tuple runs; "
+                                                   "with shedding, each round keeps the share "
+                                                   "of its input that fits the deadline."),
+    (("rounds missing the deadline",), "the share of rounds whose predicted seconds exceed "
+                                       "the deadline."),
+    (("rounds shed",), "the share of rounds that dropped input to fit the deadline."),
+    (("tuples shed",), "the tuples dropped at the inputs, and their share of all tuples."),
+    (("largest promised error",), "for a COUNT: the largest relative error the shedding "
+                                  "promises at confidence 1 - delta (Babcock et al.: "
+                                  "epsilon = C / p); other queries get none."),
     (("weights",), "the utility weights of the cost model's terms (rate, memory[, CPU])."),
 )
+
+
+DEADLINE_HEADERS = ("run", "rounds missing the deadline", "rounds shed", "tuples shed",
+                    "largest promised error")
+
+
+def deadline_table(d: dict[str, Any]) -> dict[str, Any]:
+    """The deadline's table: the run without shedding beside the run with it."""
+    share = d["tuples_dropped"] / d["tuples"] if d["tuples"] else 0.0
+    epsilon = (f"{d['max_epsilon']:.3g} (delta {d['delta']:g})"
+               if math.isfinite(d["max_epsilon"]) else NOT_APPLICABLE)
+    return {"caption": f"A deadline of {d['deadline_s']:g} s per round (engine model, "
+                       f"{d['engine_constants']} constants)",
+            "headers": DEADLINE_HEADERS,
+            "rows": [["without shedding", f"{d['miss_share_without']:.1%}", "0.0%", "0",
+                      NOT_APPLICABLE],
+                     ["with shedding", f"{d['miss_share_with']:.1%}", f"{d['shed_share']:.1%}",
+                      f"{d['tuples_dropped']:,.0f} ({share:.1%})", epsilon]]}
+
+
+def deadline_line(d: dict[str, Any]) -> str:
+    """The deadline's outcome in one line, for the console.
+
+    >>> deadline_line({"deadline_s": 1.0, "miss_share_without": 0.4, "miss_share_with": 0.0,
+    ...                "shed_share": 0.4, "tuples_dropped": 50.0, "tuples": 1000.0,
+    ...                "max_epsilon": float("nan"), "unreachable_rounds": 0,
+    ...                "engine_constants": "fitted"})
+    'deadline 1 s: 40.0% of rounds miss it without shedding, 0.0% with (40.0% of rounds shed 5.0% of the tuples)'
+    """
+    share = d["tuples_dropped"] / d["tuples"] if d["tuples"] else 0.0
+    text = (f"deadline {d['deadline_s']:g} s: {d['miss_share_without']:.1%} of rounds miss it "
+            f"without shedding, {d['miss_share_with']:.1%} with ({d['shed_share']:.1%} of rounds "
+            f"shed {share:.1%} of the tuples)")
+    if math.isfinite(d["max_epsilon"]):
+        text += f"; a COUNT's error promised within {d['max_epsilon']:.3g}"
+    if d["engine_constants"] == "defaults":
+        text += ("; the engine model's constants are its defaults, not fitted to this engine "
+                 "(cqopt calibrate --from-run RUN fits them)")
+    return text
 
 
 def glossary_terms() -> set[str]:
@@ -383,6 +441,8 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
                                                                   "moves", "switches")
                                      else str(int(row[c])) for c in SWEEP_COLUMNS]
                                     for _, row in sweep.iterrows()]})
+        if "deadline" in s:
+            tables.append(deadline_table(s["deadline"]))
         tables.append({"caption": "The plans of the diagram", "headers": PLAN_HEADERS,
                        "rows": [[f"P{n}", f"{share:.1%}", chart.plans[i].id]
                                 for n, (i, share) in enumerate(plan_numbers(chart), 1)]})

@@ -139,3 +139,44 @@ def test_fidelity_refuses_charts_of_another_query(dec_toml, workload_toml, trace
                  str(tmp_path / "charts"), "--traces", str(traces), "--query", "Q1",
                  "--out", str(tmp_path / "r")]) == 2
     assert "is not the one in" in capsys.readouterr().err
+
+
+def test_fidelity_replays_a_deadline_with_and_without_shedding(dec_toml, workload_toml, spark,
+                                                               traces, tmp_path, capsys):
+    """issue 22: --deadline predicts each chosen plan's seconds (engine model), sheds the
+    rounds that overrun at their inputs and reports both runs; no overload, nothing shed."""
+    import pandas as pd
+
+    # A deadline the default engine model puts between Q1's quiet and busy rounds.
+    report = tmp_path / "tight"
+    assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--traces",
+                 str(traces), "--out", str(report), "--k-sweep", "none", "--query", "Q1",
+                 "--deadline", "0.3004", "--json", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)["queries"]["Q1"]["deadline"]
+    assert summary["miss_share_without"] > 0.2 and summary["miss_share_with"] == 0.0
+    assert summary["tuples_dropped"] > 0 and summary["engine_constants"] == "defaults"
+    rounds = pd.read_parquet(report / "rounds" / "Q1.parquet")
+    assert len(rounds) == summary["rounds"]
+    page = (report / "report.md").read_text(encoding="utf-8")
+    assert "A deadline of 0.3004 s per round" in page and "| with shedding |" in page
+    # A deadline nothing overruns: nothing shed, every round keeps its whole input.
+    assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--traces",
+                 str(traces), "--out", str(tmp_path / "loose"), "--k-sweep", "none",
+                 "--query", "Q1", "--deadline", "60", "--json", "--quiet"]) == 0
+    loose = json.loads(capsys.readouterr().out)["queries"]["Q1"]["deadline"]
+    assert loose["tuples_dropped"] == 0 and loose["shed_share"] == 0
+    assert loose["miss_share_without"] == loose["miss_share_with"] == 0
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--deadline", "0"], "--deadline '0': needs a number > 0"),
+    (["--deadline", "-1"], "--deadline '-1': needs a number > 0"),
+    (["--deadline", "1", "--min-kept", "1.5"], "--min-kept '1.5': needs a number <= 1"),
+    (["--deadline", "1", "--delta", "0.7"], "--delta '0.7': needs a number <= 0.5"),
+])
+def test_bad_deadline_settings_are_refused_before_spark(dec_toml, workload_toml, traces,
+                                                        tmp_path, capsys, args, fragment):
+    assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--traces",
+                 str(traces), "--out", str(tmp_path / "r"), *args]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "starting Spark" not in err

@@ -18,9 +18,11 @@ import pytest
 from cqopt.catalog import load_catalog
 from cqopt.charts.spec import workload_specs
 from cqopt.charts.workload import load_workload
+from cqopt.replay.overload import deadline_replay
 from cqopt.replay.replay import fidelity_over_time, k_sweep, local_chart, replay
 from cqopt.replay.report import (
     COLUMNS,
+    DEADLINE_HEADERS,
     HEADERS,
     glossary_terms,
     over_time_bucket,
@@ -49,6 +51,9 @@ def report(examples, tmp_path_factory):
         "sel.TCP": np.clip(0.3 + 0.25 * np.sin(t / 15) + rng.normal(0, 0.03, n), 0, 1)})
     charts = {name: local_chart(spec, catalog) for name, spec in specs.items()}
     replays = {name: replay(name, chart, catalog, observed) for name, chart in charts.items()}
+    # Q1 under a deadline its busiest rounds overrun (the engine model's default constants)
+    shed = deadline_replay(replays["Q1"], charts["Q1"], catalog, observed, deadline=0.3006)
+    replays["Q1"].summary["deadline"] = shed.summary
     sweeps = {"Q2": k_sweep("Q2", specs["Q2"], catalog, observed, [2, 5])}
     out = tmp_path_factory.mktemp("report")
     write_report(out, replays, charts, sweeps,
@@ -124,11 +129,13 @@ def test_markdown_and_html_tables_have_the_same_rows_and_columns(report):
     out, _ = report
     html_tables = _page(out).tables
     md_tables = _markdown_tables((out / "report.md").read_text(encoding="utf-8"))
-    # Q1: baselines, plans; Q2: baselines, k sweep, plans
-    assert len(html_tables) == len(md_tables) == 5
+    # Q1: baselines, deadline, plans; Q2: baselines, k sweep, plans
+    assert len(html_tables) == len(md_tables) == 6
     assert html_tables == md_tables
     assert html_tables[0][0] == list(HEADERS) and len(html_tables[0]) == 6
-    assert html_tables[3][0][:3] == ["k", "cells", "plans used"]
+    assert html_tables[1][0] == list(DEADLINE_HEADERS)
+    assert [row[0] for row in html_tables[1][1:]] == ["without shedding", "with shedding"]
+    assert html_tables[4][0][:3] == ["k", "cells", "plans used"]
 
 
 def test_every_term_of_the_tables_is_in_the_glossary(report):

@@ -1,0 +1,164 @@
+"""A deadline per round replayed over a fidelity replay: what shedding would have kept and cost.
+
+``cqopt fidelity --deadline SECONDS`` asks, of every round a replay chose a
+plan for: would that plan have finished by the deadline, and if not, how much
+of the round's input would have had to be shed? The seconds come from the
+engine cost model (:class:`cqopt.costmodel.engine.Engine`, with the catalog's
+``[engine]`` constants: ``cqopt calibrate --from-run`` fits them to a run),
+the shedding from :func:`cqopt.runtime.overload.simulate.simulate_rounds`:
+each stream keeps the largest share ``p`` that fits, dropped at the inputs
+(Babcock et al.'s placement for one query, seed 004 §3.2; RTStream's early
+drop, seed 000 §4.4). For a COUNT the bound the shedding promises is
+reported, ``ε = C / p`` at confidence ``1 − δ`` with ``C`` Babcock's error
+constant over the tuples that reach the aggregate; other aggregates need the
+spread of the summed column, which per-round statistics do not hold, and get
+none (said). A query without aggregates is a join or a selection: a dropped
+tuple is a lost result, counted as tuples dropped.
+
+>>> from cqopt.catalog import load_catalog
+>>> from cqopt.charts.spec import workload_specs
+>>> from cqopt.charts.workload import workload_from_dict
+>>> from cqopt.examples import example
+>>> from cqopt.replay.replay import local_chart, replay
+>>> cat = load_catalog(example("dec-pkt.toml"))
+>>> (spec, _), = workload_specs(workload_from_dict({"query": [{"name": "C", "k": 4,
+...     "sql": "SELECT COUNT(*) FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"}]}), cat)
+>>> chart = local_chart(spec, cat)
+>>> observed = pd.DataFrame({"round": [0, 1], "start": [0.0, 1.0],
+...                          "rate.TCP": [500.0, 5e6], "sel.TCP": [0.1, 0.1]})
+>>> r = replay("C", chart, cat, observed)
+>>> shed = deadline_replay(r, chart, cat, observed, deadline=0.5, delta=0.05)
+>>> shed.rounds["kept"].round(4).tolist(), shed.summary["miss_share_with"]
+([1.0, 0.0346], 0.0)
+>>> round(shed.summary["max_epsilon"], 4)  # C over 500,000 counted tuples, over p
+0.0555
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from cqopt.catalog import Catalog
+from cqopt.catalog.catalog import EngineConstants
+from cqopt.charts.lookup import QueryChart
+from cqopt.costmodel.engine import Engine
+from cqopt.errors import CqoptError
+from cqopt.optimizer.plans import nodes as kinds
+from cqopt.replay.replay import Replay, actual_statistics, round_length
+from cqopt.runtime.overload.simulate import simulate_rounds
+
+
+@dataclass(frozen=True)
+class DeadlineReplay:
+    """Per round (``rounds``) and in all (``summary``): predicted seconds, kept share,
+    misses without and with shedding, tuples dropped, the promised error."""
+
+    rounds: pd.DataFrame
+    summary: dict[str, Any]
+
+
+def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
+                    observed: pd.DataFrame, deadline: float, *, min_kept: float = 0.0,
+                    delta: float = 0.05) -> DeadlineReplay:
+    """Shed each round of ``replay`` to fit ``deadline``, as a run would have.
+
+    Parameters
+    ----------
+    replay : Replay
+        The chart's replay: the plan it chose per round (``replay.rounds["plan"]``).
+    chart : QueryChart
+    catalog : Catalog
+        Its ``[engine]`` constants predict the seconds.
+    observed : DataFrame
+        The per-round statistics the replay ran on.
+    deadline : float
+        Seconds a round may take, > 0.
+    min_kept : float
+        The least share of input a round may keep (its least QoS), in [0, 1].
+    delta : float
+        The confidence of a COUNT's promised error, in (0, 1).
+
+    Returns
+    -------
+    DeadlineReplay
+
+    Raises
+    ------
+    CqoptError
+        A deadline, ``min_kept`` or ``delta`` out of range.
+    """
+    if not (math.isfinite(deadline) and deadline > 0):
+        raise CqoptError(f"--deadline {deadline}: needs a number of seconds > 0")
+    if not 0 < delta < 1:
+        raise CqoptError(f"delta {delta}: needs a number in (0, 1)")
+    window_s = round_length(observed)
+    stats = actual_statistics(chart, observed)
+    # Rates of a round without tuples are 0, not carried forward: nothing to run.
+    for name in stats:
+        if name.startswith("rate.") and name in observed:
+            stats[name] = np.nan_to_num(observed[name].to_numpy(dtype=np.float64))
+    engine = Engine(catalog)
+    plans = list(chart.plans)
+    position = {p.id: i for i, p in enumerate(plans)}
+    chosen = np.array([position[p] for p in replay.rounds["plan"]], dtype=np.intp)
+    rows = np.arange(len(chosen))
+
+    def predict(at: dict[str, np.ndarray]) -> np.ndarray:
+        seconds = np.stack([np.broadcast_to(np.asarray(engine.seconds(p, at), dtype=np.float64),
+                                            (len(chosen),)) for p in plans])
+        return seconds[chosen, rows]
+
+    aggregate, note = _count_input(chart, catalog, stats, chosen, window_s)
+    shed = simulate_rounds(stats, predict, deadline, window_s, aggregate=aggregate,
+                           delta=delta, min_kept=min_kept)
+    fitted = any(getattr(catalog.engine, f.name) != f.default
+                 for f in dataclasses.fields(EngineConstants))
+    rounds = pd.DataFrame({"round": replay.rounds["round"].to_numpy(),
+                           "plan": replay.rounds["plan"].to_numpy(),
+                           "predicted_s": shed.predicted, "kept": shed.kept,
+                           "predicted_after_s": shed.predicted_after,
+                           "missed_without": shed.missed_without,
+                           "missed_with": shed.missed_with, "dropped": shed.dropped,
+                           "epsilon": shed.epsilon, "unreachable": shed.unreachable})
+    summary = {**shed.summary(), "deadline_s": float(deadline), "min_kept": float(min_kept),
+               "unreachable_rounds": int(shed.unreachable.sum()),
+               "tuples": float(sum(stats[k] for k in stats if k.startswith("rate.")).sum()
+                               * window_s),
+               "engine_constants": "fitted" if fitted else "defaults",
+               "error_bound": note}
+    return DeadlineReplay(rounds, summary)
+
+
+def _count_input(chart: QueryChart, catalog: Catalog, stats: dict[str, np.ndarray],
+                 chosen: np.ndarray, window_s: float) -> tuple[dict | None, str]:
+    """A COUNT's contributing tuples per round (Babcock's N; μ = 1, σ = 0), and a note."""
+    plans = list(chart.plans)
+    aggregate = next((plans[0].node(k) for k in plans[0].operators()
+                      if isinstance(plans[0].node(k), kinds.AggregateNode)), None)
+    if aggregate is None:
+        return None, "none: the query has no aggregate (a dropped tuple is a lost result)"
+    functions = {a.function for a in aggregate.aggregates}
+    if functions != {"COUNT"} or aggregate.group_by:
+        return None, (f"none: {', '.join(sorted(functions))}"
+                      f"{' per group' if aggregate.group_by else ''} needs the spread of its "
+                      "column per group, which per-round statistics do not hold")
+    # The engine model's rates: every tuple counted (OM's are throttled by its capacity).
+    model = Engine(catalog)
+    counts = np.empty(len(chosen))
+    for i, plan in enumerate(plans):
+        mine = chosen == i
+        if not mine.any():
+            continue
+        key = next(k for k in plan.operators() if isinstance(plan.node(k), kinds.AggregateNode))
+        below = plan.node(key).inputs[0]
+        rate = np.broadcast_to(np.asarray(model.cost(plan, stats).operators[below].rate,
+                                          dtype=np.float64), counts.shape)
+        counts[mine] = rate[mine] * window_s
+    return ({"count": counts, "mean": np.ones_like(counts), "std": np.zeros_like(counts)},
+            "COUNT: epsilon = C / p at confidence 1 - delta, C over the tuples counted")
