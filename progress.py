@@ -98,14 +98,16 @@ def counter(label: str, total: int, unit: str, *, enabled: bool = True,
 
 
 @contextmanager
-def heartbeat(label: str, poll: Callable[[], tuple[int, int]], unit: str, *,
+def heartbeat(label: str, poll: Callable[[], tuple[int, int]] | None, unit: str, *,
               enabled: bool = True, stream: TextIO | None = None,
               every_s: float = 5.0, poll_s: float = 0.5) -> Iterator[None]:
     """Work whose progress only a poll can tell (a Spark job): said while the block runs.
 
-    ``poll()`` returns ``(done, total)`` units so far. On a terminal it is a
-    bar redrawn as they change; off one, a line after ``poll_s`` and then
-    every ``every_s`` seconds, so that no wait is silent for long.
+    ``poll()`` returns ``(done, total)`` units so far; without ``poll`` (a wait
+    nothing can count, such as a JVM starting) the time alone is said. On a
+    terminal it is a bar redrawn as they change; off one, a line after
+    ``every_s`` seconds and then every ``every_s``, so that no wait is silent
+    for long.
 
     >>> import io
     >>> out = io.StringIO()
@@ -127,13 +129,19 @@ def heartbeat(label: str, poll: Callable[[], tuple[int, int]], unit: str, *,
 
     def watch() -> None:
         bar = None
-        said = -math.inf
+        said = time.monotonic() if poll is None else -math.inf
         while not stop.wait(poll_s):
+            now = time.monotonic()
+            if poll is None:
+                if now - said >= every_s:
+                    said = now
+                    print(f"  {label}: still {unit}, {now - began:.0f} s", file=stream,
+                          flush=True)
+                continue
             try:
                 done, total = poll()
             except Exception:  # a poll that fails (the job ended under it) says nothing
                 continue
-            now = time.monotonic()
             if tqdm is not None and is_terminal(stream):
                 if bar is None:
                     bar = tqdm(total=total, desc=f"  {label}", unit=f" {unit}", file=stream,
@@ -142,8 +150,9 @@ def heartbeat(label: str, poll: Callable[[], tuple[int, int]], unit: str, *,
                 bar.refresh()
             elif now - said >= every_s:
                 said = now
-                print(f"  {label}: {done:,} of {total:,} {unit} done, {now - began:.0f} s",
-                      file=stream, flush=True)
+                progress = (f"{done:,} of {total:,} {unit} done" if total else
+                            "waiting for its first tasks to start")
+                print(f"  {label}: {progress}, {now - began:.0f} s", file=stream, flush=True)
         if bar is not None:
             bar.close()
 

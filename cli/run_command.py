@@ -77,11 +77,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"cqopt run: {line}", file=sys.stderr, flush=True)
 
     trigger = parse_trigger(args.trigger)
+    deadline = None
+    if args.deadline is not None:  # seconds, or the trigger's interval
+        if args.deadline == "trigger":
+            if not isinstance(trigger, float):
+                raise CqoptError(f"--deadline trigger: the deadline is the trigger's interval, "
+                                 f"but --trigger is {args.trigger}; give --trigger SECONDS or "
+                                 "--deadline SECONDS")
+            deadline = trigger
+        else:
+            deadline = parse_number(args.deadline, "--deadline (SECONDS or trigger)", above=0)
     with running_session(args.master, progress=say) as spark:
         run = AdaptiveRun(spark, args.query, query, chart, catalog, sources, args.out,
                           window_s=_window_seconds(query), trigger=trigger, shadow=args.shadow,
                           max_rounds=args.max_rounds, policy=policy_options(args),
-                          tolerance=tolerance, progress=say)
+                          tolerance=tolerance, deadline=deadline, min_kept=args.min_kept,
+                          progress=say)
         result = run.run()
     s = result.summary
     print(f"{args.query}: {s['rounds']} rounds ({s['empty_rounds']} empty), stopped by "
@@ -95,6 +106,11 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"regret {m['regret']:.3f}; total s: adaptive {t['adaptive']:.3f}, best static "
               f"{t['best_static']:.3f} ({t['best_static_plan']}), worst static "
               f"{t['worst_static']:.3f} ({t['worst_static_plan']})")
+    if "deadline" in s:
+        d = s["deadline"]
+        print(f"deadline {d['seconds']:g} s: {d['missed']} of {d['rounds']} rounds late; "
+              f"{d['shed_rounds']} rounds shed {d['tuples_dropped']:,.0f} of {d['tuples']:,} "
+              "tuples")
     print(f"wrote {result.out / 'report.md'}")
     dropped = s.get("late_tuples", 0) + s.get("untimed_tuples", 0)
     if dropped and not args.allow_late:
@@ -152,6 +168,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--tolerance-ms", type=number(low=0), default=50.0,
                    help="absolute noise tolerance of measured fidelity in ms (default 50)")
     add_policy_arguments(p, estimator="sample")
+    p.add_argument("--deadline", metavar="SECONDS|trigger",
+                   help="each round must finish within SECONDS (trigger: the --trigger "
+                        "interval): a round the engine model predicts to overrun keeps only the "
+                        "share of each stream's tuples that fits, sampled at the inputs, and "
+                        "scales COUNT and SUM answers by 1/share; each round's log says what "
+                        "was shed (default: no deadline, nothing shed)")
+    p.add_argument("--min-kept", type=number(low=0, high=1), default=0.0, metavar="SHARE",
+                   help="with --deadline: the least share of a round's input kept (default 0)")
     p.add_argument("--master", type=options.master, default="local[*]",
                    help="Spark master URL (default local[*])")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cqopt.errors import CqoptError
+from cqopt.progress import heartbeat
 
 if TYPE_CHECKING:  # pyspark and pyarrow load only when a Spark build runs
     from pyspark.sql import SparkSession
@@ -231,7 +232,8 @@ def running_session(master: str = "local[*]",
     with _stop_jvm_when_killed() as killed:
         began = time.monotonic()
         say(f"starting Spark ({master})...")
-        spark = spark_session(master, progress=bool(progress), conf=conf)
+        with heartbeat("Spark", None, "starting", enabled=bool(progress)):
+            spark = spark_session(master, progress=bool(progress), conf=conf)
         say(f"Spark started in {time.monotonic() - began:.1f} s")
         try:
             yield spark

@@ -107,7 +107,7 @@ from cqopt.optimizer.query.statistics import rate_name
 from cqopt.replay.rounds import round_array, round_of
 from cqopt.replay.trace_format import TraceError, detect_trace_format, trace_formats
 from cqopt.runtime.adaptive import AdaptiveQuery
-from cqopt.spark.plan_frame import to_spark
+from cqopt.spark.plan_frame import scaled_answers, to_spark
 from cqopt.spark.session import spark_errors, spark_message
 from cqopt.spark.trace_read import SPARK_TYPES
 from cqopt.output import write_atomic
@@ -253,6 +253,7 @@ class AdaptiveRun:
                  max_files_per_trigger: int | None = None, estimator: str = "sample", d: int = 5,
                  decay: float = 0.5, policy: Mapping[str, Any] | None = None,
                  start: float | None = None, tolerance: Tolerance = Tolerance(),
+                 deadline: float | None = None, min_kept: float = 0.0,
                  progress: Callable[[str], None] | None = None):
         """Check everything that can be checked before Spark reads a tuple.
 
@@ -298,6 +299,16 @@ class AdaptiveRun:
             earliest timestamp.
         tolerance : Tolerance
             When a measured time counts as tied with the fastest.
+        deadline : float, optional
+            Seconds a round may take. Before each round its plan's seconds are
+            predicted by the engine model at the round's statistics (the catalog's
+            ``[engine]`` constants); a round predicted to overrun keeps the largest
+            share ``p`` of each stream's tuples that fits, sampled at the inputs
+            (Babcock et al.'s shedder, RTStream's early drop), and a COUNT's or
+            SUM's answer is scaled by ``1/p``. Each round's log says what was shed.
+        min_kept : float
+            With ``deadline``: the least share of a round's input kept (its least
+            QoS); a round that cannot fit even then runs at it, a miss counted.
 
         Raises
         ------
@@ -311,7 +322,13 @@ class AdaptiveRun:
         self.trigger, self.shadow = trigger, shadow
         self.max_rounds, self.max_files = max_rounds, max_files_per_trigger
         self.tolerance = tolerance
-        self.progress = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+        say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.said_at = time.monotonic()
+
+        def progress_line(line: str) -> None:  # when the run last said something
+            self.said_at = time.monotonic()
+            say(line)
+        self.progress = progress_line
         # sample[:RATIO]: choose each round at its own statistics (RTStream's sampler plan).
         # The run reads every tuple of the round before it runs it anyway, so the round is
         # measured whole: a sample would save nothing here. The estimators still predict
@@ -326,6 +343,13 @@ class AdaptiveRun:
                               "ratio is not used")
             estimator = "sample:1"
         self.options = {"estimator": estimator, "d": d, "decay": decay, **(policy or {})}
+        if deadline is not None and not (isinstance(deadline, (int, float))
+                                         and math.isfinite(deadline) and deadline > 0):
+            raise StreamingRunError(f"--deadline {deadline}: needs a number of seconds > 0")
+        if not (isinstance(min_kept, (int, float)) and 0 <= min_kept <= 1):
+            raise StreamingRunError(f"--min-kept {min_kept}: needs a share in [0, 1]")
+        self.deadline, self.min_kept = deadline, float(min_kept)
+        self.unreachable_said = False
         self.streams = tuple(query.stream_names)
         self.sources = _match_sources(sources, self.streams, name)
         if max_rounds is not None and not (isinstance(max_rounds, int) and max_rounds >= 1):
@@ -439,12 +463,14 @@ class AdaptiveRun:
             else:
                 writer = writer.trigger(processingTime=f"{self.trigger} seconds")
             handle = writer.start()
+        began = time.monotonic()
         try:
             while handle.isActive:
                 if self.stop_requested.is_set():
                     handle.stop()
                     break
                 handle.awaitTermination(0.5)
+                self._say_waiting(began)
         except KeyboardInterrupt:
             self.stopped_by = "interrupted (Ctrl-C)"
             self.stop_requested.set()
@@ -460,6 +486,20 @@ class AdaptiveRun:
         if self.trigger in TRIGGERS and not self.stop_requested.is_set():
             self._finish_input()
         return self.report()
+
+    def _say_waiting(self, began: float) -> None:
+        """Never silent for long: a line after 2 s without one before the first round (the
+        streaming query starts, reads its first files), then after 30 s without one."""
+        quiet = time.monotonic() - self.said_at
+        first = not self.records
+        if quiet < (5.0 if first and time.monotonic() - began > 3.0 else
+                    2.0 if first else 30.0):
+            return
+        waited = time.monotonic() - began
+        self.progress(f"{self.name}: starting the streaming query and reading its first "
+                      f"input, {waited:.0f} s" if first else
+                      f"{self.name}: waiting for input: {len(self.records)} rounds run, the "
+                      f"last {quiet:.0f} s ago")
 
     def _read_stream(self, source: Source) -> DataFrame:
         from pyspark.sql import functions as F
@@ -842,7 +882,7 @@ class AdaptiveRun:
             observed = {r: {name: float(table[name].iloc[r])
                             for name in self.query.statistics} for r in range(first, stop)}
         statistics_s = (time.perf_counter() - began) / (stop - first)
-        if self.shadow or stop - first == 1:
+        if self.shadow or self.deadline is not None or stop - first == 1:
             for r in range(first, stop):
                 self._run_round(r, tuples, observed[r], batch_id,
                                 lag_s=(newest - r) * self.window_s, statistics_s=statistics_s)
@@ -896,12 +936,18 @@ class AdaptiveRun:
 
         outcome = self._choose(observed)
         frames = {s: df.where(F.col("_round") == r).drop("_round") for s, df in tuples.items()}
+        shed = self._shed(r, outcome.plan, observed)
+        if shed["kept"] < 1.0:  # random shedders at the inputs, as early as possible
+            frames = {s: df.sample(withReplacement=False, fraction=shed["kept"], seed=r)
+                      for s, df in frames.items()}
         if self.shadow:  # every candidate reads the round: read it once
             frames = {s: df.persist(StorageLevel.MEMORY_AND_DISK) for s, df in frames.items()}
         try:
             began = time.perf_counter()
-            rows_out = _write_result(to_spark(outcome.plan, frames, query=self.query),
-                                     self.out / "results" / f"round-{r:06d}.parquet")
+            result = to_spark(outcome.plan, frames, query=self.query)
+            if shed["kept"] < 1.0:
+                result = scaled_answers(result, outcome.plan, self.query, shed["kept"])
+            rows_out = _write_result(result, self.out / "results" / f"round-{r:06d}.parquet")
             seconds = time.perf_counter() - began
             shadow = self._shadow(frames, r) if self.shadow else {}
         finally:
@@ -909,11 +955,36 @@ class AdaptiveRun:
                 for frame in frames.values():
                     frame.unpersist()
         self._log_round(r, outcome, observed, rows_out, seconds, shadow, batch_id, lag_s,
-                        statistics_s=statistics_s)
+                        statistics_s=statistics_s, shed=shed)
+
+    def _shed(self, r: int, plan, observed: dict[str, float]) -> dict[str, Any]:
+        """What the deadline asks of round ``r``: its predicted seconds at full input, the
+        share kept (1: nothing shed) and the tuples that drops (see ``deadline``)."""
+        if self.deadline is None:
+            return {"kept": 1.0}
+        from cqopt.costmodel.engine import Engine
+        from cqopt.runtime.overload.simulate import simulate_rounds
+
+        engine = Engine(self.catalog)
+        stats = {k: np.array([v]) for k, v in observed.items()}
+        if any(not math.isfinite(observed.get(k, math.nan)) for k in engine.statistics(plan)):
+            return {"kept": 1.0, "predicted_s": None}  # a stream without tuples: nothing to shed
+        run = simulate_rounds(stats, lambda at: engine.seconds(plan, at), self.deadline,
+                              self.window_s, min_kept=self.min_kept)
+        if run.unreachable[0] and not self.unreachable_said:
+            self.unreachable_said = True
+            self.progress(f"{self.name}: round {r}: even keeping {self.min_kept:.0%} of its "
+                          f"input, {plan.id} is predicted at {run.predicted_after[0]:.3f} s, "
+                          f"over the {self.deadline:g} s deadline; such rounds run at "
+                          f"{self.min_kept:.0%} and count as misses (said once)")
+        return {"kept": float(run.kept[0]), "predicted_s": float(run.predicted[0]),
+                "predicted_after_s": float(run.predicted_after[0]),
+                "dropped": float(run.dropped[0]), "unreachable": bool(run.unreachable[0])}
 
     def _log_round(self, r: int, outcome, observed: dict[str, float], rows_out: int,
                    seconds: float, shadow: dict[str, float], batch_id: int | None,
-                   lag_s: float, grouped: int = 1, statistics_s: float = 0.0) -> None:
+                   lag_s: float, grouped: int = 1, statistics_s: float = 0.0,
+                   shed: dict[str, Any] | None = None) -> None:
         """Log a round whose result is written: from here on it counts as run."""
         round_start = self.state["start"] + r * self.window_s
         # The round's tuples per stream: its observed rate times W.
@@ -927,6 +998,9 @@ class AdaptiveRun:
             "chart_plan": outcome.chart_plan_id, "move": outcome.move,
             "switch": outcome.switch, "rows_out": rows_out, "plan_seconds": seconds,
             "statistics_seconds": statistics_s,
+            "deadline": None if self.deadline is None else {
+                "seconds": self.deadline, **(shed or {"kept": 1.0}),
+                "missed": seconds > self.deadline},
             "grouped_rounds": grouped, "shadow_seconds": shadow, "batch": batch_id,
             "lag_s": lag_s, "finished_at": time.time(),
         }
@@ -940,6 +1014,9 @@ class AdaptiveRun:
         note = " (no tuples)" if record["empty"] else ""
         fastest = f", fastest {min(shadow, key=shadow.get)}" if shadow else ""
         group = f" (one job for {grouped} rounds of this plan)" if grouped > 1 else ""
+        if shed and shed["kept"] < 1.0:
+            group += (f", {shed['kept']:.1%} of its input kept for the {self.deadline:g} s "
+                      f"deadline ({shed['dropped']:,.0f} tuples shed)")
         self.progress(f"{self.name}: round {r}{note}: {outcome.plan_id}"
                       f"{' (switch)' if outcome.switch else ''}, {rows_out} rows out in "
                       f"{seconds:.3f} s{group}{fastest}")
@@ -1013,9 +1090,9 @@ def rounds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
     for rec in records:
         row = {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
         row["cell"] = ",".join(map(str, rec["cell"]))
-        for group in ("rows_in", "observed", "estimate", "shadow_seconds"):
+        for group in ("rows_in", "observed", "estimate", "shadow_seconds", "deadline"):
             prefix = {"shadow_seconds": "shadow", "rows_in": "rows_in"}.get(group, group)
-            row.update({f"{prefix}:{k}": v for k, v in rec[group].items()})
+            row.update({f"{prefix}:{k}": v for k, v in (rec.get(group) or {}).items()})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -1049,6 +1126,16 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
                               for i in range(len(lags)))
     for rec in records:
         out["plans_run"][rec["plan"]] = out["plans_run"].get(rec["plan"], 0) + 1
+    bounded = [r["deadline"] for r in records if r.get("deadline")]
+    if bounded:  # what the deadline cost: rounds late (measured), rounds and tuples shed
+        tuples = sum(sum(r["rows_in"].values()) for r in records if r.get("deadline"))
+        out["deadline"] = {
+            "seconds": bounded[-1]["seconds"], "rounds": len(bounded),
+            "missed": sum(d["missed"] for d in bounded),
+            "shed_rounds": sum(d["kept"] < 1.0 for d in bounded),
+            "unreachable_rounds": sum(bool(d.get("unreachable")) for d in bounded),
+            "tuples_dropped": float(sum(d.get("dropped", 0.0) for d in bounded)),
+            "tuples": int(tuples)}
     if not records:
         return out
     observed = pd.DataFrame([{"round": r["round"], "start": r["start"],
@@ -1114,6 +1201,14 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"{s['statistics_seconds_total']:.3f} s in all, "
              f"{_share(s['statistics_seconds_total'], s['plan_seconds_total'])} of the "
              "chosen plans' time"]
+    if "deadline" in s:
+        d = s["deadline"]
+        lines.append(f"- deadline {d['seconds']:g} s per round: {d['missed']} of {d['rounds']} "
+                     f"rounds took longer (measured); {d['shed_rounds']} rounds shed "
+                     f"{d['tuples_dropped']:,.0f} of {d['tuples']:,} tuples at their inputs "
+                     f"(COUNT and SUM answers scaled by 1/kept); "
+                     f"{d['unreachable_rounds']} rounds could not fit even at the least "
+                     "share kept")
     if "model" in s:
         lines.append(f"- model fidelity (the chart's model at the observed statistics): "
                      f"{s['model']['fidelity']:.3f}, regret {s['model']['regret']:.3f}")

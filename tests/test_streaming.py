@@ -208,6 +208,21 @@ def test_policy_options_out_of_range_are_refused_before_spark(run_args, tmp_path
     assert "needs a number >=" in err
 
 
+@pytest.mark.parametrize("option, fragment", [
+    (["--deadline", "0"], "--deadline (SECONDS or trigger) '0': needs a number > 0"),
+    (["--deadline", "soon"], "--deadline (SECONDS or trigger) 'soon': expected a number"),
+    (["--deadline", "trigger"], "--deadline trigger: the deadline is the trigger's interval"),
+    (["--deadline", "1", "--min-kept", "2"], "--min-kept '2': needs a number <= 1"),
+])
+def test_bad_deadlines_are_refused_before_spark(run_args, tmp_path, capsys, option, fragment):
+    """issue 22: a deadline or least share that cannot be, one line, before Spark starts."""
+    (tmp_path / "TCP").mkdir()
+    pd.DataFrame({"ts": [0.5], "src_host": [1], "dest_host": [2], "src_port": [1],
+                  "dest_port": [1], "bytes": [1]}).to_parquet(tmp_path / "TCP" / "a.parquet")
+    err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}", *option), capsys)
+    assert fragment in err
+
+
 def test_a_source_path_that_does_not_exist(run_args, tmp_path, capsys):
     err = _error(run_args("--source", f"TCP={tmp_path / 'nowhere'}"), capsys)
     assert "no such directory" in err
@@ -485,3 +500,59 @@ def test_a_backlog_run_plan_by_plan_gives_every_round_what_it_gives_alone(
     alarmed = {a["statistic"] for a in together.summary["alarms"]}
     assert "jsel.TCP.UDP" in alarmed
     assert "the chart does not cover the data" in (together.out / "report.md").read_text()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_deadline_sheds_the_rounds_it_must_and_scales_counts(spark, setting, tmp_path):
+    """issue 22: cqopt run --deadline. The engine model's default constants put a round of
+    Q1 at 0.3 s plus its tuples' cost: a deadline a little above 0.3 s makes the busier
+    rounds shed at their inputs. A COUNT's answer is scaled by 1/kept and lands within the
+    bound the shedding promises; with no deadline nothing is shed and the counts are exact."""
+    import cqopt.charts as charts
+    from cqopt.charts.build import build_local
+    from cqopt.charts.store import write_chart_set
+    from cqopt.charts.workload import workload_from_dict
+    from cqopt.runtime.overload.shedding import error_constant
+    from cqopt.spark.streaming import AdaptiveRun, Source, read_round_log
+
+    catalog = setting["catalog"]
+    ((spec, query),) = workload_specs(workload_from_dict({"query": [{
+        "name": "C", "k": 4, "sql": "SELECT COUNT(*) FROM TCP WINDOW [1]"}]}), catalog)
+    write_chart_set(tmp_path / "charts", build_local([spec], catalog, progress=False), catalog)
+    chart = charts.load(tmp_path / "charts")["C"]
+    trace = generate_trace(catalog.stream("TCP"), 6.5, seed=9, mean_rate=4000)
+    write_trace_per_round(trace.sort_values("ts", ignore_index=True), tmp_path / "TCP", 1.0,
+                          start=0.0)
+    source = {"TCP": Source.files("TCP", tmp_path / "TCP")}
+
+    def run(out, **options):
+        AdaptiveRun(spark, "C", query, chart, catalog, source, out, window_s=W, start=0.0,
+                    progress=lambda _: None, **options).run()
+        counts = {}
+        for rec in read_round_log(out):
+            frame = pd.read_parquet(out / "results" / f"round-{rec['round']:06d}.parquet")
+            counts[rec["round"]] = (float(frame.iloc[0, 0]), rec)
+        return counts
+
+    exact = run(tmp_path / "free")
+    assert all(rec["deadline"] is None for _, rec in exact.values())
+    truth = {r: sum(rec["rows_in"].values()) for r, (_, rec) in exact.items()}
+    assert {r: c for r, (c, _) in exact.items()} == truth  # nothing shed: exact counts
+
+    shed = run(tmp_path / "bounded", deadline=0.3015)
+    kept = {r: rec["deadline"]["kept"] for r, (_, rec) in shed.items()}
+    assert any(k < 1.0 for k in kept.values()), kept
+    for r, (count, rec) in shed.items():
+        d = rec["deadline"]
+        if d["kept"] == 1.0:
+            assert count == truth[r]
+            continue
+        assert d["predicted_s"] > 0.3015 >= d["predicted_after_s"] - 1e-9
+        assert d["dropped"] == pytest.approx(truth[r] * (1 - d["kept"]), rel=1e-6)
+        # Babcock's bound at delta = 0.01 (a test that fails once in a hundred rounds)
+        epsilon = error_constant(1.0, 0.0, truth[r], 0.01) / d["kept"]
+        assert abs(count - truth[r]) <= epsilon * truth[r], (r, count, truth[r], epsilon)
+    summary = json.loads((tmp_path / "bounded" / "report.json").read_text())
+    assert summary["deadline"]["shed_rounds"] == sum(k < 1.0 for k in kept.values())
+    assert "deadline 0.3015 s per round" in (tmp_path / "bounded" / "report.md").read_text()
