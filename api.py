@@ -506,6 +506,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
              replay_options: Mapping[str, Any] | None = None,
              describe: Mapping[str, str] | None = None, master: str = "local[*]",
              deadline: float | None = None, min_kept: float = 0.0, delta: float = 0.05,
+             memory_budget: float | None = None, window_min: float = 0.25,
              force: bool = False, progress: bool = False, name: Name = setting_label
              ) -> dict[str, Any]:
     """Replay traces through charts into a fidelity report: the main job's last step.
@@ -557,6 +558,13 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         With ``deadline``: the least share of a round's input kept, in [0, 1].
     delta : float
         With ``deadline``: the confidence ``1 - delta`` of a COUNT's promised error.
+    memory_budget : float, optional
+        Bytes the replayed queries may hold together: PIPES' resource manager shrinks
+        every query's window to the same fraction of its range ``[window_min · W, W]``
+        in the rounds that would exceed it (:func:`cqopt.replay.overload.memory_replay`,
+        ``summary["memory"]`` of each query).
+    window_min : float
+        With ``memory_budget``: the smallest window a query accepts, as a share of its own.
     force : bool
         Replace an existing ``out`` that cqopt wrote.
     progress : bool
@@ -590,6 +598,12 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     # Everything is checked before any Spark work starts.
     if rounds is not None and not rounds >= 1:
         raise CqoptError(f"{name('rounds', rounds)}: needs a number >= 1")
+    if memory_budget is not None:
+        for key, value, ok, needs in (
+                ("memory_budget", memory_budget, lambda v: v > 0, "a size in bytes > 0"),
+                ("window_min", window_min, lambda v: 0 < v <= 1, "a share in (0, 1]")):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
+                raise CqoptError(f"{name(key, value)}: needs {needs}")
     if deadline is not None:
         for key, value, ok, needs in (
                 ("deadline", deadline, lambda v: v > 0, "a number of seconds > 0"),
@@ -681,6 +695,17 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
             if ks:
                 sweeps[spec.name] = sweep_k(spec.name, used[spec.name].spec, catalog,
                                             observed[spec.name], ks, **options)
+        if memory_budget is not None:
+            from cqopt.replay.overload import memory_replay
+
+            held = memory_replay(replays, used, catalog, observed, memory_budget,
+                                 window_min=window_min)
+            for name_ in replays:
+                replays[name_].summary["memory"] = held.summary
+            if held.summary["over_budget_after"]:
+                print(f"in {held.summary['over_budget_after']} rounds even windows of "
+                      f"{window_min:.0%} exceed the {memory_budget:,.0f} B budget: they run at "
+                      "the least windows and count as over budget", file=sys.stderr)
         meta = {"catalog": catalog_path, "workload": workload_path,
                 **{f"trace {s}": _describe(info) for s, info in infos.items()},
                 "charts": str(charts) if charts else "built for this report",

@@ -48,7 +48,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
     from cqopt.api import fidelity
-    from cqopt.replay.report import deadline_line, headline, summary_json
+    from cqopt.replay.report import deadline_line, headline, memory_line, summary_json
 
     check_policy_options(args)  # before any work starts
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
@@ -58,7 +58,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         queries=args.query, ts_columns=_pairs(args.ts_column, "--ts-column"),
         replay_options={"seed": args.seed, **policy_options(args)},
         describe=describe_policy(args), master=args.master, deadline=args.deadline,
-        min_kept=args.min_kept, delta=args.delta, force=args.force,
+        min_kept=args.min_kept, delta=args.delta, memory_budget=args.memory_budget,
+        window_min=args.window_min, force=args.force,
         progress=not args.quiet, name=lambda key, value: f"{option_label(key)} {value}")
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
@@ -74,6 +75,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         print(f"{'':<10} {headline(s)}")
         if "deadline" in s:
             print(f"{'':<10} {deadline_line(s['deadline'])}")
+    memory = next((r.summary["memory"] for r in replays.values() if "memory" in r.summary), None)
+    if memory is not None:
+        print(memory_line(memory))
         for alarm in s["alarms"]:
             print(f"cqopt: warning: {name}: {alarm['message']}", file=sys.stderr)
     out = Path(args.out)
@@ -170,6 +174,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--delta", type=number(above=0, high=0.5), default=0.05,
                    help="with --deadline: a COUNT's error is promised at confidence "
                         "1 - DELTA (default 0.05)")
+    p.add_argument("--memory-budget", type=options.byte_size, metavar="SIZE",
+                   help="bytes the replayed queries may hold together, e.g. 100m: in rounds "
+                        "that would exceed it, PIPES' resource manager shrinks every query's "
+                        "window to the same fraction of its range, reported per round")
+    p.add_argument("--window-min", type=number(above=0, high=1), default=0.25, metavar="SHARE",
+                   help="with --memory-budget: the smallest window a query accepts, as a "
+                        "share of its own (default 0.25)")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (Spark's bar and each step)")

@@ -102,6 +102,27 @@ _UNIT_BYTES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 MIN_DRIVER_MEMORY = 512 << 20  # Spark refuses a driver of less than 450 MiB
 
 
+def byte_size(text: str) -> float:
+    """An argparse ``type``: a size in bytes, a number with an optional unit (k, m, g, t:
+    powers of 1024), e.g. ``100m``, ``2.5g`` or ``65536``.
+
+    >>> byte_size("100m"), byte_size("65536")
+    (104857600.0, 65536.0)
+    >>> byte_size("-1k")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: '-1k': expected a size > 0 such as 100m or 2g
+    """
+    body = text.strip().lower()
+    unit = body[-1:] if body[-1:] in _UNIT_BYTES else ""
+    try:
+        value = parse_number(body[:-1] if unit else body, "", above=0)
+    except CqoptError:
+        raise argparse.ArgumentTypeError(f"{shorten(text, 40)!r}: expected a size > 0 such as "
+                                         "100m or 2g") from None
+    return float(value * (_UNIT_BYTES[unit] if unit else 1))
+
+
 def memory_size(text: str) -> str:
     """An argparse ``type``: a JVM memory size such as ``6g`` or ``512m``, that this
     machine has (checked here, or the JVM would fail with its own text).

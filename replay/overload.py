@@ -162,3 +162,79 @@ def _count_input(chart: QueryChart, catalog: Catalog, stats: dict[str, np.ndarra
         counts[mine] = rate[mine] * window_s
     return ({"count": counts, "mean": np.ones_like(counts), "std": np.zeros_like(counts)},
             "COUNT: epsilon = C / p at confidence 1 - delta, C over the tuples counted")
+
+
+@dataclass(frozen=True)
+class MemoryReplay:
+    """Per round: the workload's memory at the queries' full windows and after PIPES'
+    adaptation, the common window fraction and whether the budget was met."""
+
+    rounds: pd.DataFrame
+    summary: dict[str, Any]
+
+
+def memory_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
+                  catalog: Catalog, observed: dict[str, pd.DataFrame], budget: float, *,
+                  window_min: float = 0.25) -> MemoryReplay:
+    """PIPES' resource manager (seed 002, §4.3) over the replayed rounds of every query.
+
+    Each round, every query's chosen plan holds the memory its chart's model
+    predicts at the round's statistics (bytes, in the model's memory unit) with
+    its window W; a query's window may shrink within its QoS range
+    ``[window_min · W, W]``, its memory in proportion (the tuples a window holds
+    grow with it). When the workload's memory would exceed ``budget``, every
+    window is set to the same fraction f of its range, the largest that fits
+    (:func:`cqopt.runtime.overload.window_adaptation.adapt`, by bisection).
+    Readings: the decision of a round is made at its own statistics, and a
+    window change takes effect within the round (PIPES' delay, §4.2, is at most
+    the larger window, here at most W, one round); queries share one budget,
+    so they are replayed on the rounds all of them have.
+
+    Returns
+    -------
+    MemoryReplay
+
+    Raises
+    ------
+    CqoptError
+        A budget that is not a positive number, or ``window_min`` outside (0, 1].
+    """
+    from cqopt.runtime.overload.window_adaptation import QosRange, adapt
+
+    if not (math.isfinite(budget) and budget > 0):
+        raise CqoptError(f"--memory-budget {budget}: needs a positive size")
+    if not 0 < window_min <= 1:
+        raise CqoptError(f"--window-min {window_min}: needs a share in (0, 1]")
+    names = list(replays)
+    rounds = min(len(replays[n].rounds) for n in names)
+    full = np.zeros((len(names), rounds))
+    window = np.array([round_length(observed[n]) for n in names])
+    for q, name in enumerate(names):
+        chart, stats = charts[name], actual_statistics(charts[name], observed[name])
+        model = chart.spec.cost_model(catalog)
+        plans = list(chart.plans)
+        chosen = np.array([[p.id for p in plans].index(pid)
+                           for pid in replays[name].rounds["plan"][:rounds]])
+        for i, plan in enumerate(plans):
+            mine = chosen == i
+            if mine.any():
+                memory = np.broadcast_to(np.asarray(model.cost(plan, stats).memory,
+                                                    dtype=np.float64), (len(chosen),))
+                full[q, mine] = memory[:rounds][mine]
+    full = np.nan_to_num(full, nan=0.0, posinf=np.finfo(np.float64).max)
+    ranges = {n: QosRange(window=(window_min * w, w)) for n, w in zip(names, window)}
+    fraction, after, met = np.ones(rounds), full.sum(axis=0), np.ones(rounds, dtype=bool)
+    for t in np.flatnonzero(full.sum(axis=0) > budget):
+        result = adapt(ranges, lambda w, g, t=t: (0.0, float((full[:, t] * w / window).sum())),
+                       memory_bound=budget)
+        fraction[t], after[t], met[t] = result.window_fraction, result.memory, result.met
+    table = pd.DataFrame({"round": np.arange(rounds), "memory_full": full.sum(axis=0),
+                          "window_fraction": fraction, "memory_after": after, "met": met})
+    summary = {"budget": float(budget), "window_min": float(window_min), "rounds": int(rounds),
+               "queries": names, "over_budget_full": int((full.sum(axis=0) > budget).sum()),
+               "over_budget_after": int((~met).sum()),
+               "adapted_rounds": int((fraction < 1).sum()),
+               "lowest_window_fraction": float(fraction.min()) if rounds else 1.0,
+               "peak_memory_full": float(full.sum(axis=0).max()) if rounds else 0.0,
+               "peak_memory_after": float(after.max()) if rounds else 0.0}
+    return MemoryReplay(table, summary)

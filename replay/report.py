@@ -118,6 +118,16 @@ GLOSSARY: tuple[tuple[tuple[str, ...], str], ...] = (
                                        "the deadline."),
     (("rounds shed",), "the share of rounds that dropped input to fit the deadline."),
     (("tuples shed",), "the tuples dropped at the inputs, and their share of all tuples."),
+    (("memory budget",), "with --memory-budget: the bytes every replayed query may hold "
+                         "together; PIPES' resource manager shrinks every window to the same "
+                         "fraction of its range in the rounds that would exceed it."),
+    (("windows", "full windows", "adapted windows"), "each query's window as written, or as "
+                                                     "PIPES' resource manager set it."),
+    (("rounds over the budget",), "rounds whose predicted memory exceeds the budget."),
+    (("peak memory",), "the most the queries hold together in any round, as the chart's "
+                       "cost model predicts it."),
+    (("window fraction",), "f, the common fraction of every query's window range "
+                           "[least, own] (1: every window as written)."),
     (("largest promised error",), "for a COUNT: the largest relative error the shedding "
                                   "promises at confidence 1 - delta (Babcock et al.: "
                                   "epsilon = C / p); other queries get none."),
@@ -141,6 +151,37 @@ def deadline_table(d: dict[str, Any]) -> dict[str, Any]:
                       NOT_APPLICABLE],
                      ["with shedding", f"{d['miss_share_with']:.1%}", f"{d['shed_share']:.1%}",
                       f"{d['tuples_dropped']:,.0f} ({share:.1%})", epsilon]]}
+
+
+MEMORY_HEADERS = ("windows", "rounds over the budget", "peak memory", "window fraction")
+
+
+def memory_table(m: dict[str, Any]) -> dict[str, Any]:
+    """The memory budget's table: the workload at full windows beside PIPES' windows."""
+    return {"caption": f"A memory budget of {m['budget']:,.0f} B shared by "
+                       f"{', '.join(m['queries'])} (PIPES' resource manager, windows down to "
+                       f"{m['window_min']:.0%} of their own)",
+            "headers": MEMORY_HEADERS,
+            "rows": [["full windows", str(m["over_budget_full"]),
+                      f"{m['peak_memory_full']:,.0f} B", "1.00"],
+                     ["adapted windows", str(m["over_budget_after"]),
+                      f"{m['peak_memory_after']:,.0f} B",
+                      f"{m['lowest_window_fraction']:.2f} lowest, in {m['adapted_rounds']} "
+                      "rounds"]]}
+
+
+def memory_line(m: dict[str, Any]) -> str:
+    """The memory budget's outcome in one line, for the console.
+
+    >>> memory_line({"budget": 1000.0, "queries": ["Q1", "Q2"], "rounds": 10,
+    ...              "over_budget_full": 3, "over_budget_after": 0, "adapted_rounds": 3,
+    ...              "lowest_window_fraction": 0.8, "window_min": 0.25})
+    'memory budget 1,000 B (Q1, Q2): 3 of 10 rounds over it at full windows, 0 after PIPES shrank the windows in 3 rounds (to 0.80 of their range at the lowest)'
+    """
+    return (f"memory budget {m['budget']:,.0f} B ({', '.join(m['queries'])}): "
+            f"{m['over_budget_full']} of {m['rounds']} rounds over it at full windows, "
+            f"{m['over_budget_after']} after PIPES shrank the windows in {m['adapted_rounds']} "
+            f"rounds (to {m['lowest_window_fraction']:.2f} of their range at the lowest)")
 
 
 def deadline_line(d: dict[str, Any]) -> str:
@@ -443,6 +484,8 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
                                     for _, row in sweep.iterrows()]})
         if "deadline" in s:
             tables.append(deadline_table(s["deadline"]))
+        if "memory" in s and name == s["memory"]["queries"][0]:  # the workload's, once
+            tables.append(memory_table(s["memory"]))
         tables.append({"caption": "The plans of the diagram", "headers": PLAN_HEADERS,
                        "rows": [[f"P{n}", f"{share:.1%}", chart.plans[i].id]
                                 for n, (i, share) in enumerate(plan_numbers(chart), 1)]})

@@ -180,3 +180,28 @@ def test_bad_deadline_settings_are_refused_before_spark(dec_toml, workload_toml,
                  str(traces), "--out", str(tmp_path / "r"), *args]) == 2
     err = capsys.readouterr().err
     assert fragment in err and "starting Spark" not in err
+
+
+def test_fidelity_holds_a_memory_budget_with_pipes_windows(dec_toml, workload_toml, spark,
+                                                           traces, tmp_path, capsys):
+    """issue 22: --memory-budget. Below the workload's peak, PIPES' resource manager
+    shrinks every window in the rounds over it, and after that no round is over it."""
+    def run(out: str, budget: str) -> dict:
+        assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml,
+                     "--traces", str(traces), "--out", str(tmp_path / out), "--k-sweep", "none",
+                     "--memory-budget", budget, "--json", "--quiet"]) == 0
+        queries = json.loads(capsys.readouterr().out)["queries"]
+        assert queries["Q1"]["memory"] == queries["Q2"]["memory"]  # one budget, shared
+        return queries["Q1"]["memory"]
+
+    roomy = run("roomy", "1t")
+    assert roomy["over_budget_full"] == 0 and roomy["adapted_rounds"] == 0
+    budget = 0.9 * roomy["peak_memory_full"]
+    tight = run("tight", f"{budget:.0f}")
+    assert tight["over_budget_full"] > 0 and tight["over_budget_after"] == 0
+    assert tight["peak_memory_after"] <= budget * (1 + 1e-9)
+    assert 0.25 <= tight["lowest_window_fraction"] < 1
+    assert "A memory budget of" in (tmp_path / "tight" / "report.md").read_text(encoding="utf-8")
+    assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--traces",
+                 str(traces), "--out", str(tmp_path / "bad"), "--memory-budget", "lots"]) == 2
+    assert "expected a size > 0 such as 100m" in capsys.readouterr().err

@@ -18,12 +18,13 @@ import pytest
 from cqopt.catalog import load_catalog
 from cqopt.charts.spec import workload_specs
 from cqopt.charts.workload import load_workload
-from cqopt.replay.overload import deadline_replay
+from cqopt.replay.overload import deadline_replay, memory_replay
 from cqopt.replay.replay import fidelity_over_time, k_sweep, local_chart, replay
 from cqopt.replay.report import (
     COLUMNS,
     DEADLINE_HEADERS,
     HEADERS,
+    MEMORY_HEADERS,
     glossary_terms,
     over_time_bucket,
     verdict_sentence,
@@ -54,6 +55,11 @@ def report(examples, tmp_path_factory):
     # Q1 under a deadline its busiest rounds overrun (the engine model's default constants)
     shed = deadline_replay(replays["Q1"], charts["Q1"], catalog, observed, deadline=0.3006)
     replays["Q1"].summary["deadline"] = shed.summary
+    # and both under a memory budget their busiest rounds exceed (PIPES' windows)
+    held = memory_replay(replays, charts, catalog, {n: observed for n in replays}, budget=3e4)
+    assert held.summary["over_budget_full"] > 0 == held.summary["over_budget_after"]
+    for r in replays.values():
+        r.summary["memory"] = held.summary
     sweeps = {"Q2": k_sweep("Q2", specs["Q2"], catalog, observed, [2, 5])}
     out = tmp_path_factory.mktemp("report")
     write_report(out, replays, charts, sweeps,
@@ -129,13 +135,16 @@ def test_markdown_and_html_tables_have_the_same_rows_and_columns(report):
     out, _ = report
     html_tables = _page(out).tables
     md_tables = _markdown_tables((out / "report.md").read_text(encoding="utf-8"))
-    # Q1: baselines, deadline, plans; Q2: baselines, k sweep, plans
-    assert len(html_tables) == len(md_tables) == 6
+    # Q1: baselines, deadline, memory (the workload's, once), plans; Q2: baselines, k sweep,
+    # plans
+    assert len(html_tables) == len(md_tables) == 7
     assert html_tables == md_tables
     assert html_tables[0][0] == list(HEADERS) and len(html_tables[0]) == 6
     assert html_tables[1][0] == list(DEADLINE_HEADERS)
     assert [row[0] for row in html_tables[1][1:]] == ["without shedding", "with shedding"]
-    assert html_tables[4][0][:3] == ["k", "cells", "plans used"]
+    assert html_tables[2][0] == list(MEMORY_HEADERS)
+    assert [row[0] for row in html_tables[2][1:]] == ["full windows", "adapted windows"]
+    assert html_tables[5][0][:3] == ["k", "cells", "plans used"]
 
 
 def test_every_term_of_the_tables_is_in_the_glossary(report):
