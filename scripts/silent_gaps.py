@@ -52,9 +52,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="cqopt-silent-") as tmp:
         here = Path(tmp)
         commands = {
-            "build (Spark)": ["build", "--catalog", cat, "--workload", work, "--out", "charts"],
-            "build --engine local": ["build", "--catalog", cat, "--workload", work, "--out",
-                                     "charts-local", "--engine", "local"],
+            "build": ["build", "--catalog", cat, "--workload", work, "--out", "charts"],
+            "build --engine spark": ["build", "--catalog", cat, "--workload", work, "--out",
+                                     "charts-spark", "--engine", "spark"],
             "show": ["show", "--charts", "charts", "--query", "Q2", "--out", "q2.png"],
             "generate": ["generate", "--catalog", cat, "--out", "traces", "--duration",
                          str(args.duration), *steady],

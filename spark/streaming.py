@@ -349,6 +349,7 @@ class AdaptiveRun:
         if not (isinstance(min_kept, (int, float)) and 0 <= min_kept <= 1):
             raise StreamingRunError(f"--min-kept {min_kept}: needs a share in [0, 1]")
         self.deadline, self.min_kept = deadline, float(min_kept)
+        self.in_batch: int | None = None  # the micro-batch being worked on, if one is
         self.unreachable_said = False
         self.streams = tuple(query.stream_names)
         self.sources = _match_sources(sources, self.streams, name)
@@ -496,10 +497,14 @@ class AdaptiveRun:
                     2.0 if first else 30.0):
             return
         waited = time.monotonic() - began
-        self.progress(f"{self.name}: starting the streaming query and reading its first "
-                      f"input, {waited:.0f} s" if first else
-                      f"{self.name}: waiting for input: {len(self.records)} rounds run, the "
-                      f"last {quiet:.0f} s ago")
+        if self.in_batch is not None:
+            self.progress(f"{self.name}: working on micro-batch {self.in_batch}: "
+                          f"{len(self.records)} rounds run so far, the last {quiet:.0f} s ago")
+        else:
+            self.progress(f"{self.name}: starting the streaming query and reading its first "
+                          f"input, {waited:.0f} s" if first else
+                          f"{self.name}: waiting for input: {len(self.records)} rounds run, "
+                          f"the last {quiet:.0f} s ago")
 
     def _read_stream(self, source: Source) -> DataFrame:
         from pyspark.sql import functions as F
@@ -590,6 +595,7 @@ class AdaptiveRun:
     # -- one micro-batch ----------------------------------------------------------------
     def _batch(self, batch: DataFrame, batch_id: int) -> None:
         stopping = self.stop_requested.is_set()
+        self.in_batch = batch_id
         try:
             # Taken even when stopping: Spark commits the batch when this returns, so
             # its tuples of rounds not yet run must be kept for a later run.
@@ -603,6 +609,8 @@ class AdaptiveRun:
                 self.error = self.error or err
             self.stop_requested.set()
             raise
+        finally:
+            self.in_batch = None
 
     def _take(self, batch: DataFrame, batch_id: int) -> None:
         """Run the rounds the batch completes; stage its tuples of rounds still open.
