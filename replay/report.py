@@ -144,8 +144,10 @@ def deadline_table(d: dict[str, Any]) -> dict[str, Any]:
     share = d["tuples_dropped"] / d["tuples"] if d["tuples"] else 0.0
     epsilon = (f"{d['max_epsilon']:.3g} (delta {d['delta']:g})"
                if math.isfinite(d["max_epsilon"]) else NOT_APPLICABLE)
-    return {"caption": f"A deadline of {d['deadline_s']:g} s per round (engine model, "
-                       f"{d['engine_constants']} constants)",
+    constants = ("its default constants, not fitted to this engine"
+                 if d["engine_constants"] == "defaults" else "constants fitted to this engine")
+    return {"caption": f"A deadline of {d['deadline_s']:g} s per round (the engine model, "
+                       f"{constants})",
             "headers": DEADLINE_HEADERS,
             "rows": [["without shedding", f"{d['miss_share_without']:.1%}", "0.0%", "0",
                       NOT_APPLICABLE],
