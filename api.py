@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.settings import judge_options, judge_settings, setting_label
-from cqopt.charts.workload import Workload, load_workload
+from cqopt.charts.workload import Workload, load_workload, qos
 from cqopt.errors import CqoptError, parse_number
 
 if TYPE_CHECKING:
@@ -505,7 +505,8 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
              queries: list[str] | None = None, ts_columns: Mapping[str, str] | None = None,
              replay_options: Mapping[str, Any] | None = None,
              describe: Mapping[str, str] | None = None, master: str = "local[*]",
-             deadline: float | None = None, min_kept: float = 0.0, delta: float = 0.05,
+             deadline: float | None = None, min_kept: float | None = None,
+             delta: float = 0.05,
              memory_budget: float | None = None, window_min: float = 0.25,
              force: bool = False, progress: bool = False, name: Name = setting_label
              ) -> dict[str, Any]:
@@ -553,9 +554,12 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         engine model and each round shed at its inputs to fit
         (:func:`cqopt.replay.overload.deadline_replay`), reported beside the run
         without shedding (``summary["deadline"]``, the rounds table's ``kept``,
-        ``missed_with``, ... columns).
-    min_kept : float
-        With ``deadline``: the least share of a round's input kept, in [0, 1].
+        ``missed_with``, ... columns). Default: each query's own ``deadline`` in the
+        workload, if it has one.
+    min_kept : float, optional
+        The least share of a round's input kept, in [0, 1]; default each query's
+        ``min_kept`` in the workload, else 0. A query's ``error_bound`` counts the
+        rounds whose promised error exceeds it.
     delta : float
         With ``deadline``: the confidence ``1 - delta`` of a COUNT's promised error.
     memory_budget : float, optional
@@ -604,10 +608,12 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
                 ("window_min", window_min, lambda v: 0 < v <= 1, "a share in (0, 1]")):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
                 raise CqoptError(f"{name(key, value)}: needs {needs}")
-    if deadline is not None:
+    if deadline is not None or min_kept is not None:
         for key, value, ok, needs in (
-                ("deadline", deadline, lambda v: v > 0, "a number of seconds > 0"),
-                ("min_kept", min_kept, lambda v: 0 <= v <= 1, "a share in [0, 1]"),
+                ("deadline", 1.0 if deadline is None else deadline, lambda v: v > 0,
+                 "a number of seconds > 0"),
+                ("min_kept", 0.0 if min_kept is None else min_kept, lambda v: 0 <= v <= 1,
+                 "a share in [0, 1]"),
                 ("delta", delta, lambda v: 0 < v < 1, "a probability in (0, 1)")):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
                 raise CqoptError(f"{name(key, value)}: needs {needs}")
@@ -677,20 +683,23 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
             say(f"{spec.name}: replaying {len(observed[spec.name])} rounds")
             replays[spec.name] = replay(spec.name, used[spec.name], catalog,
                                         observed[spec.name], **options)
-            if deadline is not None:
+            bounds = qos(workload.query(spec.name))
+            bound = deadline if deadline is not None else bounds.get("deadline")
+            if bound is not None:
                 from cqopt.replay.overload import deadline_replay
 
+                kept = min_kept if min_kept is not None else bounds.get("min_kept", 0.0)
                 shed = deadline_replay(replays[spec.name], used[spec.name], catalog,
-                                       observed[spec.name], deadline, min_kept=min_kept,
-                                       delta=delta)
+                                       observed[spec.name], bound, min_kept=kept, delta=delta,
+                                       error_bound=bounds.get("error_bound"))
                 replays[spec.name].summary["deadline"] = shed.summary
                 for column in ("predicted_s", "kept", "missed_without", "missed_with",
                                "dropped", "epsilon"):
                     replays[spec.name].rounds[f"deadline:{column}"] = shed.rounds[column]
                 if shed.summary["unreachable_rounds"]:
                     print(f"{spec.name}: in {shed.summary['unreachable_rounds']} rounds no "
-                          f"shedding down to {min_kept:.0%} of the input fits the "
-                          f"{deadline:g} s deadline: those run at {min_kept:.0%} and count as "
+                          f"shedding down to {kept:.0%} of the input fits the "
+                          f"{bound:g} s deadline: those run at {kept:.0%} and count as "
                           "misses", file=sys.stderr)
             if ks:
                 sweeps[spec.name] = sweep_k(spec.name, used[spec.name].spec, catalog,

@@ -305,6 +305,11 @@ def workload_specs(workload: Workload, catalog: Catalog,
             query = parse_query(wq.sql, catalog)
         except CqoptError as err:
             raise WorkloadError(f"{workload.source}: query {wq.name}: {err}") from None
+        if "error_bound" in wq.options and not query.aggregates:
+            raise WorkloadError(f"{workload.source}: query {wq.name}: error_bound = "
+                                f"{wq.options['error_bound']!r}: only an aggregate's answer "
+                                "has a relative error; this query has no aggregate (bound its "
+                                "loss with min_kept instead)")
         settings = workload.settings(wq, overrides)
         out.append((make_spec(wq.name, wq.sql, query, catalog, settings,
                               f"{workload.source}: ",

@@ -15,6 +15,10 @@ A workload is a TOML file::
     axes = ["sel.TCP", "rate.TCP"]
     ranges = { "rate.TCP" = [100, 800] }
     fixed = { "sel.TCP" = 0.1 }
+    deadline = 0.5              # optional bounds under overload: a round's seconds,
+    min_kept = 0.2              # the least share of its input kept,
+    quality = [[0, 1.0], [0.5, 0.6]]  # [share dropped, quality] rows, monotone
+    # error_bound = 0.05        # an aggregate query's relative error (aggregates only)
 
 Without ``axes``, a statistic that ``ranges`` names becomes an axis beside
 the default ones (a join's ``jsel.A.B`` that varies, for instance).
@@ -25,6 +29,7 @@ chart is built.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -36,7 +41,11 @@ from cqopt.errors import did_you_mean, read_text_file
 from cqopt.optimizer.query.errors import WorkloadError
 
 DEFAULT_KEYS = ("k", "weights", "model", "memory_unit")
-QUERY_KEYS = ("name", "sql", *DEFAULT_KEYS, "axes", "ranges", "fixed")
+# A query's bounds under overload (cqopt fidelity --deadline reads them when not given):
+# seconds a round may take, the least share of its input kept, the relative error an
+# aggregate's answer may have, and an input/quality table of [share dropped, quality] rows.
+QOS_KEYS = ("deadline", "min_kept", "error_bound", "quality")
+QUERY_KEYS = ("name", "sql", *DEFAULT_KEYS, "axes", "ranges", "fixed", *QOS_KEYS)
 
 
 @dataclass(frozen=True)
@@ -75,11 +84,17 @@ class Workload:
             The merged settings do not go together (a model and a memory unit it
             does not count in).
         """
+        chart_options = {k: v for k, v in query.options.items() if k not in QOS_KEYS}
         try:
-            return ChartSettings.from_values({**self.defaults, **query.options,
+            return ChartSettings.from_values({**self.defaults, **chart_options,
                                               **(overrides or {})})
         except SettingsError as err:
             raise WorkloadError(f"{self.source}: query {query.name}: {err}") from None
+
+
+def qos(query: WorkloadQuery) -> dict[str, Any]:
+    """The query's bounds under overload (:data:`QOS_KEYS`), as its file gives them."""
+    return {k: v for k, v in query.options.items() if k in QOS_KEYS}
 
 
 def load_workload(path: str | Path) -> Workload:
@@ -126,9 +141,58 @@ def workload_from_dict(data: dict[str, Any], source: str = "<workload>") -> Work
         sql = entry.get("sql")
         if not isinstance(sql, str) or not sql.strip():
             raise fail(f"{key}.sql", "missing or empty (expected the query's CQL text)")
-        options = _check_settings(entry, key, QUERY_KEYS, source)
+        options = _check_settings({k: v for k, v in entry.items() if k not in QOS_KEYS},
+                                  key, QUERY_KEYS, source)
+        options.update(_check_qos(entry, key, source))
         queries.append(WorkloadQuery(name, sql, options))
     return Workload(tuple(queries), dict(defaults), source)
+
+
+def _check_qos(entry: dict[str, Any], where: str, source: str) -> dict[str, Any]:
+    """A query's QoS keys, each checked: one line naming the key and what it needs."""
+    def fail(key: str, problem: str) -> WorkloadError:
+        return WorkloadError(f"{source}: {where}.{key} = {entry[key]!r}: {problem}")
+
+    def number(key: str) -> float | None:
+        value = entry.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not math.isfinite(value):
+            raise fail(key, "expected a number")
+        return float(value)
+
+    out: dict[str, Any] = {}
+    if (deadline := number("deadline")) is not None:
+        if deadline <= 0:
+            raise fail("deadline", "a round's deadline needs seconds > 0")
+        out["deadline"] = deadline
+    if (kept := number("min_kept")) is not None:
+        if not 0 <= kept <= 1:
+            raise fail("min_kept", "the least share of input kept lies in [0, 1]")
+        out["min_kept"] = kept
+    if (bound := number("error_bound")) is not None:
+        if not 0 < bound < 1:
+            raise fail("error_bound", "a relative error bound lies in (0, 1), e.g. 0.05")
+        out["error_bound"] = bound
+    if "quality" in entry:
+        rows = entry["quality"]
+        if not (isinstance(rows, list) and rows and all(
+                isinstance(r, list) and len(r) == 2 and all(
+                    isinstance(x, (int, float)) and not isinstance(x, bool) for x in r)
+                for r in rows)):
+            raise fail("quality", "expected rows [share dropped, quality], e.g. "
+                                  "[[0, 1.0], [0.2, 0.8], [0.5, 0.4]]")
+        dropped = [float(r[0]) for r in rows]
+        quality = [float(r[1]) for r in rows]
+        if not all(0 <= d <= 1 for d in dropped) or not all(0 <= q <= 1 for q in quality):
+            raise fail("quality", "shares dropped and qualities lie in [0, 1]")
+        if any(b <= a for a, b in zip(dropped, dropped[1:])) or \
+                any(b > a for a, b in zip(quality, quality[1:])):
+            raise fail("quality", "the table is not monotone: as more input is dropped "
+                                  "(strictly increasing), the quality must not rise")
+        out["quality"] = tuple(zip(dropped, quality))
+    return out
 
 
 def _check_settings(table: dict[str, Any], where: str, allowed: tuple[str, ...],

@@ -164,13 +164,14 @@ def add_parsers(sub) -> None:
     p.add_argument("--master", type=options.master, default="local[*]",
                    help="Spark master URL (default local[*])")
     p.add_argument("--deadline", type=number(above=0), metavar="SECONDS",
-                   help="each round must finish within SECONDS: the chosen plans' seconds "
+                   help="each round must finish within SECONDS (default: each query's "
+                        "deadline in the workload, if any): the chosen plans' seconds "
                         "predicted by the engine model (the catalog's [engine] constants), "
                         "each round shed at its inputs to fit, and reported beside the run "
                         "without shedding (misses, tuples shed, a COUNT's promised error)")
-    p.add_argument("--min-kept", type=number(low=0, high=1), default=0.0, metavar="SHARE",
+    p.add_argument("--min-kept", type=number(low=0, high=1), metavar="SHARE",
                    help="with --deadline: the least share of a round's input kept, its "
-                        "least QoS (default 0)")
+                        "least QoS (default: the query's min_kept in the workload, else 0)")
     p.add_argument("--delta", type=number(above=0, high=0.5), default=0.05,
                    help="with --deadline: a COUNT's error is promised at confidence "
                         "1 - DELTA (default 0.05)")

@@ -65,7 +65,7 @@ class DeadlineReplay:
 
 def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
                     observed: pd.DataFrame, deadline: float, *, min_kept: float = 0.0,
-                    delta: float = 0.05) -> DeadlineReplay:
+                    delta: float = 0.05, error_bound: float | None = None) -> DeadlineReplay:
     """Shed each round of ``replay`` to fit ``deadline``, as a run would have.
 
     Parameters
@@ -83,6 +83,9 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
         The least share of input a round may keep (its least QoS), in [0, 1].
     delta : float
         The confidence of a COUNT's promised error, in (0, 1).
+    error_bound : float, optional
+        The query's bound on its answer's relative error: the rounds whose promised
+        error exceeds it are counted (``rounds_over_error_bound``).
 
     Returns
     -------
@@ -131,7 +134,9 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
                "tuples": float(sum(stats[k] for k in stats if k.startswith("rate.")).sum()
                                * window_s),
                "engine_constants": "fitted" if fitted else "defaults",
-               "error_bound": note}
+               "error_bound_note": note, "error_bound": error_bound,
+               "rounds_over_error_bound": int(np.sum(shed.epsilon > error_bound))
+               if error_bound is not None else 0}
     return DeadlineReplay(rounds, summary)
 
 

@@ -166,6 +166,16 @@ def test_fidelity_replays_a_deadline_with_and_without_shedding(dec_toml, workloa
     loose = json.loads(capsys.readouterr().out)["queries"]["Q1"]["deadline"]
     assert loose["tuples_dropped"] == 0 and loose["shed_share"] == 0
     assert loose["miss_share_without"] == loose["miss_share_with"] == 0
+    # The workload's own bound for Q1 applies when --deadline is not given.
+    text = open(workload_toml, encoding="utf-8").read().replace(
+        'name = "Q1"', 'name = "Q1"\ndeadline = 0.3004\nmin_kept = 0.5', 1)
+    (tmp_path / "w.toml").write_text(text, encoding="utf-8")
+    assert main(["fidelity", "--catalog", dec_toml, "--workload", str(tmp_path / "w.toml"),
+                 "--traces", str(traces), "--out", str(tmp_path / "own"), "--k-sweep", "none",
+                 "--json", "--quiet"]) == 0
+    queries = json.loads(capsys.readouterr().out)["queries"]
+    own = queries["Q1"]["deadline"]
+    assert own["deadline_s"] == 0.3004 and own["min_kept"] == 0.5 and "deadline" not in queries["Q2"]
 
 
 @pytest.mark.parametrize("args, fragment", [

@@ -41,3 +41,43 @@ def test_bad_workloads(data, fragment):
     with pytest.raises(WorkloadError) as info:
         workload_from_dict(data, "w.toml")
     assert str(info.value).startswith("w.toml: ") and fragment in str(info.value)
+
+
+def _qos_query(**keys):
+    return {"query": [{"name": "C", "sql": "SELECT COUNT(*) FROM TCP WINDOW [1]", **keys}]}
+
+
+def test_a_querys_bounds_under_overload_are_read_and_kept_apart_from_its_chart():
+    """issue 22: deadline, min_kept, error_bound and an input/quality table per query."""
+    from cqopt.charts.workload import qos
+
+    w = workload_from_dict(_qos_query(k=4, deadline=0.5, min_kept=0.2, error_bound=0.05,
+                                      quality=[[0, 1.0], [0.2, 0.8], [0.5, 0.4]]))
+    assert qos(w.queries[0]) == {"deadline": 0.5, "min_kept": 0.2, "error_bound": 0.05,
+                                 "quality": ((0.0, 1.0), (0.2, 0.8), (0.5, 0.4))}
+    assert w.settings(w.queries[0]).k == 4  # the chart's settings do not see them
+
+
+@pytest.mark.parametrize("keys, fragment", [
+    ({"deadline": 0}, "query[0].deadline = 0: a round's deadline needs seconds > 0"),
+    ({"deadline": "soon"}, "query[0].deadline = 'soon': expected a number"),
+    ({"min_kept": 1.5}, "query[0].min_kept = 1.5: the least share of input kept lies in"),
+    ({"error_bound": 0}, "query[0].error_bound = 0: a relative error bound lies in (0, 1)"),
+    ({"quality": [[0, 1.0], [0.5, 0.9], [0.3, 0.8]]}, "the table is not monotone"),
+    ({"quality": [[0, 0.5], [0.5, 0.9]]}, "the table is not monotone"),
+    ({"quality": [[0, 1.0, 3]]}, "expected rows [share dropped, quality]"),
+])
+def test_bad_bounds_are_one_line_naming_the_key(keys, fragment):
+    with pytest.raises(WorkloadError) as err:
+        workload_from_dict(_qos_query(**keys))
+    assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_error_bound_on_a_query_without_aggregate_is_refused(examples):
+    from cqopt.catalog import load_catalog
+    from cqopt.charts.spec import workload_specs
+
+    w = workload_from_dict({"query": [{"name": "J", "error_bound": 0.05,
+                                       "sql": "SELECT * FROM TCP WINDOW [1]"}]})
+    with pytest.raises(WorkloadError, match="only an aggregate's answer has a relative error"):
+        workload_specs(w, load_catalog(examples / "dec-pkt.toml"))
