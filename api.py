@@ -691,7 +691,8 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
                 kept = min_kept if min_kept is not None else bounds.get("min_kept", 0.0)
                 shed = deadline_replay(replays[spec.name], used[spec.name], catalog,
                                        observed[spec.name], bound, min_kept=kept, delta=delta,
-                                       error_bound=bounds.get("error_bound"))
+                                       error_bound=bounds.get("error_bound"),
+                                       quality=bounds.get("quality"))
                 replays[spec.name].summary["deadline"] = shed.summary
                 for column in ("predicted_s", "kept", "missed_without", "missed_with",
                                "dropped", "epsilon"):

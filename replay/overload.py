@@ -65,7 +65,8 @@ class DeadlineReplay:
 
 def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
                     observed: pd.DataFrame, deadline: float, *, min_kept: float = 0.0,
-                    delta: float = 0.05, error_bound: float | None = None) -> DeadlineReplay:
+                    delta: float = 0.05, error_bound: float | None = None,
+                    quality: tuple[tuple[float, float], ...] | None = None) -> DeadlineReplay:
     """Shed each round of ``replay`` to fit ``deadline``, as a run would have.
 
     Parameters
@@ -86,6 +87,10 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
     error_bound : float, optional
         The query's bound on its answer's relative error: the rounds whose promised
         error exceeds it are counted (``rounds_over_error_bound``).
+    quality : tuple of (float, float), optional
+        The query's input/quality table, rows ``(share dropped, quality)``: each
+        round's quality at the share it dropped, as RTStream scores it (seed 000,
+        §5.2.2; ``mean_quality``, ``least_quality``).
 
     Returns
     -------
@@ -129,6 +134,11 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
                            "missed_without": shed.missed_without,
                            "missed_with": shed.missed_with, "dropped": shed.dropped,
                            "epsilon": shed.epsilon, "unreachable": shed.unreachable})
+    if quality:
+        from cqopt.runtime.overload.qos_negotiation import QualityTable
+
+        table = QualityTable.from_rows(replay.name, [(q, d) for d, q in quality])
+        rounds["quality"] = [table.quality_of([1.0 - k]) for k in shed.kept]
     summary = {**shed.summary(), "deadline_s": float(deadline), "min_kept": float(min_kept),
                "unreachable_rounds": int(shed.unreachable.sum()),
                "tuples": float(sum(stats[k] for k in stats if k.startswith("rate.")).sum()
@@ -136,7 +146,9 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
                "engine_constants": "fitted" if fitted else "defaults",
                "error_bound_note": note, "error_bound": error_bound,
                "rounds_over_error_bound": int(np.sum(shed.epsilon > error_bound))
-               if error_bound is not None else 0}
+               if error_bound is not None else 0,
+               **({"mean_quality": float(rounds["quality"].mean()),
+                   "least_quality": float(rounds["quality"].min())} if quality else {})}
     return DeadlineReplay(rounds, summary)
 
 

@@ -201,6 +201,9 @@ def deadline_line(d: dict[str, Any]) -> str:
             f"shed {share:.1%} of the tuples)")
     if math.isfinite(d["max_epsilon"]):
         text += f"; a COUNT's error promised within {d['max_epsilon']:.3g}"
+    if "mean_quality" in d:
+        text += (f"; quality by the query's input/quality table: mean {d['mean_quality']:.2f}, "
+                 f"least {d['least_quality']:.2f}")
     if d.get("error_bound") is not None:
         text += (f"; {d['rounds_over_error_bound']} rounds promise more than the query's "
                  f"error bound {d['error_bound']:g}")
