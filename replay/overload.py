@@ -161,6 +161,9 @@ def _count_input(chart: QueryChart, catalog: Catalog, stats: dict[str, np.ndarra
     if aggregate is None:
         return None, "none: the query has no aggregate (a dropped tuple is a lost result)"
     functions = {a.function for a in aggregate.aggregates}
+    if len(plans[0].join_order) > 1:
+        return None, ("none: a COUNT over a join of sampled streams is unbiased (scaled by "
+                      "1/p^m) but Babcock's bound is for one stream's tuples")
     if functions != {"COUNT"} or aggregate.group_by:
         return None, (f"none: {', '.join(sorted(functions))}"
                       f"{' per group' if aggregate.group_by else ''} needs the spread of its "

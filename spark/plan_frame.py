@@ -285,15 +285,17 @@ def _aggregate_ref(node: exp.Expression) -> tuple[None, str]:
 
 def scaled_answers(frame: DataFrame, plan: Plan, query: ContinuousQuery | None,
                    kept: float) -> DataFrame:
-    """``frame``, a plan's result over inputs sampled at ``kept``, with every COUNT and SUM
-    scaled by ``1 / kept``: an unbiased estimate of the answer over every tuple (Babcock,
-    Datar and Motwani's shedders scale so). AVG needs no scaling; MIN and MAX cannot be
-    corrected and are left as sampled."""
+    """``frame``, a plan's result over inputs each sampled at ``kept``, with every COUNT and
+    SUM scaled to an unbiased estimate of the answer over every tuple: by ``1 / kept`` over
+    one stream (Babcock, Datar and Motwani's shedders scale so), by ``1 / kept^m`` over a
+    join of m streams, whose result tuple survives only when all m of its input tuples do.
+    AVG needs no scaling; MIN and MAX cannot be corrected and are left as sampled."""
     from pyspark.sql import functions as F
 
     if not 0 < kept <= 1:
         raise ValueError(f"kept must lie in (0, 1], got {kept}")
+    survives = kept ** len(plan.join_order)
     scaled = {name for ref, name in plan_outputs(plan, query)
               if ref[0] is None and ref[1].upper().startswith(("COUNT(", "SUM("))}
-    return frame.select(*[(F.col(f"`{c}`") / F.lit(kept)).alias(c) if c in scaled
+    return frame.select(*[(F.col(f"`{c}`") / F.lit(survives)).alias(c) if c in scaled
                           else F.col(f"`{c}`") for c in frame.columns])

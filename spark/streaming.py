@@ -130,6 +130,11 @@ LOCAL_TUPLES = 500_000
 # A plan's result of at most this many rows is written from the driver (Arrow); a larger
 # one by Spark. Smaller than LOCAL_TUPLES: finding a result too large costs its plan twice.
 LOCAL_RESULT_ROWS = 100_000
+# Rounds of at most this many tuples run from the driver's copy (a DataFrame of local
+# data, no re-read); larger ones from their staged Parquet, which Spark reads in parallel.
+# Their statistics come from the driver's copy either way (0.15-0.35 s for 400,000 tuples
+# against 4-7 s for the same statistics as a Spark job).
+LOCAL_FRAME_TUPLES = 100_000
 
 
 class StreamingRunError(CqoptError):
@@ -830,19 +835,25 @@ class AdaptiveRun:
 
         if local is None and not finishing:
             return None
+
+        def inside(rounds):
+            return pc.and_(pc.greater_equal(rounds, first), pc.less(rounds, stop))
+
+        # Only these rounds' tuples count against the limit: a batch mostly holds the next
+        # round (a round completes when a later tuple arrives), which waits for later.
         staged = self._staged(first, stop)
-        held = (0 if local is None else local.num_rows) + sum(
-            pq.read_metadata(f).num_rows for p in staged for f in Path(p).glob("*.parquet"))
+        mine = None if local is None else local.filter(inside(local["_round"]))
+        held = (0 if mine is None else mine.num_rows) + sum(
+            pc.sum(inside(pq.read_table(p, columns=["_round"])["_round"])).as_py() or 0
+            for p in staged)
         if held > LOCAL_TUPLES:
             return None
-        parts = ([] if local is None else [local]) + [pq.read_table(p) for p in staged]
+        parts = ([] if mine is None else [mine]) + [
+            (t := pq.read_table(p)).filter(inside(t["_round"])) for p in staged]
         if not parts:
             return None
-        table = (pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1
-                 else parts[0])
-        inside = pc.and_(pc.greater_equal(table["_round"], first),
-                         pc.less(table["_round"], stop))
-        return table.filter(inside)
+        return (pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1
+                else parts[0])
 
     def _stream_schema(self, stream_name: str) -> StructType:
         from pyspark.sql.types import DoubleType, LongType, StructField, StructType
@@ -877,8 +888,9 @@ class AdaptiveRun:
         if stop <= first:
             return
         rows = self._local_rounds(local, first, stop, finishing=tagged is None)
-        tuples = self._frames_from(rows) if rows is not None else self._round_tuples(
-            tagged, first, stop)
+        tuples = (self._frames_from(rows) if rows is not None
+                  and rows.num_rows <= LOCAL_FRAME_TUPLES
+                  else self._round_tuples(tagged, first, stop))
         # What measuring the rounds' statistics costs (RTStream's sampler cost), per round.
         began = time.perf_counter()
         if rows is not None:  # few tuples: their statistics worked out here, no Spark job

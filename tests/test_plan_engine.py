@@ -360,3 +360,24 @@ def test_an_unknown_dialect_is_one_line_and_exit_2(dec_toml, workload_toml, caps
     err = capsys.readouterr().err
     assert err.startswith("cqopt: error: unknown SQL dialect 'sparkk'; did you mean 'spark'")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_shed_answers_are_scaled_by_the_chance_a_result_survives(spark, examples):
+    """issue 22: a COUNT or SUM over one stream sampled at p is scaled by 1/p; over a join
+    of two streams each sampled at p, a pair survives with p^2, so by 1/p^2. AVG stays."""
+    from cqopt.spark.plan_frame import scaled_answers
+
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    row = {"ts": 0.5, "src_host": 1, "dest_host": 1, "src_port": 1, "dest_port": 1,
+           "bytes": 10}
+    frames = {s: spark.createDataFrame(pd.DataFrame([row] * 3)) for s in ("TCP", "UDP")}
+    for sql, factor in (
+            ("SELECT COUNT(*), SUM(TCP.bytes), AVG(TCP.bytes) FROM TCP WINDOW [1]", 2.0),
+            ("SELECT COUNT(*), SUM(TCP.bytes), AVG(TCP.bytes) FROM TCP, UDP "
+             "WHERE TCP.src_host = UDP.dest_host WINDOW [1]", 4.0)):
+        query = parse_query(sql, catalog)
+        plan = enumerate_plans(query)[0]
+        exact = to_spark(plan, frames, query=query).toPandas().iloc[0].tolist()
+        scaled = scaled_answers(to_spark(plan, frames, query=query), plan, query,
+                                0.5).toPandas().iloc[0].tolist()
+        assert scaled == pytest.approx([exact[0] * factor, exact[1] * factor, exact[2]])
