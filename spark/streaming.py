@@ -965,7 +965,7 @@ class AdaptiveRun:
         try:
             began = time.perf_counter()
             result = to_spark(outcome.plan, frames, query=self.query)
-            if shed["kept"] < 1.0:
+            if 0.0 < shed["kept"] < 1.0:  # kept 0: the whole round shed, nothing to scale
                 result = scaled_answers(result, outcome.plan, self.query, shed["kept"])
             rows_out = _write_result(result, self.out / "results" / f"round-{r:06d}.parquet")
             seconds = time.perf_counter() - began
@@ -989,8 +989,16 @@ class AdaptiveRun:
         stats = {k: np.array([v]) for k, v in observed.items()}
         if any(not math.isfinite(observed.get(k, math.nan)) for k in engine.statistics(plan)):
             return {"kept": 1.0, "predicted_s": None}  # a stream without tuples: nothing to shed
-        run = simulate_rounds(stats, lambda at: engine.seconds(plan, at), self.deadline,
-                              self.window_s, min_kept=self.min_kept)
+        rates = [rate_name(s) for s in plan.join_order]
+        scan = self.catalog.engine.scan
+
+        def predict(at: Mapping[str, np.ndarray]) -> np.ndarray:
+            # Spark samples a round after reading it: the tuples shed are still scanned.
+            unread = sum(stats[k] - at[k] for k in rates) * self.window_s
+            return np.asarray(engine.seconds(plan, at)) + scan * unread
+
+        run = simulate_rounds(stats, predict, self.deadline, self.window_s,
+                              min_kept=self.min_kept)
         if run.unreachable[0] and not self.unreachable_said:
             self.unreachable_said = True
             self.progress(f"{self.name}: round {r}: even keeping {self.min_kept:.0%} of its "
