@@ -26,6 +26,7 @@ import atexit
 import contextlib
 import functools
 import importlib
+import io
 import os
 import pkgutil
 import re
@@ -38,7 +39,7 @@ import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cqopt.errors import CqoptError
 from cqopt.progress import heartbeat
@@ -232,7 +233,10 @@ def running_session(master: str = "local[*]",
     with _stop_jvm_when_killed() as killed:
         began = time.monotonic()
         say(f"starting Spark ({master})...")
-        with heartbeat("Spark", None, "starting", enabled=bool(progress)):
+        # Its lines go to a copy of stderr: while the JVM starts, stderr itself is a pipe
+        # whose lines are held back until the start is over (_jvm_stderr_filtered).
+        with _stderr_copy() as stream, heartbeat("Spark", None, "starting", stream=stream,
+                                                 enabled=bool(progress)):
             spark = spark_session(master, progress=bool(progress), conf=conf)
         say(f"Spark started in {time.monotonic() - began:.1f} s")
         try:
@@ -511,6 +515,24 @@ class _JvmStart:
         with self.lock:
             held, self.held = self.held or [], None
         return [line.decode("utf-8", "replace").strip() for line in held]
+
+
+@contextlib.contextmanager
+def _stderr_copy() -> Iterator[Any]:
+    """A text stream on a duplicate of this process's stderr as it is now (sys.stderr itself
+    where it has no file descriptor, as under pytest's capture)."""
+    try:
+        sys.stderr.flush()
+        fd = os.dup(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        yield sys.stderr
+        return
+    stream = os.fdopen(fd, "w", buffering=1, encoding="utf-8", errors="replace")
+    try:
+        yield stream
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            stream.close()
 
 
 @contextlib.contextmanager
