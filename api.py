@@ -508,6 +508,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
              deadline: float | None = None, min_kept: float | None = None,
              delta: float = 0.05,
              memory_budget: float | None = None, window_min: float = 0.25,
+             negotiate: bool = False,
              force: bool = False, progress: bool = False, name: Name = setting_label
              ) -> dict[str, Any]:
     """Replay traces through charts into a fidelity report: the main job's last step.
@@ -569,6 +570,11 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         ``summary["memory"]`` of each query).
     window_min : float
         With ``memory_budget``: the smallest window a query accepts, as a share of its own.
+    negotiate : bool
+        With ``deadline``: the replayed queries also share each round's deadline on one
+        engine, and RTStream's inter-query negotiation lowers their common QoS level until
+        every one fits (:func:`cqopt.replay.overload.negotiated_replay`,
+        ``summary["negotiation"]``).
     force : bool
         Replace an existing ``out`` that cqopt wrote.
     progress : bool
@@ -602,6 +608,10 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     # Everything is checked before any Spark work starts.
     if rounds is not None and not rounds >= 1:
         raise CqoptError(f"{name('rounds', rounds)}: needs a number >= 1")
+    if negotiate and deadline is None:
+        raise CqoptError(f"{name('negotiate', True).split(' ')[0]}: the queries negotiate to "
+                         "share a "
+                         "deadline; give the deadline too")
     if memory_budget is not None:
         for key, value, ok, needs in (
                 ("memory_budget", memory_budget, lambda v: v > 0, "a size in bytes > 0"),
@@ -705,6 +715,15 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
             if ks:
                 sweeps[spec.name] = sweep_k(spec.name, used[spec.name].spec, catalog,
                                             observed[spec.name], ks, **options)
+        if negotiate:
+            from cqopt.replay.overload import negotiated_replay
+
+            say(f"{', '.join(replays)}: negotiating a common QoS level for each round")
+            shared = negotiated_replay(
+                replays, used, catalog, observed, deadline,
+                {n: qos(workload.query(n)).get("quality") for n in replays})
+            for name_ in replays:
+                replays[name_].summary["negotiation"] = shared.summary
         if memory_budget is not None:
             from cqopt.replay.overload import memory_replay
 

@@ -48,7 +48,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
     from cqopt.api import fidelity
-    from cqopt.replay.report import deadline_line, headline, memory_line, summary_json
+    from cqopt.replay.report import (
+        deadline_line,
+        headline,
+        memory_line,
+        negotiation_line,
+        summary_json,
+    )
 
     check_policy_options(args)  # before any work starts
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
@@ -59,7 +65,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         replay_options={"seed": args.seed, **policy_options(args)},
         describe=describe_policy(args), master=args.master, deadline=args.deadline,
         min_kept=args.min_kept, delta=args.delta, memory_budget=args.memory_budget,
-        window_min=args.window_min, force=args.force,
+        window_min=args.window_min, negotiate=args.negotiate, force=args.force,
         progress=not args.quiet, name=lambda key, value: f"{option_label(key)} {value}")
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
@@ -78,6 +84,10 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     memory = next((r.summary["memory"] for r in replays.values() if "memory" in r.summary), None)
     if memory is not None:
         print(memory_line(memory))
+    shared = next((r.summary["negotiation"] for r in replays.values()
+                   if "negotiation" in r.summary), None)
+    if shared is not None:
+        print(negotiation_line(shared))
         for alarm in s["alarms"]:
             print(f"cqopt: warning: {name}: {alarm['message']}", file=sys.stderr)
     out = Path(args.out)
@@ -175,6 +185,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--delta", type=number(above=0, high=0.5), default=0.05,
                    help="with --deadline: a COUNT's error is promised at confidence "
                         "1 - DELTA (default 0.05)")
+    p.add_argument("--negotiate", action="store_true",
+                   help="with --deadline: the queries also share each round's deadline on one "
+                        "engine, one after another, and RTStream's inter-query negotiation "
+                        "lowers their common QoS level (their input/quality tables) until "
+                        "every one fits")
     p.add_argument("--memory-budget", type=options.byte_size, metavar="SIZE",
                    help="bytes the replayed queries may hold together, e.g. 100m: in rounds "
                         "that would exceed it, PIPES' resource manager shrinks every query's "

@@ -258,3 +258,86 @@ def memory_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
                "peak_memory_full": float(full.sum(axis=0).max()) if rounds else 0.0,
                "peak_memory_after": float(after.max()) if rounds else 0.0}
     return MemoryReplay(table, summary)
+
+
+@dataclass(frozen=True)
+class NegotiationReplay:
+    """Per round: the queries' total seconds at full QoS, the common QoS level RTStream's
+    negotiation chose, whether every query met the shared deadline, the average quality."""
+
+    rounds: pd.DataFrame
+    summary: dict[str, Any]
+
+
+def negotiated_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
+                      catalog: Catalog, observed: dict[str, pd.DataFrame], deadline: float,
+                      quality: dict[str, tuple[tuple[float, float], ...] | None] | None = None,
+                      *, step: float = 0.01) -> NegotiationReplay:
+    """RTStream's inter-query negotiation (seed 000, §4.3) over the replayed rounds.
+
+    Each round, every query's instance must finish within ``deadline`` seconds of the
+    round's start, the queries running one after another on one engine (earliest
+    deadline first; all share the round's). An instance's seconds at a share kept are
+    the engine model's for its chosen plan at its rates times that share. The common QoS
+    level falls in ``step`` steps until every instance fits; each query's drops come from
+    its input/quality table (``quality``; without one, quality is the share kept).
+    Misses count quality 0 (RTStream's equation 3).
+
+    Returns
+    -------
+    NegotiationReplay
+
+    Raises
+    ------
+    CqoptError
+        A deadline that is not a positive number.
+    """
+    from cqopt.runtime.overload.qos_negotiation import QualityTable, QueryInstance, negotiate
+
+    if not (math.isfinite(deadline) and deadline > 0):
+        raise CqoptError(f"--deadline {deadline}: needs a number of seconds > 0")
+    names = list(replays)
+    rounds = min(len(replays[n].rounds) for n in names)
+    engine = Engine(catalog)
+    tables, seconds = {}, {}
+    for name in names:
+        rows = (quality or {}).get(name) or ((0.0, 1.0), (1.0, 0.0))
+        tables[name] = QualityTable.from_rows(name, [(q, d) for d, q in rows])
+        chart = charts[name]
+        stats = actual_statistics(chart, observed[name])
+        for rate in [k for k in stats if k.startswith("rate.")]:
+            stats[rate] = np.nan_to_num(observed[name][rate].to_numpy(dtype=np.float64)) \
+                if rate in observed[name] else stats[rate]
+        ids = [p.id for p in chart.plans]
+        chosen = np.array([ids.index(p) for p in replays[name].rounds["plan"][:rounds]])
+        seconds[name] = (stats, chosen, chart)
+    levels, met, mean_quality, total_full = [], [], [], []
+    for t in range(rounds):
+        instances = []
+        full = 0.0
+        for name in names:
+            stats, chosen, chart = seconds[name]
+            plan = chart.plans[chosen[t]]
+            at = {k: np.asarray(v)[t] for k, v in stats.items()}
+            rates = [k for k in at if k.startswith("rate.")]
+
+            def predict(kept: np.ndarray, at=at, plan=plan, rates=rates) -> float:
+                scaled = {k: (v * float(kept[0]) if k in rates else v) for k, v in at.items()}
+                return float(engine.seconds(plan, scaled))
+            full += predict(np.ones(1))
+            instances.append(QueryInstance(tables[name], deadline, predict))
+        outcome = negotiate(instances, now=0.0, step=step)
+        levels.append(outcome.level)
+        met.append(outcome.met)
+        mean_quality.append(outcome.average_quality)
+        total_full.append(full)
+    table = pd.DataFrame({"round": np.arange(rounds), "seconds_full": total_full,
+                          "level": levels, "met": met, "average_quality": mean_quality})
+    over = table["seconds_full"] > deadline
+    summary = {"deadline_s": float(deadline), "queries": names, "rounds": int(rounds),
+               "miss_share_without": float(over.mean()) if rounds else 0.0,
+               "miss_share_with": float((~table["met"]).mean()) if rounds else 0.0,
+               "negotiated_rounds": int((table["level"] < 1).sum()),
+               "lowest_level": float(table["level"].min()) if rounds else 1.0,
+               "average_quality": float(table["average_quality"].mean()) if rounds else 1.0}
+    return NegotiationReplay(table, summary)

@@ -118,6 +118,15 @@ GLOSSARY: tuple[tuple[tuple[str, ...], str], ...] = (
                                        "the deadline."),
     (("rounds shed",), "the share of rounds that dropped input to fit the deadline."),
     (("tuples shed",), "the tuples dropped at the inputs, and their share of all tuples."),
+    (("QoS", "full QoS", "negotiated QoS"), "with --negotiate: every query at its full "
+                                            "input, or at the common QoS level RTStream's "
+                                            "negotiation lowered until every query finishes "
+                                            "by the shared deadline."),
+    (("average quality",), "RTStream's measure: the mean over queries and rounds of each "
+                           "query's quality by its input/quality table (the share kept "
+                           "without one), a miss counting 0."),
+    (("lowest level",), "the lowest common QoS level the negotiation chose in any round "
+                        "(1: full input)."),
     (("memory budget",), "with --memory-budget: the bytes every replayed query may hold "
                          "together; PIPES' resource manager shrinks every window to the same "
                          "fraction of its range in the rounds that would exceed it."),
@@ -170,6 +179,36 @@ def memory_table(m: dict[str, Any]) -> dict[str, Any]:
                       f"{m['peak_memory_after']:,.0f} B",
                       f"{m['lowest_window_fraction']:.2f} lowest, in {m['adapted_rounds']} "
                       "rounds"]]}
+
+
+NEGOTIATION_HEADERS = ("QoS", "rounds missing the deadline", "average quality",
+                       "lowest level")
+
+
+def negotiation_table(n: dict[str, Any]) -> dict[str, Any]:
+    """The shared deadline's table: every query at full QoS beside the negotiated level."""
+    return {"caption": f"{', '.join(n['queries'])} sharing each round's {n['deadline_s']:g} s "
+                       "(RTStream's inter-query negotiation)",
+            "headers": NEGOTIATION_HEADERS,
+            "rows": [["full QoS", f"{n['miss_share_without']:.1%}", "1.00", "1.00"],
+                     ["negotiated QoS", f"{n['miss_share_with']:.1%}",
+                      f"{n['average_quality']:.2f}",
+                      f"{n['lowest_level']:.2f} (in {n['negotiated_rounds']} rounds below 1)"]]}
+
+
+def negotiation_line(n: dict[str, Any]) -> str:
+    """The shared deadline's outcome in one line, for the console.
+
+    >>> negotiation_line({"deadline_s": 1.0, "queries": ["Q1", "Q2"], "miss_share_without": 0.5,
+    ...                   "miss_share_with": 0.0, "average_quality": 0.9,
+    ...                   "negotiated_rounds": 5, "lowest_level": 0.7})
+    'Q1, Q2 sharing 1 s a round: 50.0% of rounds late at full QoS, 0.0% at the negotiated level (average quality 0.90, lowest level 0.70, 5 rounds below full)'
+    """
+    return (f"{', '.join(n['queries'])} sharing {n['deadline_s']:g} s a round: "
+            f"{n['miss_share_without']:.1%} of rounds late at full QoS, "
+            f"{n['miss_share_with']:.1%} at the negotiated level (average quality "
+            f"{n['average_quality']:.2f}, lowest level {n['lowest_level']:.2f}, "
+            f"{n['negotiated_rounds']} rounds below full)")
 
 
 def memory_line(m: dict[str, Any]) -> str:
@@ -494,6 +533,8 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
             tables.append(deadline_table(s["deadline"]))
         if "memory" in s and name == s["memory"]["queries"][0]:  # the workload's, once
             tables.append(memory_table(s["memory"]))
+        if "negotiation" in s and name == s["negotiation"]["queries"][0]:
+            tables.append(negotiation_table(s["negotiation"]))
         tables.append({"caption": "The plans of the diagram", "headers": PLAN_HEADERS,
                        "rows": [[f"P{n}", f"{share:.1%}", chart.plans[i].id]
                                 for n, (i, share) in enumerate(plan_numbers(chart), 1)]})

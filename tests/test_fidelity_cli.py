@@ -151,8 +151,12 @@ def test_fidelity_replays_a_deadline_with_and_without_shedding(dec_toml, workloa
     report = tmp_path / "tight"
     assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--traces",
                  str(traces), "--out", str(report), "--k-sweep", "none", "--query", "Q1",
-                 "--deadline", "0.3004", "--json", "--quiet"]) == 0
-    summary = json.loads(capsys.readouterr().out)["queries"]["Q1"]["deadline"]
+                 "--deadline", "0.3004", "--negotiate", "--json", "--quiet"]) == 0
+    q1 = json.loads(capsys.readouterr().out)["queries"]["Q1"]
+    summary, shared = q1["deadline"], q1["negotiation"]
+    # alone on the engine, negotiating its QoS level is shedding by its (default) table
+    assert shared["miss_share_without"] == summary["miss_share_without"]
+    assert shared["miss_share_with"] <= summary["miss_share_with"] + 0.05
     assert summary["miss_share_without"] > 0.2 and summary["miss_share_with"] == 0.0
     assert summary["tuples_dropped"] > 0 and summary["engine_constants"] == "defaults"
     rounds = pd.read_parquet(report / "rounds" / "Q1.parquet")
@@ -179,6 +183,7 @@ def test_fidelity_replays_a_deadline_with_and_without_shedding(dec_toml, workloa
 
 
 @pytest.mark.parametrize("args, fragment", [
+    (["--negotiate"], "--negotiate: the queries negotiate to share a deadline"),
     (["--deadline", "0"], "--deadline '0': needs a number > 0"),
     (["--deadline", "-1"], "--deadline '-1': needs a number > 0"),
     (["--deadline", "1", "--min-kept", "1.5"], "--min-kept '1.5': needs a number <= 1"),

@@ -18,13 +18,14 @@ import pytest
 from cqopt.catalog import load_catalog
 from cqopt.charts.spec import workload_specs
 from cqopt.charts.workload import load_workload
-from cqopt.replay.overload import deadline_replay, memory_replay
+from cqopt.replay.overload import deadline_replay, memory_replay, negotiated_replay
 from cqopt.replay.replay import fidelity_over_time, k_sweep, local_chart, replay
 from cqopt.replay.report import (
     COLUMNS,
     DEADLINE_HEADERS,
     HEADERS,
     MEMORY_HEADERS,
+    NEGOTIATION_HEADERS,
     glossary_terms,
     over_time_bucket,
     verdict_sentence,
@@ -60,6 +61,16 @@ def report(examples, tmp_path_factory):
     assert held.summary["over_budget_full"] > 0 == held.summary["over_budget_after"]
     for r in replays.values():
         r.summary["memory"] = held.summary
+    # and sharing each round's engine time: a deadline half the rounds overrun at full QoS
+    roomy = negotiated_replay(replays, charts, catalog, {n: observed for n in replays}, 1e9)
+    deadline = float(np.median(roomy.rounds["seconds_full"]))
+    shared = negotiated_replay(replays, charts, catalog, {n: observed for n in replays},
+                               deadline, {"Q1": ((0.0, 1.0), (0.5, 0.8), (1.0, 0.0))})
+    assert shared.summary["miss_share_without"] == pytest.approx(0.5, abs=0.01)
+    assert shared.summary["miss_share_with"] < 0.5 and shared.summary["negotiated_rounds"] > 0
+    assert 0 < shared.summary["average_quality"] < 1
+    for r in replays.values():
+        r.summary["negotiation"] = shared.summary
     sweeps = {"Q2": k_sweep("Q2", specs["Q2"], catalog, observed, [2, 5])}
     out = tmp_path_factory.mktemp("report")
     write_report(out, replays, charts, sweeps,
@@ -135,16 +146,18 @@ def test_markdown_and_html_tables_have_the_same_rows_and_columns(report):
     out, _ = report
     html_tables = _page(out).tables
     md_tables = _markdown_tables((out / "report.md").read_text(encoding="utf-8"))
-    # Q1: baselines, deadline, memory (the workload's, once), plans; Q2: baselines, k sweep,
-    # plans
-    assert len(html_tables) == len(md_tables) == 7
+    # Q1: baselines, deadline, memory and negotiation (the workload's, once), plans;
+    # Q2: baselines, k sweep, plans
+    assert len(html_tables) == len(md_tables) == 8
     assert html_tables == md_tables
     assert html_tables[0][0] == list(HEADERS) and len(html_tables[0]) == 6
     assert html_tables[1][0] == list(DEADLINE_HEADERS)
     assert [row[0] for row in html_tables[1][1:]] == ["without shedding", "with shedding"]
     assert html_tables[2][0] == list(MEMORY_HEADERS)
     assert [row[0] for row in html_tables[2][1:]] == ["full windows", "adapted windows"]
-    assert html_tables[5][0][:3] == ["k", "cells", "plans used"]
+    assert html_tables[3][0] == list(NEGOTIATION_HEADERS)
+    assert [row[0] for row in html_tables[3][1:]] == ["full QoS", "negotiated QoS"]
+    assert html_tables[6][0][:3] == ["k", "cells", "plans used"]
 
 
 def test_every_term_of_the_tables_is_in_the_glossary(report):
