@@ -291,9 +291,13 @@ example:
   cqopt generate --catalog examples/dec-pkt.toml --out traces --duration 60 \\
       --steady TCP.src_host --steady UDP.dest_host --steady SF.dest_host""",
     "fidelity": """\
-example (--traces DIR, or one --trace STREAM=PATH per stream instead):
+examples (--traces DIR, or one --trace STREAM=PATH per stream instead; the second adds
+a deadline per round, shared by the queries, and a memory budget, all replayed):
   cqopt fidelity --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
-      --charts charts --traces traces --out report""",
+      --charts charts --traces traces --out report
+  cqopt fidelity --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
+      --charts charts --traces traces --out report-overload --k-sweep none \\
+      --deadline 0.8 --negotiate --memory-budget 40k""",
     "calibrate": """\
 examples (operator rates timed on Spark; the engine model fitted to a run's plan times):
   cqopt calibrate --catalog examples/dec-pkt.toml --out calibrated.toml

@@ -73,6 +73,8 @@ def test_every_help_example_runs_as_written(spark, examples, tmp_path, monkeypat
     assert (tmp_path / "charts" / "manifest.json").exists()
     assert (tmp_path / "q2.png").stat().st_size > 1000
     assert (tmp_path / "report" / "report.html").exists()
+    assert "sharing each round's 0.8 s" in (tmp_path / "report-overload" / "report.md").read_text(
+        encoding="utf-8")
     assert (tmp_path / "run" / "report.md").exists()
     assert (tmp_path / "engine.toml").exists()
     assert sorted(set(ran)) == sorted(set(EXAMPLES))
