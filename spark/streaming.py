@@ -1001,10 +1001,13 @@ class AdaptiveRun:
                               min_kept=self.min_kept)
         if run.unreachable[0] and not self.unreachable_said:
             self.unreachable_said = True
+            least = (f"{self.min_kept:.0%} of their input" if self.min_kept > 0 else
+                     "none of their input (whole rounds shed: --min-kept sets the least "
+                     "share a round keeps)")
             self.progress(f"{self.name}: round {r}: even keeping {self.min_kept:.0%} of its "
                           f"input, {plan.id} is predicted at {run.predicted_after[0]:.3f} s, "
-                          f"over the {self.deadline:g} s deadline; such rounds run at "
-                          f"{self.min_kept:.0%} and count as misses (said once)")
+                          f"over the {self.deadline:g} s deadline; such rounds run at the "
+                          f"least share allowed, {least}, and count as misses (said once)")
         return {"kept": float(run.kept[0]), "predicted_s": float(run.predicted[0]),
                 "predicted_after_s": float(run.predicted_after[0]),
                 "dropped": float(run.dropped[0]), "unreachable": bool(run.unreachable[0])}
