@@ -81,6 +81,24 @@ def test_smoothing_moves_a_fraction_toward_the_new_fit():
     assert smoothed(old, new, 1.0) == new
 
 
+def test_the_smoothed_profile_converges_to_the_true_per_tuple_costs(q2):
+    """RTStream's profiler (seed 000, §4.1): each run's fit smoothed into the last. Starting
+    from the defaults, runs timed from known costs (10% noise each) bring the predicted
+    seconds within a few per cent of the truth, and the error falls run by run."""
+    catalog, plans = q2
+    rng = np.random.default_rng(3)
+    vector = np.array([getattr(TRUTH, n) for n in CONSTANTS])
+    held = np.array([work(p, s, catalog) for s in _stats(rng, 20) for p in plans])
+    profile, errors = EngineConstants(), []
+    for _ in range(8):  # eight runs of 12 rounds, every plan timed (--shadow)
+        rows = np.array([work(p, s, catalog) for s in _stats(rng, 12) for p in plans])
+        fitted = fit_constants(rows, rows @ vector * rng.lognormal(0, 0.10, len(rows)))
+        profile = smoothed(profile, fitted, 0.5)
+        predicted = held @ np.array([getattr(profile, n) for n in CONSTANTS])
+        errors.append(float(np.median(np.abs(predicted - held @ vector) / (held @ vector))))
+    assert errors[-1] < 0.05 and errors[-1] < errors[0] / 4
+
+
 def test_a_chart_of_the_engine_model_must_weigh_its_seconds():
     with pytest.raises(SettingsError, match=r"the ENGINE model's cost is its CPU term.*"
                                             r"--weights 0,0,1"):
