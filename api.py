@@ -67,7 +67,8 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
         it the charts are returned only.
     engine : {"local", "spark", "auto"}
         Cost the cells in this process or on Spark (``master``); ``auto`` picks
-        by the charts' size (:func:`cqopt.charts.build.pick_engine`) and says which.
+        Spark for a cluster master, else by the charts' size
+        (:func:`cqopt.charts.build.pick_engine`), and says which.
     k, model, weights
         Override the workload's k, cost model and utility weights for every query.
     refine, depth : int, optional
@@ -141,7 +142,10 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     if engine == "auto":  # by the charts' size, and said
         from cqopt.charts.build import pick_engine
 
-        engine, why = pick_engine(specs, catalog, shape["refine"])
+        if not master.startswith("local"):  # a cluster named: the user means Spark
+            engine, why = "spark", f"on Spark: the master {master} is a cluster"
+        else:
+            engine, why = pick_engine(specs, catalog, shape["refine"])
         if progress:
             print(f"building {why}", file=sys.stderr, flush=True)
     if engine == "local":

@@ -241,9 +241,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--master", type=options.master, default="local[*]",
                    help="Spark master URL (default local[*])")
     p.add_argument("--engine", choices=["auto", "spark", "local"], default="auto",
-                   help="spark, or local (the same kernel in this process); by default the "
-                        "charts' size picks one, said on stderr: this process when the cells "
-                        "take less than Spark's start-up would cost")
+                   help="spark, or local (the same kernel in this process); by default "
+                        "Spark for a cluster --master, else the charts' size picks, said on "
+                        "stderr: this process when the cells take less than Spark's start-up "
+                        "would cost")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=cmd_build)

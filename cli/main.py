@@ -92,10 +92,12 @@ def _plan_object(plan, costs: dict[str, float], model, values: dict[str, float],
                  windows, window_s: float | None, sql_out: str | None) -> dict[str, Any]:
     """One plan of ``explain``: its id, totals, per-operator estimates (and, given a
     round's ``windows``, the rows each operator emitted on it) and its tree."""
-    from cqopt.costmodel.reference_executor import execute
-
     cost = model.cost(plan, values)
-    run = execute(plan, query, windows) if windows is not None else None
+    run = None
+    if windows is not None:  # --analyze: the reference executor needs pandas (an extra)
+        from cqopt.costmodel.reference_executor import execute
+
+        run = execute(plan, query, windows)
     operators = {key: {"rate": float(op.rate), "memory": float(op.memory),
                        "cpu": float(op.cpu),
                        **({"rows_estimated": float(op.rate) * window_s,

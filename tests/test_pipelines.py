@@ -19,7 +19,7 @@ def test_build_writes_a_chart_set_that_loads(dec_toml, workload_toml, tmp_path):
 def test_build_names_a_bad_parameter_as_python_spells_it(dec_toml, workload_toml, tmp_path):
     with pytest.raises(CqoptError, match=r"^k = 0: must be a whole number >= 1$"):
         cqopt.build(dec_toml, workload_toml, tmp_path / "charts", k=0)
-    with pytest.raises(CqoptError, match=r"^engine = 'gpu': expected local or spark$"):
+    with pytest.raises(CqoptError, match=r"^engine = 'gpu': expected auto, local or spark$"):
         cqopt.build(dec_toml, workload_toml, engine="gpu")
     assert not (tmp_path / "charts").exists()
 
