@@ -35,6 +35,18 @@ from contextlib import contextmanager
 from typing import TextIO
 
 
+def _bar_class(stream: TextIO):
+    """tqdm's bar when ``stream`` is a terminal and tqdm is installed (an extra: spark, all),
+    else None: plain lines."""
+    if not is_terminal(stream):
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm
+
+
 def is_terminal(stream: TextIO) -> bool:
     """Whether ``stream`` is a terminal a bar may redraw."""
     try:
@@ -71,11 +83,8 @@ def counter(label: str, total: int, unit: str, *, enabled: bool = True,
     if not enabled or total <= 0:
         yield lambda n: None
         return
-    try:
-        from tqdm import tqdm  # an extra (spark, all): the base install says plain lines
-    except ImportError:
-        tqdm = None
-    if tqdm is not None and is_terminal(stream):
+    tqdm = _bar_class(stream)
+    if tqdm is not None:
         with tqdm(total=total, desc=f"  {label}", unit=f" {unit}", file=stream,
                   leave=True, dynamic_ncols=True) as bar:
             def advance(n: int) -> None:
@@ -120,10 +129,7 @@ def heartbeat(label: str, poll: Callable[[], tuple[int, int]] | None, unit: str,
         yield
         return
     stream = stream if stream is not None else sys.stderr
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        tqdm = None
+    tqdm = _bar_class(stream)
     stop = threading.Event()
     began = time.monotonic()
 
@@ -142,7 +148,7 @@ def heartbeat(label: str, poll: Callable[[], tuple[int, int]] | None, unit: str,
                 done, total = poll()
             except Exception:  # a poll that fails (the job ended under it) says nothing
                 continue
-            if tqdm is not None and is_terminal(stream):
+            if tqdm is not None:
                 if bar is None:
                     bar = tqdm(total=total, desc=f"  {label}", unit=f" {unit}", file=stream,
                                leave=False, dynamic_ncols=True)

@@ -64,14 +64,16 @@ def _statistics(query: ContinuousQuery, given: dict[str, float], catalog, spec=N
             else (default_value(name, catalog, query), "default") for name in query.statistics}
 
 
-def _costs(plans, values: dict[str, float], model, utility) -> list[dict[str, float]]:
+def _costs(plans, values: dict[str, float], model, utility
+           ) -> list[tuple[dict[str, float], Any]]:
+    """Each plan's totals and its cost (per operator too), costed once."""
     # At one point: the generated scalar path, and one utility call over all plans.
     utilities = plan_utilities(model, utility, plans, values)
     out = []
     for plan, plan_utility in zip(plans, utilities):
         cost = model.cost(plan, values)
-        out.append({"rate": float(cost.rate), "memory": float(cost.memory),
-                    "cpu": float(cost.cpu), "utility": float(plan_utility)})
+        out.append(({"rate": float(cost.rate), "memory": float(cost.memory),
+                     "cpu": float(cost.cpu), "utility": float(plan_utility)}, cost))
     return out
 
 
@@ -88,11 +90,10 @@ def _operator_notes(plan, cost, window_s: float | None, run=None) -> dict[str, s
     return notes
 
 
-def _plan_object(plan, costs: dict[str, float], model, values: dict[str, float], query,
-                 windows, window_s: float | None, sql_out: str | None) -> dict[str, Any]:
-    """One plan of ``explain``: its id, totals, per-operator estimates (and, given a
-    round's ``windows``, the rows each operator emitted on it) and its tree."""
-    cost = model.cost(plan, values)
+def _plan_object(plan, costs: dict[str, float], cost, query, windows, window_s: float | None,
+                 sql_out: str | None) -> dict[str, Any]:
+    """One plan of ``explain``: its id, totals, per-operator estimates (``cost``; and,
+    given a round's ``windows``, the rows each operator emitted on it) and its tree."""
     run = None
     if windows is not None:  # --analyze: the reference executor needs pandas (an extra)
         from cqopt.costmodel.reference_executor import execute
@@ -157,7 +158,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
         plans = enumerate_plans(q, catalog=catalog, rules=rules,
                                 cost=lambda p: float(plan_utilities(model, utility, [p],
                                                                     values)[0]))
-        costs = _costs(plans, values, model, utility)
+        costed = _costs(plans, values, model, utility)
+        costs = [totals for totals, _ in costed]
         best = min(range(len(plans)), key=lambda i: (costs[i]["utility"], plans[i].id))
         # With no output at all (a contradiction, an empty stream) no plan is cheaper.
         chosen = plans[best] if math.isfinite(costs[best]["utility"]) else None
@@ -166,9 +168,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
                         "weights": [utility.w_r, utility.w_m, utility.w_c],
                         "statistics": {s: {"value": v, "default": d == "default",
                                            "source": d} for s, (v, d) in stats.items()},
-                        "plans": [_plan_object(p, c, model, values, q, windows, window_s,
+                        "plans": [_plan_object(p, totals, cost, q, windows, window_s,
                                                args.sql_out)
-                                  for p, c in zip(plans, costs)],
+                                  for p, (totals, cost) in zip(plans, costed)],
                         "chosen": chosen.id if chosen else None})
     if args.json:
         print(json.dumps(objects[0] if len(objects) == 1 else {"queries": objects}, indent=2,

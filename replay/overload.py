@@ -54,6 +54,22 @@ from cqopt.replay.replay import Replay, actual_statistics, round_length
 from cqopt.runtime.overload.simulate import simulate_rounds
 
 
+def _round_statistics(chart: QueryChart, observed: pd.DataFrame) -> dict[str, np.ndarray]:
+    """The chart's statistics per round, a rate observed as it was: a round without tuples
+    has rate 0 (nothing to run), not the last rate carried forward."""
+    stats = actual_statistics(chart, observed)
+    for name in stats:
+        if name.startswith("rate.") and name in observed:
+            stats[name] = np.nan_to_num(observed[name].to_numpy(dtype=np.float64))
+    return stats
+
+
+def _chosen(chart: QueryChart, replay: Replay, rounds: int | None = None) -> np.ndarray:
+    """The index in ``chart.plans`` of the plan the replay chose, per round."""
+    position = {p.id: i for i, p in enumerate(chart.plans)}
+    return np.array([position[p] for p in replay.rounds["plan"][:rounds]], dtype=np.intp)
+
+
 @dataclass(frozen=True)
 class DeadlineReplay:
     """Per round (``rounds``) and in all (``summary``): predicted seconds, kept share,
@@ -106,15 +122,10 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
     if not 0 < delta < 1:
         raise CqoptError(f"delta {delta}: needs a number in (0, 1)")
     window_s = round_length(observed)
-    stats = actual_statistics(chart, observed)
-    # Rates of a round without tuples are 0, not carried forward: nothing to run.
-    for name in stats:
-        if name.startswith("rate.") and name in observed:
-            stats[name] = np.nan_to_num(observed[name].to_numpy(dtype=np.float64))
+    stats = _round_statistics(chart, observed)
     engine = Engine(catalog)
     plans = list(chart.plans)
-    position = {p.id: i for i, p in enumerate(plans)}
-    chosen = np.array([position[p] for p in replay.rounds["plan"]], dtype=np.intp)
+    chosen = _chosen(chart, replay)
     rows = np.arange(len(chosen))
 
     def predict(at: dict[str, np.ndarray]) -> np.ndarray:
@@ -232,10 +243,8 @@ def memory_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
     for q, name in enumerate(names):
         chart, stats = charts[name], actual_statistics(charts[name], observed[name])
         model = chart.spec.cost_model(catalog)
-        plans = list(chart.plans)
-        chosen = np.array([[p.id for p in plans].index(pid)
-                           for pid in replays[name].rounds["plan"][:rounds]])
-        for i, plan in enumerate(plans):
+        chosen = _chosen(chart, replays[name], rounds)
+        for i, plan in enumerate(chart.plans):
             mine = chosen == i
             if mine.any():
                 memory = np.broadcast_to(np.asarray(model.cost(plan, stats).memory,
@@ -304,13 +313,8 @@ def negotiated_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
         rows = (quality or {}).get(name) or ((0.0, 1.0), (1.0, 0.0))
         tables[name] = QualityTable.from_rows(name, [(q, d) for d, q in rows])
         chart = charts[name]
-        stats = actual_statistics(chart, observed[name])
-        for rate in [k for k in stats if k.startswith("rate.")]:
-            stats[rate] = np.nan_to_num(observed[name][rate].to_numpy(dtype=np.float64)) \
-                if rate in observed[name] else stats[rate]
-        ids = [p.id for p in chart.plans]
-        chosen = np.array([ids.index(p) for p in replays[name].rounds["plan"][:rounds]])
-        seconds[name] = (stats, chosen, chart)
+        seconds[name] = (_round_statistics(chart, observed[name]),
+                         _chosen(chart, replays[name], rounds), chart)
     levels, met, mean_quality, total_full = [], [], [], []
     for t in range(rounds):
         instances = []

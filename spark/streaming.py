@@ -354,6 +354,10 @@ class AdaptiveRun:
         if not (isinstance(min_kept, (int, float)) and 0 <= min_kept <= 1):
             raise StreamingRunError(f"--min-kept {min_kept}: needs a share in [0, 1]")
         self.deadline, self.min_kept = deadline, float(min_kept)
+        if deadline is not None:  # the model that predicts each round's seconds
+            from cqopt.costmodel.engine import Engine
+
+            self.engine = Engine(catalog)
         self.in_batch: int | None = None  # the micro-batch being worked on, if one is
         self.unreachable_said = False
         self.streams = tuple(query.stream_names)
@@ -982,10 +986,9 @@ class AdaptiveRun:
         share kept (1: nothing shed) and the tuples that drops (see ``deadline``)."""
         if self.deadline is None:
             return {"kept": 1.0}
-        from cqopt.costmodel.engine import Engine
         from cqopt.runtime.overload.simulate import simulate_rounds
 
-        engine = Engine(self.catalog)
+        engine = self.engine
         stats = {k: np.array([v]) for k, v in observed.items()}
         if any(not math.isfinite(observed.get(k, math.nan)) for k in engine.statistics(plan)):
             return {"kept": 1.0, "predicted_s": None}  # a stream without tuples: nothing to shed
