@@ -28,6 +28,14 @@ def q2(examples):
     return catalog, enumerate_plans(parse_query(Q2, catalog))
 
 
+def _run_folder(tmp_path):
+    """An empty run folder of Q2, as cqopt run starts one: its state and a log folder."""
+    run = tmp_path / "run"
+    (run / "log").mkdir(parents=True)
+    (run / "state.json").write_text(json.dumps({"sql": Q2, "query": "Q2", "window_s": 1.0}))
+    return run
+
+
 def _stats(rng, n):
     return [{"rate.TCP": rng.uniform(100, 1000), "rate.UDP": rng.uniform(100, 500),
              "rate.SF": rng.uniform(50, 500), "jsel.TCP.UDP": 10 ** rng.uniform(-3, -1),
@@ -111,9 +119,7 @@ def test_calibrate_from_a_run_fits_writes_and_reports_the_held_out_error(
     """A run folder (as cqopt run writes it, with --shadow) whose times come from known
     constants: the catalog written holds constants that predict them."""
     catalog, plans = q2
-    run = tmp_path / "run"
-    (run / "log").mkdir(parents=True)
-    (run / "state.json").write_text(json.dumps({"sql": Q2, "query": "Q2", "window_s": 1.0}))
+    run = _run_folder(tmp_path)
     vector = np.array([getattr(TRUTH, n) for n in CONSTANTS])
     rng = np.random.default_rng(2)
     for r, stats in enumerate(_stats(rng, 16)):
@@ -144,9 +150,7 @@ def test_a_backlogs_grouped_jobs_are_read_as_one_timing_each(tmp_path, q2):
     from cqopt.spark.engine_fit import read_timings
 
     catalog, plans = q2
-    run = tmp_path / "run"
-    (run / "log").mkdir(parents=True)
-    (run / "state.json").write_text(json.dumps({"sql": Q2, "query": "Q2", "window_s": 1.0}))
+    run = _run_folder(tmp_path)
     vector = np.array([getattr(TRUTH, n) for n in CONSTANTS])
     rng = np.random.default_rng(5)
     stats = _stats(rng, 6)
