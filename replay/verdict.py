@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 
 from cqopt.costmodel import model_entry
+from cqopt.replay.baselines import NO_HEADROOM
 
 MEASURED = "measured seconds on Spark"
 EVEN = 0.0005  # within 0.05% of the best fixed plan's total: the same
-NO_HEADROOM = 1e-3  # the best fixed plan within 0.1% of the per-round optimum
 SHADOW = "cqopt run --shadow"
 
 
@@ -130,15 +130,15 @@ def judge(change: float, headroom: float, plan: str, unit: str) -> dict[str, Any
     Examples
     --------
     >>> judge(0.02, 0.0004, "P", MEASURED)["text"]
-    'no chart can help here: the best fixed plan P is within 0.1% of the per-round optimum, and the chart is dearer than the best fixed plan P by 2.0%, in measured seconds on Spark; run P'
+    'no chart can help here: the chart is dearer than the best fixed plan P by 2.0%, in measured seconds on Spark, and P is within 0.1% of the per-round optimum; run P'
     """
     clause = against_best_fixed(change, plan, unit)
     if not math.isfinite(change):
         outcome, text = "undefined", f"no verdict: the chart is {clause}"
     elif headroom < NO_HEADROOM:
         outcome = "no headroom"
-        text = (f"no chart can help here: the best fixed plan {plan} is within 0.1% of the "
-                f"per-round optimum, and the chart is {clause}; run {plan}")
+        text = (f"no chart can help here: the chart is {clause}, and {plan} is within 0.1% "
+                f"of the per-round optimum; run {plan}")
     elif abs(change) < EVEN:
         outcome, text = "even", f"switching gains nothing here: the chart is {clause}"
     elif change < 0:
@@ -303,6 +303,10 @@ def predicted_verdict(records: Sequence[Mapping[str, Any]], plans: Sequence[str]
         f"{totals['best_fixed_seconds']:.3f} s for the best fixed plan "
         f"{totals['best_fixed_plan']} and {totals['fastest_seconds']:.3f} s for the fastest "
         f"plan of each round{f' ({note})' if note else ''}.")
+    grouped = sum(int(r.get("grouped_rounds", 1)) > 1 for r in records)
+    if grouped:
+        verdict["line"] += (f" {grouped} rounds ran in jobs of several rounds: their measured "
+                            "seconds are each a share of one job's.")
     return verdict
 
 
@@ -361,3 +365,58 @@ def engine_seconds(chart, catalog, records: Sequence[Mapping[str, Any]],
     n = len(records)
     return np.stack([np.broadcast_to(np.asarray(engine.seconds(p, stats), dtype=float), (n,))
                      for p in chart.plans])
+
+
+def run_verdict(records: Sequence[Mapping[str, Any]], model: Mapping[str, Any] | None = None,
+                chart=None, catalog=None, engine=None) -> dict[str, Any] | None:
+    """What a run's report leads with: its verdict, measured where plans were timed.
+
+    With rounds that timed every plan (``cqopt run --shadow``), the verdict is
+    :func:`measured_verdict`'s; otherwise :func:`predicted_verdict`'s, every
+    plan's seconds predicted by the engine model (it needs ``chart`` and
+    ``catalog``). The chart's model's own verdict on the same rounds (``model``,
+    a replay's summary) follows, and, beside a measured verdict, whether the two
+    agree (:func:`agreement`).
+
+    Parameters
+    ----------
+    records : sequence of mapping
+        The run's round records (``cqopt run``'s ``log/round-*.json``).
+    model : mapping, optional
+        :func:`cqopt.replay.replay.replay`'s summary of the same rounds.
+    chart, catalog : optional
+        The run's chart and catalog, for the engine model's prediction.
+    engine : Engine, optional
+        The engine model to predict with (default: the catalog's constants).
+
+    Returns
+    -------
+    dict or None
+        None without a round; else ``{kind, verdict, model, agreement, lines}``:
+        ``kind`` is ``measured`` or ``predicted`` (or ``model`` where neither
+        could be made), ``lines`` the report's Markdown list items, the verdict first.
+    """
+    if not records:
+        return None
+    verdict, kind = measured_verdict(records), "measured"
+    if verdict is None and chart is not None and catalog is not None:
+        from cqopt.costmodel.engine import Engine
+
+        engine = engine if engine is not None else Engine(catalog)
+        fitted = any(c.source.startswith("catalog [") for c in engine.constants().values())
+        note = ("the engine model at the catalog's [engine] constants" if fitted else
+                "the engine model at its default constants, not fitted to this engine")
+        verdict, kind = predicted_verdict(records, [p.id for p in chart.plans],
+                                          engine_seconds(chart, catalog, records, engine),
+                                          note), "predicted"
+    judged = replay_verdict(model) if model is not None else None
+    lines = [f"- **verdict**: {verdict['line']}"] if verdict is not None else []
+    if judged is not None:
+        lines.append(f"- the chart's model on the same rounds: {judged['text']}; unit: "
+                     f"{model['unit_note']}")
+    said = None
+    if kind == "measured" and verdict is not None and judged is not None:
+        said = agreement(verdict, judged)
+        lines.append(f"- {said}")
+    return {"kind": kind if verdict is not None else "model", "verdict": verdict,
+            "model": judged, "agreement": said, "lines": lines}

@@ -212,7 +212,9 @@ def test_the_first_screen_is_a_verdict_per_query_with_its_settings(report):
 def _summary(regret: float, headroom: float, **extra) -> dict:
     return {"regret": regret, "headroom": headroom, "no_headroom": headroom < 0.001,
             "switches": 12, "misses": {"estimation": 30, "discretization": 4},
-            "baselines": {"best_static": {"plan": "TCP⋈UDP⋈SF"}}, **extra}
+            "baselines": {"best_static": {"plan": "TCP⋈UDP⋈SF"}},
+            "unit": "the OM model's utility", "unit_checked": False,
+            "unit_note": "the OM model's utility at the paper's operator rates", **extra}
 
 
 def test_a_losing_chart_is_said_so_with_what_to_try():
@@ -220,13 +222,14 @@ def test_a_losing_chart_is_said_so_with_what_to_try():
     assert lost["outcome"] == "no headroom" and "run TCP⋈UDP⋈SF" in lost["text"]
     lost = verdict_sentence(_summary(0.30, 0.0047 + 0.0), POLICY)
     assert lost["outcome"] == "loses"
-    assert "costs 29.4% more than the best fixed plan TCP⋈UDP⋈SF" in lost["text"]
+    assert lost["text"] == ("the chart does not pay: it is dearer than the best fixed plan "
+                            "TCP⋈UDP⋈SF by 29.4%, in the OM model's utility")
     assert lost["try"] == ["--hysteresis priced", "--fallback 20"]
     priced = verdict_sentence(_summary(0.30, 0.0047), {**POLICY, "hysteresis": "priced (...)"})
     assert "--hysteresis priced" not in priced["try"] and priced["try"]
     won = verdict_sentence(_summary(0.01, 0.30), POLICY)
     assert won["outcome"] == "wins" and won["try"] == []
-    assert "22.3% less" in won["text"]
+    assert "cheaper than the best fixed plan TCP⋈UDP⋈SF by 22.3%, in the OM model's" in won["text"]
 
 
 def test_over_time_has_a_point_per_fraction_of_the_trace():
