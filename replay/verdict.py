@@ -411,9 +411,10 @@ def run_verdict(records: Sequence[Mapping[str, Any]], model: Mapping[str, Any] |
                                           note), "predicted"
     judged = replay_verdict(model) if model is not None else None
     lines = [f"- **verdict**: {verdict['line']}"] if verdict is not None else []
-    if judged is not None:
-        lines.append(f"- the chart's model on the same rounds: {judged['text']}; unit: "
-                     f"{model['unit_note']}")
+    if judged is not None:  # its unit's note, unless this run just checked it
+        lines.append(f"- the chart's model on the same rounds: {judged['text']}"
+                     + ("" if kind == "measured" and verdict is not None
+                        else f"; unit: {model['unit_note']}"))
     said = None
     if kind == "measured" and verdict is not None and judged is not None:
         said = agreement(verdict, judged)

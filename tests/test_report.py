@@ -3,6 +3,7 @@ figures that scale, and the templates shipped in the wheel; checked without a br
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -207,6 +208,33 @@ def test_the_first_screen_is_a_verdict_per_query_with_its_settings(report):
     assert "estimator decay (d = 5, decay = 0.5)" in html
     md = (out / "report.md").read_text(encoding="utf-8")
     assert md.index("- **Q1**:") < md.index("## Q1") and md.index("- **Q2**:") < md.index("|")
+
+
+def test_every_verdict_names_its_unit_in_markdown_html_and_json(report):
+    """The OM charts' verdicts are in the OM model's utility, never checked against Spark."""
+    out, replays = report
+    unit, note = "the OM model's utility", "not checked against Spark"
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for name, r in replays.items():
+        line = next(x for x in md.splitlines() if x.startswith(f"- **{name}**:"))
+        assert f", in {unit}" in line
+        assert r.summary["unit"] == unit and not r.summary["unit_checked"]
+    # The unit's note follows each verdict, the command to run as code.
+    assert md.count(f"  **Unit:** {unit} at the paper's operator rates; {note}: run "
+                    "`cqopt run --shadow` to measure.") == len(replays)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    verdicts = html[html.index('<ul class="verdicts">'):html.index("</ul>")]
+    assert verdicts.count(", in the OM model&#39;s utility") == len(replays)  # the verdicts
+    assert verdicts.count("<b>Unit:</b> the OM model&#39;s utility at") == len(replays)
+    assert verdicts.count('<span class="unit unchecked">') == len(replays)
+    assert verdicts.count("run <code>cqopt run --shadow</code> to measure") == len(replays)
+    assert "`" not in verdicts
+    assert f"The chart against every baseline, in {unit}" in md
+    saved = json.loads((out / "summary.json").read_text(encoding="utf-8"))["queries"]
+    for name, r in replays.items():
+        assert saved[name]["unit"] == saved[name]["verdict"]["unit"] == unit
+        assert note in saved[name]["unit_note"]
+        assert saved[name]["verdict"]["text"] in md  # the same words on the page
 
 
 def _summary(regret: float, headroom: float, **extra) -> dict:
