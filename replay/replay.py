@@ -14,6 +14,11 @@ For each round of observed statistics (from :mod:`cqopt.spark.round_stats`):
   (:func:`cqopt.replay.baselines.score`);
 - **move** and **switch** as counted by the adaptive query.
 
+Every cost is in the unit of the chart's model (``summary["unit"]``: the OM or
+PIPES model's utility, or predicted seconds for a chart of the engine model),
+with a note on whether that model was ever checked against the engine
+(``summary["unit_note"]``, :func:`cqopt.replay.verdict.model_note`).
+
 Baselines in the same run (:mod:`cqopt.replay.baselines`): **RAND** (a
 seeded random plan per round), **RATE** (one plan, the optimum at the mean
 statistics of the first d rounds that have an optimum, never switched),
