@@ -33,7 +33,8 @@ from cqopt.replay.verdict import (
 )
 
 # The comparison every verdict makes, in the same words whatever its unit.
-COMPARISON = re.compile(r"(cheaper|dearer) than the best fixed plan (\S+) by ([\d.]+)%, in ([^,;]+)")
+COMPARISON = re.compile(r"(cheaper|dearer) than the best fixed plan (\S+) by ([\d.]+)%, "
+                        r"in ([^,;]+)")
 PREDICTED = "predicted seconds (engine model)"
 
 
