@@ -81,6 +81,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         print(f"{'':<10} {headline(s)}")
         if "deadline" in s:
             print(f"{'':<10} {deadline_line(s['deadline'])}")
+        for alarm in s["alarms"]:
+            print(f"cqopt: warning: {name}: {alarm['message']}", file=sys.stderr)
     memory = next((r.summary["memory"] for r in replays.values() if "memory" in r.summary), None)
     if memory is not None:
         print(memory_line(memory))
@@ -88,8 +90,6 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                    if "negotiation" in r.summary), None)
     if shared is not None:
         print(negotiation_line(shared))
-        for alarm in s["alarms"]:
-            print(f"cqopt: warning: {name}: {alarm['message']}", file=sys.stderr)
     out = Path(args.out)
     print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
     return 0

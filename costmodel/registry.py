@@ -72,6 +72,29 @@ class ModelEntry:
     memory_units: tuple[str, ...] = ("bytes",)
     summary: str = ""
     weights: tuple[float, ...] | None = None  # a model whose cost is one of the three terms
+    unit: str | None = None  # what its own terms count, e.g. "predicted seconds (engine model)"
+    defaults: str = "its default constants"  # how a verdict names its default constants
+
+    def verdict_unit(self, weights: tuple[float, ...] | None = None) -> str:
+        """The unit a verdict on this model's cost is in, for a chart of ``weights``.
+
+        A model with its own unit (the engine's predicted seconds) is in it when the
+        weights weigh only its own terms; any other weighing is the model's utility.
+
+        >>> ModelEntry("om", object).verdict_unit((0.4, 0.6))
+        "the OM model's utility"
+        >>> seconds = ModelEntry("engine", object, weights=(0, 0, 1), unit="predicted seconds")
+        >>> seconds.verdict_unit((0, 0, 1)), seconds.verdict_unit((0.4, 0.6, 1))
+        ('predicted seconds', "the ENGINE model's utility")
+        """
+        utility = f"the {self.name.upper()} model's utility"
+        if self.unit is None:
+            return utility
+        if weights is not None and self.weights is not None:
+            padded = tuple(weights) + (0.0,) * (3 - len(weights))
+            if any(w > 0 and own == 0 for w, own in zip(padded, self.weights)):
+                return utility
+        return self.unit
 
     def check_weights(self, weights: tuple[float, ...]) -> tuple[float, ...]:
         """``weights`` if they weigh every term this model's cost is in, else a CostModelError.
@@ -107,6 +130,7 @@ MODELS: dict[str, ModelEntry] = {}
 
 def register_model(factory: ModelFactory, *, name: str | None = None,
                    memory_units: tuple[str, ...] | None = None, summary: str | None = None,
+                   unit: str | None = None, defaults: str | None = None,
                    replace: bool = False) -> ModelEntry:
     """Register a cost model under its name: the one line that adds a model.
 
@@ -122,6 +146,13 @@ def register_model(factory: ModelFactory, *, name: str | None = None,
         ``("bytes",)``.
     summary : str, optional
         One line for ``--help``. Default: the first line of the factory's docstring.
+    unit : str, optional
+        What the model's own cost counts, as verdicts name it (``"predicted seconds
+        (engine model)"``). Default: ``factory.unit``, else none: verdicts are in
+        "the NAME model's utility".
+    defaults : str, optional
+        How a verdict names the model's default constants (``"the paper's operator
+        rates"``). Default: ``factory.defaults``, else ``"its default constants"``.
     replace : bool
         Replace a model registered under the same name.
 
@@ -154,7 +185,10 @@ def register_model(factory: ModelFactory, *, name: str | None = None,
         summary = ((getattr(factory, "__doc__", None) or "").strip().splitlines() or [""])[0]
     weights = getattr(factory, "weights", None)
     entry = ModelEntry(name, factory, tuple(units), summary,
-                       None if weights is None else tuple(float(w) for w in weights))
+                       None if weights is None else tuple(float(w) for w in weights),
+                       unit if unit is not None else getattr(factory, "unit", None),
+                       defaults if defaults is not None else getattr(
+                           factory, "defaults", "its default constants"))
     MODELS[name] = entry
     return entry
 

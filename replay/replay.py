@@ -14,6 +14,11 @@ For each round of observed statistics (from :mod:`cqopt.spark.round_stats`):
   (:func:`cqopt.replay.baselines.score`);
 - **move** and **switch** as counted by the adaptive query.
 
+Every cost is in the unit of the chart's model (``summary["unit"]``: the OM or
+PIPES model's utility, or predicted seconds for a chart of the engine model),
+with a note on whether that model was ever checked against the engine
+(``summary["unit_note"]``, :func:`cqopt.replay.verdict.model_note`).
+
 Baselines in the same run (:mod:`cqopt.replay.baselines`): **RAND** (a
 seeded random plan per round), **RATE** (one plan, the optimum at the mean
 statistics of the first d rounds that have an optimum, never switched),
@@ -54,6 +59,7 @@ from cqopt.costmodel import plan_utilities
 from cqopt.replay import baselines
 from cqopt.replay.coverage import coverage_alarms
 from cqopt.replay.sampling import parse_sample_ratio, sampled_statistics
+from cqopt.replay.verdict import model_note
 from cqopt.runtime.adaptive import AdaptiveQuery, Hysteresis
 from cqopt.runtime.choice import PricedSwitch
 
@@ -183,8 +189,12 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     scored["oracle_chart"]["moves"] = baselines.changes(
         np.ravel_multi_index(oracle.cells.T, spec.shape))
     chart_score = baselines.score(utilities, chosen, best, defined)
+    note = model_note(spec, catalog)
     summary = {
         "rounds": n,
+        # What every total is in (the chart's model's utility, or predicted seconds), and
+        # whether that model was ever checked against the engine.
+        "unit": note["unit"], "unit_checked": note["checked"], "unit_note": note["text"],
         "undefined_rounds": int(n - defined.sum()),
         **chart_score,
         "moves": int(moves.sum()),

@@ -7,26 +7,30 @@ spells headings, tables and figures in that format, so the Markdown and the
 HTML cannot drift: same sections, same tables, same rows and columns.
 
 The first screen is a verdict per query in one sentence (:func:`verdict_sentence`:
-does the chart cost less than the best fixed plan in hindsight, and if not,
-what to try) with the settings that produced it. Per query follow the
+does the chart cost less than the best fixed plan in hindsight, in which unit,
+and if not, what to try) with the settings that produced it. Per query follow the
 details, the table of the chart against every baseline, the k sweep, the
 plan diagram with the path of the estimates, fidelity over time, the plans
 P1…Pn; at the end the inputs and a glossary of every term the page uses
 (:data:`GLOSSARY`).
 
+Every verdict names the unit its totals are in (:mod:`cqopt.replay.verdict`,
+which words the run report's verdicts too), and says so where the chart's
+model was never checked against the engine:
+
 >>> s = {"regret": 0.01, "fidelity": 0.8, "near_fidelity": 0.9, "headroom": 0.02,
-...      "no_headroom": False, "undefined_rounds": 0,
+...      "no_headroom": False, "undefined_rounds": 0, "unit": "the OM model's utility",
+...      "unit_checked": False, "unit_note": "the OM model's utility at the paper's rates",
 ...      "baselines": {"best_static": {"plan": "P"}}}
 >>> headline(s)
-'the chart costs 1.0% less than the best fixed plan P (regret 0.0100 against BEST-STATIC 0.0200); fidelity 0.800, within 1% of the optimum 0.900'
->>> outcome(s)
-'wins'
+"the chart pays: it is cheaper than the best fixed plan P by 1.0%, in the OM model's utility (regret 0.0100 against BEST-STATIC 0.0200); fidelity 0.800, within 1% of the optimum 0.900. Unit: the OM model's utility at the paper's rates"
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -36,18 +40,24 @@ from matplotlib.figure import Figure
 
 from cqopt.charts.diagram import fixed_text, plan_numbers, plan_diagram
 from cqopt.replay.replay import BASELINES, Replay, fidelity_over_time
+from cqopt.replay.verdict import replay_verdict
 
 TEMPLATES = Path(__file__).parent / "templates"
 LABELS = {"chart": "chart (estimated)", "oracle_chart": "ORACLE-CHART", "rand": "RAND",
           "rate": "RATE", "best_static": "BEST-STATIC"}
-EVEN = 0.0005  # a chart within 0.05% of the best fixed plan's total costs the same
 OVER_TIME_POINTS = 24  # buckets of the fidelity-over-time figure, whatever the trace's length
 
 # Every term the report uses, defined once; the tables' headers and method names are
 # looked up here (tests check that none is missing). A term may have other names.
 GLOSSARY: tuple[tuple[tuple[str, ...], str], ...] = (
     (("verdict",), "whether the chart's plans cost less in total than the best fixed plan "
-                   "in hindsight (BEST-STATIC), in one sentence per query."),
+                   "in hindsight (BEST-STATIC), in one sentence per query that names its "
+                   "unit."),
+    (("unit",), "what the totals a verdict compares count: the chart's model's utility "
+                "(OM's and PIPES' weighted rate and memory, a number that is not time), "
+                "predicted seconds (a chart of the engine model), or measured seconds on "
+                "Spark (cqopt run --shadow times every plan). A model never checked against "
+                "Spark says so."),
     (("method",), "how a round's plan was chosen: the chart, or one of the baselines below."),
     (("chart (estimated)",), "the chart as it runs: each round's statistics are estimated "
                              "(by default measured on a sample of the round's own tuples; "
@@ -258,8 +268,10 @@ def glossary_terms() -> set[str]:
 
 
 def summary_json(replays: dict[str, Replay]) -> dict[str, Any]:
-    """``queries → name → {rounds, fidelity, regret, moves, switches, baselines}``."""
-    return {"queries": {name: r.summary for name, r in replays.items()}}
+    """``queries → name → {rounds, fidelity, regret, moves, switches, baselines, unit,
+    verdict}``: ``verdict`` is :func:`cqopt.replay.verdict.replay_verdict`'s, in ``unit``."""
+    return {"queries": {name: {**r.summary, "verdict": replay_verdict(r.summary)}
+                        for name, r in replays.items()}}
 
 
 COLUMNS = ("method", "regret", "mean_regret", "fidelity", "near_fidelity", "moves", "switches")
@@ -281,33 +293,6 @@ def table_rows(replay: Replay) -> list[dict[str, Any]]:
         rows.append({"method": LABELS[name], **{c: b.get(c, NOT_APPLICABLE)
                                                  for c in COLUMNS[1:]}})
     return rows
-
-
-def change_against_best_static(summary: dict[str, Any]) -> float:
-    """The chart's total cost over BEST-STATIC's, minus 1 (negative: the chart is cheaper)."""
-    return (1.0 + summary["regret"]) / (1.0 + summary["headroom"]) - 1.0
-
-
-def outcome(summary: dict[str, Any]) -> str:
-    """``wins``, ``even``, ``loses``, ``no headroom`` or ``undefined``, as the verdict judges."""
-    change = change_against_best_static(summary)
-    if not math.isfinite(change):
-        return "undefined"
-    if summary["no_headroom"]:
-        return "no headroom"
-    return "even" if abs(change) < EVEN else "wins" if change < 0 else "loses"
-
-
-def verdict(summary: dict[str, Any]) -> str:
-    """How the chart's total cost compares with the best fixed plan's, in one clause."""
-    plan = summary["baselines"]["best_static"]["plan"]
-    change = change_against_best_static(summary)
-    if not math.isfinite(change):
-        return f"the chart's total cost against the best fixed plan {plan} is not finite"
-    if abs(change) < EVEN:
-        return f"the chart costs the same as the best fixed plan {plan}"
-    return (f"the chart costs {abs(change):.1%} {'less' if change < 0 else 'more'} than the "
-            f"best fixed plan {plan}")
 
 
 def advice(summary: dict[str, Any], policy: dict[str, Any],
@@ -343,50 +328,41 @@ def advice(summary: dict[str, Any], policy: dict[str, Any],
 
 def verdict_sentence(summary: dict[str, Any], policy: dict[str, Any],
                      sweep: pd.DataFrame | None = None) -> dict[str, Any]:
-    """The first-screen verdict of one query: ``{outcome, text, try}``.
+    """The first-screen verdict of one query: ``{outcome, text, try, note, checked}``.
 
-    ``text`` is one sentence without its full stop; ``try`` lists options to
-    try (shown as code after the text) where the chart does not win.
+    ``text`` is one sentence without its full stop, in
+    :func:`cqopt.replay.verdict.judge`'s words (the run report's too), naming its
+    unit; ``try`` lists options to try (shown as code after the text) where the
+    chart does not win; ``note`` says how far the unit can be trusted and
+    ``checked`` whether the chart's model was checked against the engine.
 
-    >>> s = {"regret": 0.30, "headroom": 0.0047, "no_headroom": False, "switches": 0,
-    ...      "misses": {"estimation": 9, "discretization": 1},
+    >>> s = {"regret": 0.30, "headroom": 0.0047, "switches": 0,
+    ...      "misses": {"estimation": 9, "discretization": 1}, "unit": "the OM model's utility",
+    ...      "unit_note": "...", "unit_checked": False,
     ...      "baselines": {"best_static": {"plan": "P"}}}
     >>> v = verdict_sentence(s, {"fallback": "none"})
     >>> v["outcome"], v["try"]
     ('loses', ['--fallback 20'])
     >>> v["text"]
-    'the chart does not pay: it costs 29.4% more than the best fixed plan P'
+    "the chart does not pay: it is dearer than the best fixed plan P by 29.4%, in the OM model's utility"
     """
-    result = outcome(summary)
-    plan = summary["baselines"]["best_static"]["plan"]
-    text = verdict(summary)
-    if result == "wins":
-        text = f"the chart pays: it {text.removeprefix('the chart ')}"
-    elif result == "no headroom":
-        change = change_against_best_static(summary)
-        text = (f"no chart can help here: the best fixed plan {plan} is within 0.1% of the "
-                f"per-round optimum (the chart costs {abs(change):.1%} "
-                f"{'less' if change < 0 else 'more'}); run {plan}")
-    elif result == "even":
-        text = f"switching gains nothing here: {text}"
-    elif result == "loses":
-        text = f"the chart does not pay: it {verdict(summary).removeprefix('the chart ')}"
-    tips = advice(summary, policy, sweep) if result in ("loses", "even") else []
-    return {"outcome": result, "text": text, "try": tips}
+    judged = replay_verdict(summary)
+    tips = (advice(summary, policy, sweep) if judged["outcome"] in ("loses", "even") else [])
+    return {"outcome": judged["outcome"], "text": judged["text"], "try": tips,
+            "note": summary["unit_note"], "checked": summary["unit_checked"]}
 
 
 def headline(summary: dict[str, Any]) -> str:
-    """The verdict, the chart's regret next to BEST-STATIC's, fidelity, and the headroom's
-    verdict."""
-    text = (f"{verdict(summary)} (regret {summary['regret']:.4f} against BEST-STATIC "
-            f"{summary['headroom']:.4f}); fidelity {summary['fidelity']:.3f}, within 1% of the "
-            f"optimum {summary['near_fidelity']:.3f}")
-    if summary["no_headroom"]:
-        text += (". The headroom is below 0.1%: no chart can help this query on this trace "
-                 "(one fixed plan is as good as switching)")
+    """The verdict in its unit (no headroom said there), the chart's regret next to
+    BEST-STATIC's, fidelity, and the unit's note where the chart's model was never checked."""
+    text = (f"{replay_verdict(summary)['text']} (regret {summary['regret']:.4f} against "
+            f"BEST-STATIC {summary['headroom']:.4f}); fidelity {summary['fidelity']:.3f}, "
+            f"within 1% of the optimum {summary['near_fidelity']:.3f}")
     if summary["undefined_rounds"]:
         text += (f". {summary['undefined_rounds']} rounds in which every plan costs infinitely "
                  "much are left out of every score")
+    if not summary["unit_checked"]:
+        text += f". Unit: {summary['unit_note']}"
     return text
 
 
@@ -518,7 +494,8 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
         images.append((figure_over_time(replay, figures / f"{name}-over-time.png"),
                        "Fidelity over time, the chart against every baseline (a line equal to "
                        "another is marked = in the legend and drawn 1.5 points lower)"))
-        tables = [{"caption": "The chart against every baseline", "headers": HEADERS,
+        tables = [{"caption": f"The chart against every baseline, in {s['unit']}",
+                   "headers": HEADERS,
                    "rows": [[_fmt(r[c]) for c in COLUMNS] for r in table_rows(replay)]}]
         if sweep is not None:
             images.append((figure_k_sweep(name, sweep, figures / f"{name}-k-sweep.png"),
@@ -538,8 +515,9 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
         tables.append({"caption": "The plans of the diagram", "headers": PLAN_HEADERS,
                        "rows": [[f"P{n}", f"{share:.1%}", chart.plans[i].id]
                                 for n, (i, share) in enumerate(plan_numbers(chart), 1)]})
-        details = (f"Over {s['rounds']} rounds the chart's regret is {s['regret']:.4f} against "
-                   f"BEST-STATIC's {s['headroom']:.4f} (the headroom); fidelity "
+        details = (f"Over {s['rounds']} rounds, in {s['unit']}, the chart's regret is "
+                   f"{s['regret']:.4f} against BEST-STATIC's {s['headroom']:.4f} (the "
+                   f"headroom); fidelity "
                    f"{s['fidelity']:.3f}, within 1% {s['near_fidelity']:.3f}. Misses: "
                    f"{s['misses']['estimation']} estimation, {s['misses']['discretization']} "
                    f"discretization. RATE ran {s['baselines']['rate']['plan']}.")
@@ -573,6 +551,17 @@ def _numeric(text: str) -> bool:
     return True
 
 
+def _code_html(text: str):
+    """``text`` escaped for HTML, its `backticked` spans as code (Markdown spells them so).
+
+    >>> str(_code_html("run `cqopt run --shadow` <now>"))
+    'run <code>cqopt run --shadow</code> &lt;now&gt;'
+    """
+    from markupsafe import Markup, escape
+
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text))))
+
+
 def render(summary: dict[str, Any], fmt: str) -> str:
     """The report as ``fmt`` (``markdown`` or ``html``), from :func:`report_summary`'s object.
 
@@ -587,6 +576,7 @@ def render(summary: dict[str, Any], fmt: str) -> str:
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                       undefined=StrictUndefined)
     env.filters["cell"] = lambda text: str(text).replace("|", "\\|").replace("\n", " ")
+    env.filters["code"] = _code_html if fmt == "html" else str
     env.tests["numeric"] = _numeric
     return env.get_template("report.j2").render(fmt=fmt, **summary)
 

@@ -46,6 +46,7 @@ def test_fidelity_report_on_generated_traces(dec_toml, workload_toml, spark, tra
     assert q1["rounds"] == 119
     assert 0 <= q1["fidelity"] <= 1 and q1["switches"] <= q1["rounds"]
     assert set(q1["baselines"]) == {"rand", "rate", "best_static", "oracle_chart"}
+    assert q1["verdict"]["unit"] == q1["unit"] == "the OM model's utility"
     # No plan fixed in hindsight does better than the per-round optimum, nor worse than RATE.
     assert 0 <= q1["headroom"] <= q1["baselines"]["rate"]["regret"]
     # Q1's selectivity drifts across its boundary in the generated data: the chart

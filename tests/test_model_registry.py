@@ -134,3 +134,20 @@ def test_a_model_name_is_registered_once(toy):
     with pytest.raises(CostModelError, match="registered already"):
         register_model(Toy)
     assert register_model(Toy, replace=True).factory is Toy
+
+
+def test_a_model_names_the_unit_its_verdicts_are_in(toy):
+    """The registry says what a model's cost counts: the verdicts' unit comes from there."""
+    assert model_entry("toy").verdict_unit((0.4, 0.6)) == "the TOY model's utility"
+    assert model_entry("om").defaults == "the paper's operator rates"
+    engine = model_entry("engine")
+    assert engine.verdict_unit((0.0, 0.0, 1.0)) == "predicted seconds (engine model)"
+    # weighing its rate or memory too makes the engine's cost a utility, not seconds
+    assert engine.verdict_unit((0.4, 0.6, 1.0)) == "the ENGINE model's utility"
+    timed = register_model(Toy, name="toy-timed", unit="predicted toy seconds",
+                           defaults="its toy constants")
+    try:
+        assert timed.verdict_unit((0.4, 0.6)) == "predicted toy seconds"
+        assert timed.defaults == "its toy constants"
+    finally:
+        unregister_model("toy-timed")

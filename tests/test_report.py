@@ -3,6 +3,7 @@ figures that scale, and the templates shipped in the wheel; checked without a br
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -209,10 +210,39 @@ def test_the_first_screen_is_a_verdict_per_query_with_its_settings(report):
     assert md.index("- **Q1**:") < md.index("## Q1") and md.index("- **Q2**:") < md.index("|")
 
 
+def test_every_verdict_names_its_unit_in_markdown_html_and_json(report):
+    """The OM charts' verdicts are in the OM model's utility, never checked against Spark."""
+    out, replays = report
+    unit, note = "the OM model's utility", "not checked against Spark"
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for name, r in replays.items():
+        line = next(x for x in md.splitlines() if x.startswith(f"- **{name}**:"))
+        assert f", in {unit}" in line
+        assert r.summary["unit"] == unit and not r.summary["unit_checked"]
+    # The unit's note follows each verdict, the command to run as code.
+    assert md.count(f"  **Unit:** {unit} at the paper's operator rates; {note}: run "
+                    "`cqopt run --shadow` to measure.") == len(replays)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    verdicts = html[html.index('<ul class="verdicts">'):html.index("</ul>")]
+    assert verdicts.count(", in the OM model&#39;s utility") == len(replays)  # the verdicts
+    assert verdicts.count("<b>Unit:</b> the OM model&#39;s utility at") == len(replays)
+    assert verdicts.count('<span class="unit unchecked">') == len(replays)
+    assert verdicts.count("run <code>cqopt run --shadow</code> to measure") == len(replays)
+    assert "`" not in verdicts
+    assert f"The chart against every baseline, in {unit}" in md
+    saved = json.loads((out / "summary.json").read_text(encoding="utf-8"))["queries"]
+    for name, r in replays.items():
+        assert saved[name]["unit"] == saved[name]["verdict"]["unit"] == unit
+        assert note in saved[name]["unit_note"]
+        assert saved[name]["verdict"]["text"] in md  # the same words on the page
+
+
 def _summary(regret: float, headroom: float, **extra) -> dict:
     return {"regret": regret, "headroom": headroom, "no_headroom": headroom < 0.001,
             "switches": 12, "misses": {"estimation": 30, "discretization": 4},
-            "baselines": {"best_static": {"plan": "TCP⋈UDP⋈SF"}}, **extra}
+            "baselines": {"best_static": {"plan": "TCP⋈UDP⋈SF"}},
+            "unit": "the OM model's utility", "unit_checked": False,
+            "unit_note": "the OM model's utility at the paper's operator rates", **extra}
 
 
 def test_a_losing_chart_is_said_so_with_what_to_try():
@@ -220,13 +250,15 @@ def test_a_losing_chart_is_said_so_with_what_to_try():
     assert lost["outcome"] == "no headroom" and "run TCP⋈UDP⋈SF" in lost["text"]
     lost = verdict_sentence(_summary(0.30, 0.0047 + 0.0), POLICY)
     assert lost["outcome"] == "loses"
-    assert "costs 29.4% more than the best fixed plan TCP⋈UDP⋈SF" in lost["text"]
+    assert lost["text"] == ("the chart does not pay: it is dearer than the best fixed plan "
+                            "TCP⋈UDP⋈SF by 29.4%, in the OM model's utility")
     assert lost["try"] == ["--hysteresis priced", "--fallback 20"]
     priced = verdict_sentence(_summary(0.30, 0.0047), {**POLICY, "hysteresis": "priced (...)"})
     assert "--hysteresis priced" not in priced["try"] and priced["try"]
     won = verdict_sentence(_summary(0.01, 0.30), POLICY)
     assert won["outcome"] == "wins" and won["try"] == []
-    assert "22.3% less" in won["text"]
+    assert won["text"].endswith("cheaper than the best fixed plan TCP⋈UDP⋈SF by 22.3%, in "
+                                "the OM model's utility")
 
 
 def test_over_time_has_a_point_per_fraction_of_the_trace():
