@@ -4,6 +4,7 @@ from cqopt.catalog.catalog import (
     Catalog,
     Column,
     EngineConstants,
+    JoinStrategyConstants,
     OperatorRates,
     PipesConstants,
     Stream,
@@ -14,6 +15,7 @@ from cqopt.catalog.errors import CatalogError
 from cqopt.errors import CqoptError
 
 __all__ = [
-    "Catalog", "CatalogError", "Column", "CqoptError", "EngineConstants", "OperatorRates", "PipesConstants",
+    "Catalog", "CatalogError", "Column", "CqoptError", "EngineConstants", "JoinStrategyConstants",
+    "OperatorRates", "PipesConstants",
     "Stream", "find_column", "load_catalog",
 ]

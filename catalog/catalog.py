@@ -17,6 +17,9 @@ A catalog is a TOML file::
     [engine]                           # the engine model's seconds per job, tuple, ...
     job = 0.3                          # (cqopt calibrate --from-run fits them)
 
+    [join_strategies]                  # the engine model's costs of a hinted join's steps
+    exchange = 1e-6                    # seconds per tuple shuffled, ...
+
     [types]                            # optional: override a type's width in bytes
     int = 4
 
@@ -172,11 +175,56 @@ class EngineConstants:
 
 
 @dataclass(frozen=True)
+class JoinStrategyConstants:
+    """The engine model's costs of a join's own steps when a hint fixes its strategy.
+
+    :func:`cqopt.costmodel.engine.strategy_join_seconds` reads them (a join
+    left to the engine is costed with :class:`EngineConstants`' ``join`` terms).
+    Seconds of a ``local[2]`` round per unit. Where the defaults come from:
+    Spark's own costs of each step, of the order one sees on a laptop core
+    for rows of a few ints, held so that the per-tuple figures line up with
+    :class:`EngineConstants`' ``join_input`` (1 µs a tuple into a join):
+
+    - ``stage``: a shuffle adds a stage (a map stage writing shuffle files, a
+      reduce stage fetching them): its tasks' scheduling and the files' set-up,
+      of the order of :class:`EngineConstants`' ``join`` (0.1 s);
+    - ``exchange``: per tuple shuffled: encoded as an UnsafeRow, hash
+      partitioned, written to and fetched from a local shuffle file (Spark
+      shuffles a few million small rows a second per core);
+    - ``build`` and ``probe``: per tuple inserted into, or looked up in, a
+      join's hash table (Spark's ``BytesToBytesMap``: some 100 ns an insert);
+    - ``sort``: per tuple per ``log2`` of the tuples sorted (Spark's
+      ``UnsafeExternalSorter``: 1M rows in about 0.2 s, 20 levels);
+    - ``broadcast``: a broadcast's fixed cost: a job of its own that collects
+      the built side, and the torrent broadcast's set-up (tens of ms);
+    - ``collect``: per built tuple: sent to the driver, which builds the
+      hashed relation on one thread (so about twice a shuffled tuple's);
+    - ``ship``: per built tuple and per executor it reaches: the torrent
+      broadcast's blocks serialised, fetched and read back;
+    - ``executors``: executors a broadcast reaches (``local[N]`` has one);
+    - ``broadcast_limit``: bytes past which Spark refuses to broadcast
+      (``BroadcastExchangeExec``'s 8 GiB): costed as infinite.
+    """
+
+    stage: float = 0.1  # per shuffle: one more stage of tasks
+    exchange: float = 1e-6  # per tuple shuffled
+    build: float = 2e-7  # per tuple into a hash table
+    probe: float = 1e-7  # per tuple looked up (or merged)
+    sort: float = 1e-8  # per tuple per log2 of the tuples sorted
+    broadcast: float = 0.03  # per broadcast: the collecting job and the broadcast's set-up
+    collect: float = 2e-6  # per built tuple collected to the driver and hashed there
+    ship: float = 2e-7  # per built tuple per executor
+    executors: int = 1  # executors a broadcast reaches
+    broadcast_limit: float = 8.0 * 2 ** 30  # bytes: Spark broadcasts no more
+
+
+@dataclass(frozen=True)
 class Catalog:
     streams: dict[str, Stream]
     operators: OperatorRates = field(default_factory=OperatorRates)
     pipes: PipesConstants = field(default_factory=PipesConstants)
     engine: EngineConstants = field(default_factory=EngineConstants)
+    join_strategies: JoinStrategyConstants = field(default_factory=JoinStrategyConstants)
     time_unit: str = "seconds"
     source: str = "<catalog>"
 
@@ -196,6 +244,9 @@ class Catalog:
             "operators": asdict(self.operators),
             "pipes": asdict(self.pipes),
             "engine": asdict(self.engine),
+            # only where set: a catalog without them reads back in a cqopt without them
+            **({"join_strategies": asdict(self.join_strategies)}
+               if self.join_strategies != JoinStrategyConstants() else {}),
             "streams": {
                 n: {"rate": list(s.rate),
                     **({"granularity": s.granularity} if s.granularity else {}),
@@ -222,6 +273,8 @@ class Catalog:
             # The engine's constants only where set: catalogs without them keep the
             # fingerprint (and the chart sets built from them) they had before.
             **({"engine": asdict(self.engine)} if self.engine != EngineConstants() else {}),
+            **({"join_strategies": asdict(self.join_strategies)}
+               if self.join_strategies != JoinStrategyConstants() else {}),
             "streams": {n: _undeclared_dropped(asdict(s))
                         for n, s in sorted(self.streams.items())},
         }
@@ -300,8 +353,8 @@ class _Loader:
         return value if integer else float(value)
 
     def catalog(self, data: dict[str, Any]) -> Catalog:
-        self.no_unknown(data, {"time_unit", "operators", "pipes", "engine", "types", "streams"},
-                        "")
+        self.no_unknown(data, {"time_unit", "operators", "pipes", "engine", "join_strategies",
+                               "types", "streams"}, "")
         time_unit = data.get("time_unit", "seconds")
         if time_unit not in TIME_UNITS:
             raise self.fail("time_unit", f"unknown time unit {time_unit!r}",
@@ -322,6 +375,8 @@ class _Loader:
             operators=self.constants(OperatorRates, data.get("operators", {}), "operators"),
             pipes=self.constants(PipesConstants, data.get("pipes", {}), "pipes"),
             engine=self.constants(EngineConstants, data.get("engine", {}), "engine"),
+            join_strategies=self.constants(JoinStrategyConstants,
+                                           data.get("join_strategies", {}), "join_strategies"),
             time_unit=time_unit,
             source=self.source,
         )

@@ -22,7 +22,7 @@ which also says where each came from (``ChartSpec.sources``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -39,7 +39,7 @@ from cqopt.charts.settings import (
     setting_label,
 )
 from cqopt.charts.workload import Workload
-from cqopt.costmodel import Utility, make_model
+from cqopt.costmodel import Utility, make_model, plan_utilities
 from cqopt.costmodel.utility import DEFAULT_WEIGHTS
 from cqopt.optimizer.plans.plan import Plan
 from cqopt.optimizer.query.errors import QueryError, WorkloadError
@@ -122,6 +122,23 @@ class ChartSpec:
         """The chart's middle: each axis at the middle of its range, the rest as fixed."""
         return {**self.fixed, **{a.statistic: (a.lo + a.hi) / 2 for a in self.axes}}
 
+    def corner_stats(self) -> dict[str, Any]:
+        """Statistics at the corners of the chart's cells and at its centre, one point each.
+
+        Each axis at its first and last region's centroid (every combination:
+        ``2 ** len(axes)`` corners), then every axis at its middle; the rest as fixed.
+
+        >>> spec = ChartSpec("Q", "", (Axis("rate.A", 0, 8, 4), Axis("rate.B", 0, 4, 2)))
+        >>> spec.corner_stats()["rate.A"].tolist(), spec.corner_stats()["rate.B"].tolist()
+        ([1.0, 1.0, 7.0, 7.0, 4.0], [1.0, 3.0, 1.0, 3.0, 2.0])
+        """
+        ends = [a.centroids(np.array([0, a.k - 1])) for a in self.axes]
+        grid = [g.ravel() for g in np.meshgrid(*ends, indexing="ij")] if ends else []
+        stats: dict[str, Any] = {a.statistic: np.append(g, (a.lo + a.hi) / 2)
+                                 for a, g in zip(self.axes, grid)}
+        stats.update(self.fixed)
+        return stats
+
     def centroid_stats(self, flat_cells: np.ndarray) -> dict[str, np.ndarray]:
         """Statistics at the centroids of the given flat (C-order) cell indices."""
         per_axis = np.unravel_index(np.asarray(flat_cells, dtype=np.intp), self.shape)
@@ -157,7 +174,10 @@ def candidate_plans(spec: ChartSpec, catalog: Catalog) -> list[Plan]:
 
     Past the exhaustive limit the local search orders joins by the chart's own
     model and weights at the chart's centre, so builds and loads agree on the
-    candidates.
+    candidates. A model that prices join strategies (``prices_join_strategies``,
+    the engine model) has its charts choose among them: the strategies no
+    better anywhere on the chart's corners and centre (:meth:`ChartSpec.corner_stats`)
+    are dropped (:mod:`cqopt.optimizer.rules.join_strategies`).
     """
     query = parse_query(spec.sql, catalog)
     model, utility = spec.cost_model(catalog), spec.utility
@@ -166,7 +186,16 @@ def candidate_plans(spec: ChartSpec, catalog: Catalog) -> list[Plan]:
     def cost(plan: Plan) -> float:
         return float(utility(model.cost(plan, centre)))
 
-    return sorted(enumerate_plans(query, catalog=catalog, cost=cost), key=lambda p: p.id)
+    strategy_cost = None
+    if getattr(model, "prices_join_strategies", False):
+        corners = spec.corner_stats()
+
+        def strategy_cost(plans: Sequence[Plan]) -> np.ndarray:
+            scores = plan_utilities(model, utility, plans, corners)
+            return np.asarray(scores, dtype=np.float64).reshape(len(plans), -1)
+
+    return sorted(enumerate_plans(query, catalog=catalog, cost=cost,
+                                  strategy_cost=strategy_cost), key=lambda p: p.id)
 
 
 def default_axes(query: ContinuousQuery) -> list[str]:

@@ -155,9 +155,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
             stats = _statistics(q, given, catalog, spec)
         values = {name: value for name, (value, _) in stats.items()}
         # Past the exhaustive limit, the local search orders joins by this model at these stats.
+        # A model that prices join strategies keeps those cheapest at these statistics.
+        strategy_cost = (lambda ps: plan_utilities(model, utility, ps, values)[:, None]) \
+            if getattr(model, "prices_join_strategies", False) else None
         plans = enumerate_plans(q, catalog=catalog, rules=rules,
                                 cost=lambda p: float(plan_utilities(model, utility, [p],
-                                                                    values)[0]))
+                                                                    values)[0]),
+                                strategy_cost=strategy_cost)
         costed = _costs(plans, values, model, utility)
         costs = [totals for totals, _ in costed]
         best = min(range(len(plans)), key=lambda i: (costs[i]["utility"], plans[i].id))

@@ -36,6 +36,14 @@ Its cost is its seconds: a chart built with it weighs the CPU term alone
 (``--weights 0,0,1``), which :func:`cqopt.charts.settings.check_together`
 asks for.
 
+A join whose strategy a hint fixes (:mod:`cqopt.optimizer.plans.strategies`)
+is costed with that strategy's own steps instead of the ``join`` terms
+(:func:`strategy_join_seconds`, constants in the catalog's
+``[join_strategies]`` table): a broadcast collects, ships and hashes its
+built side and leaves the other where it lies; a shuffle moves both sides
+and then hashes one or sorts both. So the model prices strategies
+(``prices_join_strategies``) and a chart built with it chooses among them.
+
 >>> from cqopt.catalog import load_catalog
 >>> from cqopt.optimizer.query.logical import parse_query
 >>> from cqopt.optimizer.rules.enumerate import enumerate_plans
@@ -51,13 +59,14 @@ asks for.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from cqopt.catalog import Catalog
-from cqopt.catalog.catalog import EngineConstants
+from cqopt.catalog.catalog import EngineConstants, JoinStrategyConstants
 from cqopt.costmodel.base import (
     ARRAYS,
     Array,
@@ -75,6 +84,7 @@ from cqopt.costmodel.base import (
     window_seconds,
 )
 from cqopt.optimizer.plans import nodes as kinds
+from cqopt.optimizer.plans import strategies as joins
 from cqopt.optimizer.query.statistics import rate_name
 
 # The constants' names, in EngineConstants' order: the columns of work().
@@ -87,14 +97,17 @@ class Engine(PointCosting):
     name = "engine"
     memory_units = ("bytes",)
     weights = (0.0, 0.0, 1.0)  # its cost is its seconds (the CPU term)
+    prices_join_strategies = True  # a hinted join costs its strategy's own steps
 
     def __init__(self, catalog: Catalog, memory_unit: str = "bytes",
-                 constants: EngineConstants | None = None):
+                 constants: EngineConstants | None = None,
+                 strategies: JoinStrategyConstants | None = None):
         if memory_unit != "bytes":
             raise CostModelError(f"the engine model counts memory in bytes only, not "
                                  f"{memory_unit!r}")
         self.catalog, self.memory_unit = catalog, memory_unit
         self.engine = constants if constants is not None else catalog.engine
+        self.strategies = strategies if strategies is not None else catalog.join_strategies
 
     def constants(self) -> dict[str, Constant]:
         """Each constant (seconds) and where it came from.
@@ -109,7 +122,7 @@ class Engine(PointCosting):
                                  "local[2]; calibrate --from-run fits it)")
 
     def _cost(self, plan, stats: Mapping[str, ArrayLike], xp) -> PlanCost:
-        tuples, windows, spent = _walk(plan, self.engine, stats, xp)
+        tuples, windows, spent = _walk(plan, self.engine, stats, xp, self.strategies)
         window = windows[plan.root]
         operators = {key: OperatorCost(xp.divide(tuples[key], window),
                                        times.raw(tuples[key], plan.node(key).out_width, xp=xp),
@@ -124,11 +137,12 @@ class Engine(PointCosting):
     def seconds(self, plan, stats: Mapping[str, ArrayLike]) -> Array:
         """``plan``'s seconds per round over the broadcast grid of ``stats``."""
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            _, _, spent = _walk(plan, self.engine, stats, ARRAYS)
+            _, _, spent = _walk(plan, self.engine, stats, ARRAYS, self.strategies)
             return np.asarray(sum_arrays(spent.values()) + self.engine.job)
 
 
-def _walk(plan, engine: EngineConstants, stats: Mapping[str, ArrayLike], xp
+def _walk(plan, engine: EngineConstants, stats: Mapping[str, ArrayLike], xp,
+          strategies: JoinStrategyConstants | None = None
           ) -> tuple[dict[str, Array], dict[str, Array], dict[str, Array]]:
     """Each operator's output tuples per round, window (seconds) and seconds, bottom-up."""
     tuples: dict[str, Array] = {}
@@ -137,7 +151,63 @@ def _walk(plan, engine: EngineConstants, stats: Mapping[str, ArrayLike], xp
     for key, node in plan_operators(plan):
         inputs = tuple((tuples[i], windows[i]) for i in node.inputs)
         tuples[key], windows[key], spent[key] = engine_operator(node, engine, stats, inputs, xp)
+        if getattr(node, "strategy", joins.AUTO) != joins.AUTO:  # a hint fixes how it runs
+            (n_l, _), (n_r, _) = inputs
+            spent[key] = strategy_join_seconds(
+                node, n_l, n_r, tuples[key], engine,
+                strategies if strategies is not None else JoinStrategyConstants(), xp)
     return tuples, windows, spent
+
+
+def strategy_join_seconds(node: kinds.JoinNode, n_l: Array, n_r: Array, n_out: Array,
+                          engine: EngineConstants, c: JoinStrategyConstants, xp=ARRAYS
+                          ) -> Array:
+    """The seconds of a join whose strategy a hint fixes, from its inputs' and output's tuples.
+
+    With ``b`` the built side's tuples and ``p`` the other's (the left for
+    ``broadcast_left``, else the right is built):
+
+    - broadcast: ``broadcast + b · (collect + executors · ship + build) + p · probe``,
+      infinite past ``broadcast_limit`` bytes of the built side (Spark refuses);
+    - shuffle-hash: ``stage + exchange · (b + p) + b · build + p · probe``;
+    - sort-merge: ``stage + exchange · (b + p) + sort · Σ n log2 n + probe · (b + p)``
+      (each side sorted, then both merged);
+
+    each plus ``join_output`` (:class:`EngineConstants`) per tuple emitted,
+    as every join. Constants: :class:`~cqopt.catalog.catalog.JoinStrategyConstants`.
+
+    >>> from cqopt.catalog import Catalog
+    >>> from cqopt.optimizer.plans.nodes import JoinNode
+    >>> node = JoinNode(streams=("A", "B"), predicate=(), in_widths=(8, 8),
+    ...                 strategy="broadcast_right")
+    >>> c, e = JoinStrategyConstants(), EngineConstants()
+    >>> round(float(strategy_join_seconds(node, 1e6, 1e3, 1e3, e, c)), 4)  # tiny side built
+    0.1329
+    >>> shuffled = JoinNode(streams=("A", "B"), predicate=(), strategy="shuffle_hash")
+    >>> round(float(strategy_join_seconds(shuffled, 1e6, 1e3, 1e3, e, c)), 4)  # both moved
+    1.2017
+    """
+    strategy = node.strategy
+    left_built = strategy == joins.BROADCAST_LEFT
+    b, p = (n_l, n_r) if left_built else (n_r, n_l)
+    out = engine.join_output * n_out
+    if strategy in (joins.BROADCAST_LEFT, joins.BROADCAST_RIGHT):
+        width = node.in_widths[0 if left_built else 1] if node.in_widths else 0
+        seconds = (c.broadcast + b * (c.collect + c.executors * c.ship + c.build)
+                   + p * c.probe)
+        return xp.where(b * width > c.broadcast_limit, np.inf, seconds) + out
+    moved = c.stage + c.exchange * (b + p)
+    if strategy == joins.SHUFFLE_HASH:
+        return moved + b * c.build + p * c.probe + out
+    if strategy == joins.SORT_MERGE:
+        return moved + c.sort * (_n_log_n(b, xp) + _n_log_n(p, xp)) + c.probe * (b + p) + out
+    raise CostModelError(f"the engine model has no cost for join strategy {strategy!r}")
+
+
+def _n_log_n(n: Array, xp) -> Array:
+    """``n · log2 n`` for ``n >= 1`` (0 below: sorting one tuple or none costs nothing)."""
+    m = xp.maximum(n, 1.0)
+    return m * (xp.log1p(m - 1.0) / math.log(2.0))
 
 
 def round_seconds(cost: PlanCost, window_s: ArrayLike) -> Array:
@@ -199,6 +269,9 @@ def work(plan, stats: Mapping[str, ArrayLike], catalog: Catalog) -> np.ndarray:
     The seconds are ``work(...) @ constants`` (in :data:`CONSTANTS` order),
     since they are linear in the constants: each column is the model's
     seconds with that constant 1 and the others 0. One formula, the model's.
+    A hinted join's own steps (the catalog's ``[join_strategies]``) are not
+    among these constants and are left out: only its ``join_output`` term
+    counts here.
 
     Returns
     -------
@@ -208,8 +281,15 @@ def work(plan, stats: Mapping[str, ArrayLike], catalog: Catalog) -> np.ndarray:
     columns = []
     for name in CONSTANTS:
         unit = EngineConstants(**{n: (1.0 if n == name else 0.0) for n in CONSTANTS})
-        columns.append(Engine(catalog, constants=unit).seconds(plan, stats))
+        columns.append(Engine(catalog, constants=unit, strategies=_NO_STRATEGY_COSTS)
+                       .seconds(plan, stats))
     return np.stack(np.broadcast_arrays(*columns), axis=-1)
+
+
+# work()'s strategy constants: a hinted join's own steps cost nothing there.
+_NO_STRATEGY_COSTS = JoinStrategyConstants(**{
+    f.name: 0 for f in dataclasses.fields(JoinStrategyConstants)
+    if f.name not in ("executors", "broadcast_limit")})
 
 
 def plan_window(plan, stats: Mapping[str, ArrayLike]) -> Array:

@@ -11,7 +11,10 @@ becomes one DataFrame step, bottom-up as the reference executor
 - a selection is ``where`` with the grouped selection's condition, a
   projection a ``select`` of the columns it keeps;
 - joins follow the plan's left-deep order, each ``join`` applying every
-  predicate of the plan's join (``crossJoin`` for a Cartesian step);
+  predicate of the plan's join (``crossJoin`` for a Cartesian step); a join
+  whose strategy is hinted (:mod:`cqopt.optimizer.plans.strategies`) hints
+  the input the strategy names with ``DataFrame.hint`` (``broadcast``,
+  ``shuffle_hash``, ``merge``), the left input too where it is a join's result;
 - the aggregate (COUNT/SUM/AVG/MIN/MAX, GROUP BY, HAVING) comes last, then
   the output columns, named as the query names them (with ``query=``; else by
   their text ``S.a``, ``COUNT(*)``).
@@ -64,6 +67,7 @@ from cqopt.errors import CqoptError
 from cqopt.optimizer.plans import nodes as kinds
 from cqopt.optimizer.plans.plan import Plan
 from cqopt.optimizer.plans.sql import CARTESIAN_HINT, plan_outputs
+from cqopt.optimizer.plans.strategies import SPARK_HINTS, hinted_side
 from cqopt.optimizer.query.logical import AGGREGATES
 from cqopt.spark.round_stats import predicate_condition, spark_condition
 from cqopt.spark.session import spark_errors
@@ -238,6 +242,11 @@ def _join(left: DataFrame, right: DataFrame, node: kinds.JoinNode,
         # Hinted, or Spark's ReorderJoin would move the product above the joins with a
         # condition (see cqopt.optimizer.plans.sql.plan_expression).
         return left.crossJoin(right.hint(CARTESIAN_HINT.lower()))
+    side = hinted_side(node.strategy)
+    if side == "left":
+        left = left.hint(SPARK_HINTS[node.strategy].lower())
+    elif side == "right":
+        right = right.hint(SPARK_HINTS[node.strategy].lower())
     return left.join(right, functools.reduce(lambda a, b: a & b, conditions), "inner")
 
 

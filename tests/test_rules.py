@@ -47,7 +47,8 @@ def _below(plan: Plan, key: str) -> set[str]:
 
 
 def test_all_rules_are_the_default_and_run_in_the_listed_order(query):
-    assert rule_names() == ("group_selections", "aggregate_last", "pushdown", "join_orders")
+    assert rule_names() == ("group_selections", "aggregate_last", "pushdown", "join_orders",
+                            "join_strategies")
     assert [p.to_dict() for p in enumerate_plans(query, rules=HEURISTICS)] == \
         [p.to_dict() for p in enumerate_plans(query)]
 
@@ -236,7 +237,7 @@ def test_explain_without_pushdown(dec_toml, capsys):
     assert main(["explain", "--catalog", dec_toml, "--sql", sql, "--json",
                  "--without", "pushdown", "--without", "group_selections"]) == 0
     ablated = json.loads(capsys.readouterr().out)
-    assert ablated["rules"] == ["aggregate_last", "join_orders"]
+    assert ablated["rules"] == ["aggregate_last", "join_orders", "join_strategies"]
     assert len(full["plans"]) > len(ablated["plans"]) == 1
     tree = ablated["plans"][0]["tree"].splitlines()
     select = next(i for i, line in enumerate(tree) if "Select TCP.bytes > 100" in line)

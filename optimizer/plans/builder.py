@@ -58,6 +58,7 @@ from cqopt.optimizer.plans.nodes import (
 )
 from cqopt.optimizer.plans.plan import SELECT, ColumnRef, Plan, column_text
 from cqopt.optimizer.plans.stream_orders import projection_columns, stream_orders
+from cqopt.optimizer.plans.strategies import AUTO
 from cqopt.optimizer.query.classify import OutputColumn, output_column_ref
 from cqopt.optimizer.query.selections import Selection, split_selection
 
@@ -72,16 +73,25 @@ class PlanShape:
     ``orders`` maps a stream to its σ/π order bottom-up (``"σπ"``, ``"π"``,
     ...; ``""`` for nothing at the stream, its selection then applied above
     the joins); a stream missing from it takes its first candidate order.
+    ``strategies`` holds each join step's strategy in join order (``join:1``
+    first; see :mod:`~cqopt.optimizer.plans.strategies`); a step past its end
+    is the engine's choice.
     """
 
     join_order: tuple[str, ...]
     orders: Mapping[str, str] = field(default_factory=dict)
     grouped: bool = True  # one selection operator per stream, else one per conjunct
     complete: bool = True  # the aggregate and the final projection on top
+    strategies: tuple[str, ...] = ()
 
     def __post_init__(self):
         object.__setattr__(self, "join_order", tuple(self.join_order))
         object.__setattr__(self, "orders", MappingProxyType(dict(self.orders)))
+        object.__setattr__(self, "strategies", tuple(self.strategies))
+
+    def strategy(self, step: int) -> str:
+        """The strategy of join step ``step`` (1 for ``join:1``)."""
+        return self.strategies[step - 1] if step <= len(self.strategies) else AUTO
 
     def with_(self, **changes) -> PlanShape:
         """This shape with some decisions changed (:func:`dataclasses.replace`)."""
@@ -145,7 +155,8 @@ class PlanBuilder:
                 unpushed.append(s)
         top = tops[0]
         for i in range(1, len(shape.join_order)):
-            top = self._join(graph, f"join:{i}", top, tops[i], shape.join_order[i])
+            top = self._join(graph, f"join:{i}", top, tops[i], shape.join_order[i],
+                             shape.strategy(i))
         for s in unpushed:
             for key, selection, statistics in self.selections(s, shape.grouped):
                 top = _add(graph, key, self._selection(graph.nodes[top]["op"], top, selection,
@@ -225,14 +236,15 @@ class PlanBuilder:
                              rate_class=selection.rate_class, selectivity=statistics,
                              predicate=selection, out_width=below.out_width, emits=below.emits)
 
-    def _join(self, graph: nx.DiGraph, key: str, left: str, right: str, new: str) -> str:
+    def _join(self, graph: nx.DiGraph, key: str, left: str, right: str, new: str,
+              strategy: str = AUTO) -> str:
         a, b = graph.nodes[left]["op"], graph.nodes[right]["op"]
         predicates, statistics = self.step(a.streams, new)
         return _add(graph, key, JoinNode(
             inputs=(left, right), streams=(*a.streams, new),
             in_widths=(a.out_width, b.out_width), rate_class="equi-join",
             predicate=predicates, selectivity=statistics, cartesian=not predicates,
-            out_width=a.out_width + b.out_width, emits=a.emits + b.emits))
+            out_width=a.out_width + b.out_width, emits=a.emits + b.emits, strategy=strategy))
 
     def _aggregate(self, graph: nx.DiGraph, top: str) -> str:
         q, below = self.query, graph.nodes[top]["op"]

@@ -15,7 +15,8 @@ ProjectionNode   ``stream`` (None on the query's final projection), ``columns``
                  (the ``(stream, column)`` pairs kept), ``names`` (output text,
                  final projection only)
 JoinNode         ``predicate`` (the join and theta predicates applied),
-                 ``cartesian`` (it applies none)
+                 ``cartesian`` (it applies none), ``strategy`` (how the
+                 engine runs it: :mod:`cqopt.optimizer.plans.strategies`)
 AggregateNode    ``aggregates``, ``group_by``, ``having``
 ================ =================================================================
 
@@ -44,6 +45,8 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from cqopt.optimizer.plans.strategies import AUTO, STRATEGIES
 
 if TYPE_CHECKING:
     from sqlglot import exp
@@ -112,6 +115,12 @@ class JoinNode(PlanNode):
     kind: ClassVar[str] = "join"
     predicate: tuple[Any, ...]  # JoinPredicate and ThetaPredicate
     cartesian: bool = False
+    strategy: str = AUTO  # one of strategies.STRATEGIES; AUTO: the engine's choice
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"unknown join strategy {self.strategy!r}; known: "
+                             f"{', '.join(STRATEGIES)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,9 +205,12 @@ def node_attributes(node: PlanNode) -> dict[str, Any]:
     attrs: dict[str, Any] = {"kind": node.kind}
     for name, default in CONTRACT_DEFAULTS.items():
         attrs[name] = getattr(node, name, default)
-    # the kind's own, then emits and names last, in the order plans have always listed them
+    # the kind's own, then emits and names last, in the order plans have always listed them;
+    # a join's strategy only when it is not the engine's choice, so that such plans are
+    # stored as they were before strategies were planned
     for field in dataclasses.fields(node):
-        if field.name not in ("emits", "names"):
+        if field.name not in ("emits", "names") and not (field.name == "strategy"
+                                                        and node.strategy == AUTO):
             attrs.setdefault(field.name, getattr(node, field.name))
     attrs["emits"] = node.emits
     if getattr(node, "names", None) is not None:  # the final projection's alone

@@ -43,7 +43,9 @@ every process: the left-deep join order, left to right, ``⋈`` for a join
 step and ``×`` for a Cartesian one, and after each stream that has both a
 selection and a projection their order bottom-up, ``[σπ]`` or ``[πσ]``.
 Parentheses appear only around a right input that is itself a join (never
-in left-deep plans). What every candidate of one query shares (the
+in left-deep plans). A join whose strategy is not the engine's choice has
+its tag in braces after the join symbol, ``TCP⋈{br}UDP`` (see
+:mod:`~cqopt.optimizer.plans.strategies`). What every candidate of one query shares (the
 aggregate, the final projection) is left out, so an id names a plan among
 its query's candidates.
 
@@ -74,6 +76,7 @@ import networkx as nx
 
 from cqopt.optimizer.plans import nodes as kinds
 from cqopt.optimizer.plans.nodes import KINDS, ColumnRef, node_attributes
+from cqopt.optimizer.plans.strategies import AUTO, LABELS, TAGS
 from cqopt.optimizer.query.dialect import CQL
 
 __all__ = ["KINDS", "ColumnRef", "Plan", "column_text", "describe_node", "plan_id"]
@@ -164,7 +167,9 @@ def _(node: kinds.JoinNode, graph: nx.DiGraph) -> str:
     right_text = _id_text(right, graph)
     if isinstance(right, kinds.JoinNode):
         right_text = f"({right_text})"
-    return _id_text(left, graph) + (CROSS if node.cartesian else JOIN) + right_text
+    tag = TAGS[node.strategy]
+    return (_id_text(left, graph) + (CROSS if node.cartesian else JOIN)
+            + (f"{{{tag}}}" if tag else "") + right_text)
 
 
 @_id_text.register
@@ -245,7 +250,8 @@ def _(node: kinds.JoinNode) -> str:
     if node.cartesian:
         return f"Cartesian product  ({_widths(node)})"
     predicates = " AND ".join(str(p) for p in node.predicate)
-    return f"Join {predicates}{_selectivity(node)}  ({_widths(node)})"
+    how = "" if node.strategy == AUTO else f"  [{LABELS[node.strategy]}]"
+    return f"Join {predicates}{_selectivity(node)}{how}  ({_widths(node)})"
 
 
 @describe_node.register

@@ -60,6 +60,18 @@ then carries a ``SHUFFLE_REPLICATE_NL`` hint, without which Spark would move
 it (see :func:`plan_expression`). Both forms state the windows in a leading
 comment, ``/* cqopt plan <id>; windows: S [RANGE 1 SECONDS], ... */``.
 
+**Join strategies.** A join whose strategy is hinted
+(:mod:`~cqopt.optimizer.plans.strategies`) carries Spark's hint in Spark's
+dialects, ``/*+ BROADCAST(UDP), MERGE(SF) */``, naming the input the
+strategy names (the right input, or for ``broadcast_left`` the left). A hint
+names a table, so a broadcast of the left input is written only at the
+first join, whose left input is a stream; further up the left input is a
+join's result, which only the DataFrame form
+(:func:`cqopt.spark.plan_frame.to_spark`) can hint. Other dialects have no
+join hints: a plan with a hinted join is a :class:`PlanSqlError` naming the
+plan and the dialect there (a plan that leaves every join to the engine is
+written in every dialect).
+
 **Output columns.** With the query (``query=``), the result has the query's
 output columns in its order and names. Without it, the plan's own top
 columns are used, named by their text (``S.a``, ``COUNT(*)``).
@@ -99,6 +111,7 @@ from sqlglot.errors import ErrorLevel, SqlglotError
 from cqopt.errors import CqoptError, did_you_mean
 from cqopt.optimizer.plans import nodes as kinds
 from cqopt.optimizer.plans.plan import ColumnRef, Plan, column_text
+from cqopt.optimizer.plans.strategies import AUTO, SPARK_HINTS, hinted_side
 from cqopt.optimizer.query.classify import output_column_ref
 
 if TYPE_CHECKING:
@@ -162,7 +175,15 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
         known = sorted(d.value for d in sqlglot.Dialects if d.value)
         raise PlanSqlError(f"unknown SQL dialect {dialect!r}{did_you_mean(dialect, known)}; "
                            f"sqlglot knows {', '.join(known)}") from None
-    tree = plan_expression(plan, query=query, cartesian_hints=isinstance(engine, Spark2),
+    spark = isinstance(engine, Spark2)
+    hinted = [(key, node.strategy) for key, node in _joins(plan) if node.strategy != AUTO]
+    if hinted and not spark:
+        key, strategy = hinted[0]
+        raise PlanSqlError(f"plan {plan.id} cannot be written in the {dialect} dialect: its "
+                           f"{key} is hinted {strategy}, a Spark join hint {dialect} has no "
+                           "way to state; write it for spark, or plan without the "
+                           "join_strategies rule")
+    tree = plan_expression(plan, query=query, cartesian_hints=spark, strategy_hints=spark,
                            round_s=round_s, start=start, one_round=one_round)
     try:
         return tree.sql(dialect=dialect, pretty=pretty, unsupported_level=ErrorLevel.RAISE)
@@ -174,7 +195,8 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
 
 def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
                     cartesian_hints: bool = False, round_s: float | None = None,
-                    start: float = 0.0, one_round: bool = False) -> exp.Select:
+                    start: float = 0.0, one_round: bool = False,
+                    strategy_hints: bool = False) -> exp.Select:
     """The sqlglot tree of :func:`plan_sql`, before any dialect prints it.
 
     ``cartesian_hints`` (Spark's dialects) hints each Cartesian step's right
@@ -186,6 +208,9 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
     rounds' equality), so nothing moves it and it runs as the equi-join on
     the round it is; a nested-loop hint there would pair every round with
     every other.
+
+    ``strategy_hints`` (Spark's dialects) writes each hinted join's strategy
+    as Spark's hint on the input it names (see the module docstring).
     """
     rounds = None if one_round else _rounds(plan, round_s, start)
     built: dict[str, _Sql] = {}
@@ -200,19 +225,41 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
     for ref, name in plan_outputs(plan, query):
         value = _aggregate_call(ref[1], top.aggregate) if ref[0] is None else _column(*ref)
         select = select.select(exp.alias_(value, name, quoted=True), copy=False)
+    hints = []
     if cartesian_hints and rounds is None:
-        crossed = [plan.node(node.inputs[1]).stream for node in map(plan.node, plan.operators())
-                   if isinstance(node, kinds.JoinNode) and node.cartesian]
-        if crossed:
-            select.set("hint", exp.Hint(expressions=[
-                exp.JoinHint(this=CARTESIAN_HINT, expressions=[
-                    exp.Table(this=exp.to_identifier(s, quoted=True))]) for s in crossed]))
+        hints += [(CARTESIAN_HINT, node.streams[-1]) for _, node in _joins(plan)
+                  if node.cartesian]
+    if strategy_hints:
+        hints += [_strategy_hint(plan, key, node) for key, node in _joins(plan)
+                  if node.strategy != AUTO]
+    if hints:
+        select.set("hint", exp.Hint(expressions=[
+            exp.JoinHint(this=name, expressions=[
+                exp.Table(this=exp.to_identifier(s, quoted=True))]) for name, s in hints]))
     windows = ", ".join(f"{s} {plan.node(f'src:{s}').window}" for s in plan.join_order)
     comment = f" cqopt plan {plan.id}; windows: {windows}"
     if rounds is not None:
         comment += f"; rounds of {rounds.seconds:g} s from ts {rounds.start:g}: {ROUND_COLUMN}"
     select.add_comments([comment + " "], prepend=True)
     return select
+
+
+def _joins(plan: Plan) -> list[tuple[str, kinds.JoinNode]]:
+    """The plan's joins, bottom-up."""
+    return [(key, plan.node(key)) for key in plan.operators()
+            if isinstance(plan.node(key), kinds.JoinNode)]
+
+
+def _strategy_hint(plan: Plan, key: str, node: kinds.JoinNode) -> tuple[str, str]:
+    """Spark's hint of a join's strategy and the stream it names."""
+    if hinted_side(node.strategy) == "right":
+        return SPARK_HINTS[node.strategy], node.streams[-1]
+    if len(node.streams) > 2:
+        raise PlanSqlError(f"plan {plan.id} cannot be written in Spark's SQL dialects: its "
+                           f"{key} broadcasts "
+                           "its left input, a join's result, which a SQL hint cannot name "
+                           "(hints name tables); run it as a DataFrame (cqopt.spark.to_spark)")
+    return SPARK_HINTS[node.strategy], node.streams[0]
 
 
 _ONE_ROUND = ("plan_sql(..., one_round=True) writes SQL over tables that each hold one "

@@ -15,8 +15,11 @@ of them, handing each the same :class:`RuleContext`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
 
 from cqopt.catalog import Catalog
 from cqopt.optimizer.plans.builder import PlanBuilder
@@ -25,6 +28,9 @@ from cqopt.optimizer.rules.join_order_search import CostFunction
 
 if TYPE_CHECKING:
     from cqopt.optimizer.query.logical import ContinuousQuery
+
+# Scores plans at some points (lower is better): an array of shape (plans, points).
+StrategyCost = Callable[[Sequence[Plan]], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,9 @@ class RuleContext:
     max_exhaustive: int = 6
     max_plans: int = 4096
     keep: int = 3
+    # The chart's model's scores at the points of its box, when the model prices join
+    # strategies; None leaves every join to the engine (see rules.join_strategies).
+    strategy_cost: StrategyCost | None = None
 
 
 class Rule(Protocol):

@@ -14,7 +14,8 @@ of a query keeps the contract when:
    and theta predicate in one join;
 4. its aggregate, if it has one, is at the top (under the final projection
    only), and a complete plan (one with the final projection) of an
-   aggregate query has it.
+   aggregate query has it;
+5. a Cartesian step leaves its strategy to the engine (no join hint).
 
 The candidates as a whole are not empty and have distinct ids.
 
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from cqopt.optimizer.plans.nodes import NODE_CLASSES, PlanNode
 from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.plans.strategies import AUTO
 from cqopt.optimizer.query.selections import Selection
 
 if TYPE_CHECKING:
@@ -136,6 +138,9 @@ def _plan_violation(plan: Plan, query: ContinuousQuery, expected: tuple[Counter,
         if kind == "selection" and nodes[key].predicate.stream not in below[key]:
             stream = nodes[key].predicate.stream
             return f"selection {key} on {stream} is not above {stream}'s source"
+        if kind == "join" and nodes[key].cartesian and nodes[key].strategy != AUTO:
+            return (f"Cartesian step {key} carries the strategy {nodes[key].strategy} "
+                    "(a product has no join key to hint)")
 
     aggregates = [k for k, kind in kinds.items() if kind == "aggregate"]
     if len(aggregates) > 1:

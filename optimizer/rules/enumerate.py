@@ -18,11 +18,17 @@ of candidates it is given (section 4.2 of the OM paper):
 4. :mod:`~cqopt.optimizer.rules.join_orders` (heuristic 3): the left-deep
    join orders without Cartesian products (unless the join graph leaves no
    choice), the join order outermost; past ``max_exhaustive`` streams or
-   ``max_plans`` plans a local search's best few.
+   ``max_plans`` plans a local search's best few;
+5. :mod:`~cqopt.optimizer.rules.join_strategies` (not the paper's): each
+   join's physical strategy (broadcast, shuffle-hash, sort-merge: Spark's
+   join hints), the strategies no better anywhere in the chart's box
+   dropped, when the cost model prices them (``strategy_cost``); otherwise
+   every join is left to the engine.
 
 The rules that multiply the plans run last, so that the others rewrite one
 plan, not hundreds; the plans come out the same in any order that keeps
-pushdown before join_orders (the join order is the outermost loop).
+pushdown before join_orders (the join order is the outermost loop) and
+join_strategies after join_orders (a strategy belongs to a step of one order).
 
 A rule is a function ``rule(plans, context) -> plans``
 (:class:`~cqopt.optimizer.rules.context.Rule`),
@@ -37,7 +43,8 @@ explain --without RULE``).
 **The plan count** is join orders × σ/π combinations, so the stream count
 alone does not bound it: 6 streams joined on one column (a clique after the
 closure) with σ and π each would be 360 × 2^6 = 23,040 plans. The local
-search bounds the join orders, never the per-stream σ/π choices.
+search bounds the join orders, never the per-stream σ/π choices; the join
+strategies multiply what is left by at most 4 per join, within ``max_plans``.
 
 >>> from cqopt.catalog import Catalog
 >>> from cqopt.optimizer.query.logical import parse_query
@@ -64,11 +71,12 @@ from cqopt.errors import CqoptError, did_you_mean
 from cqopt.optimizer.plans.builder import PlanBuilder, PlanShape
 from cqopt.optimizer.plans.plan import Plan
 from cqopt.optimizer.rules.aggregate_last import aggregate_last
-from cqopt.optimizer.rules.context import Rule, RuleContext
+from cqopt.optimizer.rules.context import Rule, RuleContext, StrategyCost
 from cqopt.optimizer.rules.contract import contract_violation
 from cqopt.optimizer.rules.group_selections import group_selections
 from cqopt.optimizer.rules.join_order_search import CostFunction
 from cqopt.optimizer.rules.join_orders import join_orders
+from cqopt.optimizer.rules.join_strategies import join_strategies
 from cqopt.optimizer.rules.pushdown import pushdown
 
 if TYPE_CHECKING:
@@ -81,6 +89,7 @@ HEURISTICS: tuple[Rule, ...] = (
     aggregate_last,
     pushdown,
     join_orders,
+    join_strategies,
 )
 
 
@@ -114,7 +123,7 @@ def rules_without(names: Iterable[str], rules: Sequence[Rule] = HEURISTICS) -> t
     Examples
     --------
     >>> rule_names(rules_without(["pushdown"]))
-    ('group_selections', 'aggregate_last', 'join_orders')
+    ('group_selections', 'aggregate_last', 'join_orders', 'join_strategies')
     >>> rules_without(["push_down"])
     Traceback (most recent call last):
     ...
@@ -132,7 +141,7 @@ def rules_without(names: Iterable[str], rules: Sequence[Rule] = HEURISTICS) -> t
 def enumerate_plans(query: ContinuousQuery, *, rules: Sequence[Rule] = HEURISTICS,
                     max_exhaustive: int = 6, max_plans: int = 4096,
                     cost: CostFunction | None = None, catalog: Catalog | None = None,
-                    keep: int = 3) -> list[Plan]:
+                    keep: int = 3, strategy_cost: StrategyCost | None = None) -> list[Plan]:
     """Every candidate plan of ``query`` that ``rules`` leave, in a deterministic order.
 
     Parameters
@@ -151,6 +160,10 @@ def enumerate_plans(query: ContinuousQuery, *, rules: Sequence[Rule] = HEURISTIC
     keep
         How many join orders the local search returns (fewer if ``keep``
         orders times the σ/π combinations would pass ``max_plans``; at least one).
+    strategy_cost
+        Scores plans at the points of the chart's box, an array (plans, points),
+        when the cost model prices join strategies; None (the default) leaves
+        every join to the engine (see :mod:`~cqopt.optimizer.rules.join_strategies`).
 
     Returns
     -------
@@ -166,7 +179,7 @@ def enumerate_plans(query: ContinuousQuery, *, rules: Sequence[Rule] = HEURISTIC
         without ``aggregate_last``).
     """
     context = RuleContext(query, PlanBuilder(query), catalog, cost, max_exhaustive,
-                          max_plans, keep)
+                          max_plans, keep, strategy_cost)
     plans = [naive_plan(query, context.builder)]
     _check(plans, query, "the naive plan")
     for rule in rules:
