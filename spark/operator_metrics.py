@@ -268,6 +268,9 @@ def profiled(spark: SparkSession) -> Iterator[Profile]:
     The run loop wraps each plan's job: ``with profiled(spark) as profile:
     write the plan's result``, then ``profile.records`` (several executions,
     such as a ``limit`` and then a write, each keep their pipelines apart).
+    Time the job inside the block: the listener's events are waited for and
+    the plans read (some 50-100 ms of py4j calls for a three-way join) as
+    the block ends.
 
     Raises
     ------
