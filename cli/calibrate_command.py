@@ -39,10 +39,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     write_catalog(catalog, result, out)
     print(f"Measured on {result.where}, {result.when}")
     print(f"{'kind':<20} {'catalog rate':>13} {'measured rate':>14} {'fixed s':>8} "
-          f"{'fixed share':>11}")
+          f"{'fixed share':>11} {'held-out error':>14}")
     for kind, fit in result.fits.items():
         print(f"{kind:<20} {getattr(catalog.operators, kind):13,.0f} {fit.rate:14,.0f} "
-              f"{fit.fixed:8.3f} {fit.fixed_share:11.0%}")
+              f"{fit.fixed:8.3f} {fit.fixed_share:11.0%} {fit.held_out_error:14.1%}")
         print("    " + ", ".join(f"{rows:,} tuples {seconds:.3f} s"
                                  for rows, seconds in zip(fit.rows, fit.seconds)))
     print(f"wrote {out}")
@@ -85,8 +85,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--rows", type=number(integer=True, low=1000, high=MAX_ROWS),
                    default=16_000_000,
                    help="rows of the largest size; the others halve it (default 16,000,000)")
-    p.add_argument("--sizes", type=number(integer=True, low=2, high=MAX_SIZES), default=4,
-                   help="how many sizes, 2 or more (default 4)")
+    p.add_argument("--sizes", type=number(integer=True, low=3, high=MAX_SIZES), default=4,
+                   help="how many sizes, 3 or more: each is left out once to judge the fit on "
+                        "(default 4)")
     p.add_argument("--repeats", type=number(integer=True, low=1, high=MAX_REPEATS), default=3,
                    help="runs per size; the median counts (default 3)")
     p.add_argument("--driver-memory", metavar="SIZE", default="6g", type=memory_size,

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -68,6 +69,13 @@ if TYPE_CHECKING:
 KINDS = tuple(f.name for f in fields(OperatorRates))
 # The first line of every catalog calibrate writes: the mark that lets it replace one.
 MARK = "# Written by cqopt calibrate."
+# A rate whose line misses the size left out by more than this (median) is refused.
+MAX_HELD_OUT_ERROR = 0.30
+# What a tuple costs each time a step reads it on 2 cores (generating and caching, warming
+# up, timing): 19 minutes for the default 16M rows, 4 sizes, 3 runs. The first guess
+# of a calibration's duration, revised once the smallest size is measured.
+GUESS_S_PER_TUPLE = 1.7e-6
+GUESS_S_PER_JOB = 0.3
 
 
 class CalibrationError(CqoptError):
@@ -83,6 +91,7 @@ class KindFit:
     seconds: tuple[float, ...]  # median wall time per size
     rate: float  # tuples/s: 1 / slope
     fixed: float  # seconds: the intercept, Spark's per-job cost
+    held_out_error: float = math.nan  # median relative miss of each size, fitted without it
 
     @property
     def fixed_share(self) -> float:
@@ -119,7 +128,28 @@ def fit_rate(rows: Sequence[float], seconds: Sequence[float]) -> tuple[float, fl
             f"the time does not grow with the rows ({', '.join(f'{r:g}' for r in x)} rows "
             f"took {', '.join(f'{s:.3g}' for s in y)} s): Spark's per-job cost hides the "
             "operator's; pass a larger --rows")
+    if intercept < 0:
+        raise CalibrationError(
+            f"the fit gives Spark's fixed cost per job a negative value ({intercept:.3g} s; "
+            f"{', '.join(f'{r:g}' for r in x)} rows took {', '.join(f'{s:.3g}' for s in y)} s): "
+            "the timings are not a line; nothing written: run again with --repeats 5 on a "
+            "quiet machine")
     return float(f"{1.0 / slope:.6g}"), float(f"{intercept:.6g}")
+
+
+def held_out_error(rows: Sequence[float], seconds: Sequence[float]) -> float:
+    """The median relative miss of each size's timing by the line fitted without it.
+
+    >>> round(held_out_error([1e6, 2e6, 4e6, 8e6], [0.15, 0.25, 0.45, 0.85]), 6)
+    0.0
+    """
+    x, y = np.asarray(rows, dtype=float), np.asarray(seconds, dtype=float)
+    misses = []
+    for i in range(len(x)):
+        keep = np.arange(len(x)) != i
+        slope, intercept = np.polyfit(x[keep], y[keep], 1)
+        misses.append(abs(slope * x[i] + intercept - y[i]) / y[i])
+    return float(np.median(misses))
 
 
 def calibrate(spark: SparkSession, catalog: Catalog, max_rows: int = 1_000_000,
@@ -151,8 +181,10 @@ def calibrate(spark: SparkSession, catalog: Catalog, max_rows: int = 1_000_000,
     """
     if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1000:
         raise CalibrationError(f"--rows {max_rows!r}: needs a whole number >= 1000")
-    if sizes < 2 or repeats < 1:
-        raise CalibrationError("calibration needs 2 sizes or more and 1 run or more per size")
+    if sizes < 3 or repeats < 1:
+        raise CalibrationError(f"calibration needs 3 sizes or more (one to judge the fit on "
+                               f"while fitted on the others; got {sizes}) and 1 run or more "
+                               "per size: pass --sizes 3")
     say = progress or (lambda _: None)
     timings = measure(spark, catalog, max_rows, sizes, repeats, say)
     with spark_errors("Spark failed while calibrating", CalibrationError):
@@ -164,7 +196,13 @@ def calibrate(spark: SparkSession, catalog: Catalog, max_rows: int = 1_000_000,
             rate, fixed = fit_rate(rows, seconds)
         except CalibrationError as err:
             raise CalibrationError(f"{kind}: {err}") from None
-        fits[kind] = KindFit(kind, tuple(rows), tuple(seconds), rate, fixed)
+        error = held_out_error(rows, seconds)
+        if not error <= MAX_HELD_OUT_ERROR:
+            raise CalibrationError(
+                f"{kind}: the fitted line misses each size, fitted without it, by {error:.0%} "
+                f"(median; a fit must stay within {MAX_HELD_OUT_ERROR:.0%}): nothing written; "
+                "run again with --repeats 5 on a quiet machine, or a larger --rows")
+        fits[kind] = KindFit(kind, tuple(rows), tuple(seconds), rate, fixed, error)
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return Calibration(fits, where, when)
 
@@ -175,30 +213,69 @@ def measure(spark: SparkSession, catalog: Catalog, max_rows: int, sizes: int, re
 
     Every query runs once untimed at each size first: a first run pays for
     code generation, class loading and JIT compilation that later runs do not.
+    The expected duration is said before the first size and revised after it,
+    and Spark's tasks every few seconds while a step runs.
     """
+    from cqopt.spark.job_progress import spark_tasks
+
     stream = max(catalog.streams.values(), key=lambda s: len(s.columns))
     row_counts = sorted({max(1, max_rows >> i) for i in range(sizes)})
     timings: dict[str, list[tuple[int, float]]] = {k: [] for k in KINDS}
+    say(f"expected duration: about {_minutes(expected_seconds(row_counts, repeats, spark))} "
+        f"({len(row_counts)} sizes up to {max_rows:,} rows, {repeats} run"
+        f"{'s' if repeats > 1 else ''} of {len(KINDS)} queries each; a guess, revised after "
+        "the smallest size)")
+    began = time.perf_counter()
     with spark_errors("Spark failed while calibrating", CalibrationError), \
-            _no_batch_pruning(spark):
-        for n in row_counts:
-            say(f"generating {n:,} rows like stream {stream.name} ({len(stream.columns)} "
-                "columns), twice, and caching them")
-            left, right = generated(spark, stream, n, 1), generated(spark, stream, n, 2)
-            try:
-                queries = operator_queries(left, right, n)
-                say("warming up: every query once, untimed")
-                for query, _ in queries.values():
-                    _timed(query)
-                for kind, (query, read) in queries.items():
-                    say(f"timing {kind.replace('_', ' ')} over {n:,} rows, {repeats} "
-                        f"run{'s' if repeats > 1 else ''}")
-                    runs = [_timed(query) for _ in range(repeats)]
-                    timings[kind].append((read, statistics.median(runs)))
-            finally:
-                left.unpersist()
-                right.unpersist()
+            _no_batch_pruning(spark), spark_tasks(spark, "calibrate"):
+        for i, n in enumerate(row_counts):
+            _measure_size(spark, stream, n, repeats, say, timings)
+            if i == 0 and len(row_counts) > 1:
+                spent = time.perf_counter() - began
+                left = spent * sum(row_counts[1:]) / row_counts[0]
+                say(f"the smallest size took {spent:.0f} s; about {_minutes(left)} left")
     return timings
+
+
+def _measure_size(spark: SparkSession, stream: Any, n: int, repeats: int,
+                  say: Callable[[str], None], timings: dict[str, list[tuple[int, float]]]
+                  ) -> None:
+    say(f"generating {n:,} rows like stream {stream.name} ({len(stream.columns)} "
+        "columns), twice, and caching them")
+    left, right = generated(spark, stream, n, 1), generated(spark, stream, n, 2)
+    try:
+        queries = operator_queries(left, right, n)
+        say("warming up: every query once, untimed")
+        for query, _ in queries.values():
+            _timed(query)
+        for kind, (query, read) in queries.items():
+            say(f"timing {kind.replace('_', ' ')} over {n:,} rows, {repeats} "
+                f"run{'s' if repeats > 1 else ''}")
+            runs = [_timed(query) for _ in range(repeats)]
+            timings[kind].append((read, statistics.median(runs)))
+    finally:
+        left.unpersist()
+        right.unpersist()
+
+
+def expected_seconds(row_counts: Sequence[int], repeats: int, spark: Any = None) -> float:
+    """A first guess of a calibration's seconds, from :data:`GUESS_S_PER_TUPLE` on 2 cores.
+
+    >>> round(expected_seconds([2_000_000, 4_000_000, 8_000_000, 16_000_000], 3) / 60)
+    19
+    """
+    cores = 2
+    if spark is not None:
+        with contextlib.suppress(Exception):
+            cores = max(1, int(spark.sparkContext.defaultParallelism))
+    visits = 2 + len(KINDS) * (repeats + 1)  # generated twice; a warm-up and the runs
+    jobs = len(row_counts) * visits
+    return (jobs * GUESS_S_PER_JOB
+            + sum(row_counts) * visits * GUESS_S_PER_TUPLE * 2 / cores)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 @contextlib.contextmanager

@@ -4,14 +4,27 @@ Every round a run logs the chosen plan's wall time (``plan_seconds``), and
 with ``--shadow`` every candidate plan's (``shadow_seconds``), beside the
 round's observed statistics. :func:`fit_runs` turns each (plan, round) into
 the model's work at those statistics (:func:`cqopt.costmodel.engine.work`)
-and fits the constants (:func:`~cqopt.costmodel.engine.fit_constants`), as
-RTStream profiles each operator's cost from execution (seed 000, section
-4.1); constants a catalog already had from an earlier fit are smoothed
-exponentially toward the new ones.
+and fits the constants, as RTStream profiles each operator's cost from
+execution (seed 000, section 4.1); constants a catalog already had from an
+earlier fit are smoothed exponentially toward the new ones.
+
+Two ways, by what the run folder holds:
+
+- **per operator**, where it holds Spark's operator records of its plan jobs
+  (``log/operators-RRRRRR.json``, :mod:`cqopt.spark.operator_metrics`): the
+  per-tuple constants from Spark's pipeline and operator times, then the
+  job, the join and the task-to-wall scale from the plan times
+  (:mod:`cqopt.spark.operator_fit`);
+- **on whole-plan seconds** otherwise
+  (:func:`~cqopt.costmodel.engine.fit_constants`), whose constants are
+  collinear: the summary says so.
 
 The model's error is reported out of sample: the constants are fitted on
 the even rounds and judged on the odd ones (median absolute relative error,
 per plan and overall); the constants written are then fitted on every round.
+A fit is refused (:class:`FitRefused`, one line saying what to run instead,
+nothing written) with fewer plan times than constants, a negative constant,
+or a held-out error over :data:`MAX_HELD_OUT_ERROR`.
 Rounds grouped with others (a backlog run plan by plan) share one job's time
 and are left out, as are rounds without tuples.
 """
@@ -33,10 +46,27 @@ from cqopt.costmodel.engine import CONSTANTS, Engine, fit_constants, smoothed, w
 from cqopt.errors import CqoptError
 from cqopt.optimizer.query.logical import parse_query
 from cqopt.optimizer.rules.enumerate import enumerate_plans
+from cqopt.spark.operator_fit import (
+    PLAN_CONSTANTS,
+    fit_plan_scale,
+    fit_task_costs,
+    read_profiles,
+    record_work,
+    stacked,
+)
 
 
 class EngineFitError(CqoptError):
     """A run folder cannot be read for plan times, or holds too few of them."""
+
+
+class FitRefused(EngineFitError):
+    """A fit that cannot be trusted; nothing is written."""
+
+
+# A fit whose median error on rounds left out of it is above this is refused.
+MAX_HELD_OUT_ERROR = 0.30
+FLOOR = 1e-12  # a constant the data set to 0, kept positive so the catalog stays valid
 
 
 @dataclass(frozen=True)
@@ -60,15 +90,25 @@ class EngineFit:
     held_out_error: float  # median |predicted - measured| / measured, odd rounds
     error_by_plan: dict[str, float]  # the same per plan
     in_sample_error: float
+    method: str = "whole-plan seconds"  # or "per operator": on Spark's operator metrics
+    notes: tuple[str, ...] = ()  # constants the data do not determine, said out loud
+    operator_error: float | None = None  # the per-operator step's, on rounds left out
 
     def summary_lines(self) -> list[str]:
         """The fit in words, for the console and the catalog's comment."""
         plans = len({t.plan for t in self.timings})
         runs = len({t.run for t in self.timings})
-        lines = [f"{len(self.timings)} plan times of {plans} plans from {runs} run(s); median "
-                 f"absolute error {self.held_out_error:.1%} on rounds left out of the fit "
-                 f"(odd rounds), {self.in_sample_error:.1%} in sample"]
+        lines = [f"{len(self.timings)} plan times of {plans} plans from {runs} run(s), fitted "
+                 f"{self.method}; median absolute error {self.held_out_error:.1%} on rounds "
+                 f"left out of the fit, {self.in_sample_error:.1%} in sample"]
+        if self.method == "whole-plan seconds":
+            lines.append("  (no operator profiles in the runs: the constants of whole-plan "
+                         "seconds are collinear, and some may be set to zero)")
+        if self.operator_error is not None:
+            lines.append(f"  per-operator step: {self.operator_error:.1%} of Spark's "
+                         "pipeline seconds missed on rounds left out")
         lines += [f"  {plan}: {error:.1%}" for plan, error in self.error_by_plan.items()]
+        lines += [f"  note: {note}" for note in self.notes]
         return lines
 
 
@@ -137,40 +177,144 @@ def read_timings(run: str | Path, catalog: Catalog) -> list[Timing]:
     return timings
 
 
-def fit_runs(runs: Sequence[str | Path], catalog: Catalog, *, alpha: float = 0.5) -> EngineFit:
-    """The engine constants fitted to the plan times of ``runs``, smoothed into the
+def fit_runs(runs: Sequence[str | Path], catalog: Catalog, *, alpha: float = 0.5,
+             refuse: bool = True) -> EngineFit:
+    """The engine constants fitted to the plan times of ``runs`` (per operator where the
+    runs hold Spark's operator profiles, else on whole-plan seconds), smoothed into the
     catalog's where it holds fitted ones (``alpha`` the new fit's weight).
 
     Raises
     ------
     EngineFitError
-        A folder is not a run, or the runs hold fewer than 4 usable plan times.
+        A folder is not a run; or, with ``refuse``, a fit that cannot be trusted
+        (:class:`FitRefused`: fewer timings than constants, a negative constant,
+        a held-out error over :data:`MAX_HELD_OUT_ERROR`).
     """
     timings = [t for run in runs for t in read_timings(run, catalog)]
-    if len(timings) < 4:
+    profiles = {(str(Path(run)), r, plan): records for run in runs
+                for (r, plan), records in read_profiles(run).items()}
+    if refuse and len(timings) < len(CONSTANTS):
+        raise FitRefused(f"calibrate --from-run needs at least {len(CONSTANTS)} timed rounds "
+                         f"to fit the engine model's {len(CONSTANTS)} constants, got "
+                         f"{len(timings)}: run more rounds, or with --shadow (which times "
+                         "every plan); nothing written")
+    if len(timings) < 2:
         raise EngineFitError(f"the runs given hold {len(timings)} usable plan times; the "
-                             "engine model needs at least 4 (run more rounds, or with "
-                             "--shadow, which times every plan)")
+                             "engine model needs at least 2")
     rows = np.array([t.work for t in timings])
     seconds = np.array([t.seconds for t in timings])
     even = np.array([t.round % 2 == 0 for t in timings])
-    held = fit_constants(rows[even], seconds[even]) if even.sum() >= 2 and (~even).any() \
-        else fit_constants(rows, seconds)
-    test = ~even if (~even).any() else even
+    if even.all() or not even.any():  # every round of one parity: alternate the timings
+        even = np.arange(len(timings)) % 2 == 0
+    fit = _fit_profiled if profiles else _fit_whole
+    held, _ = fit(timings, profiles, catalog, even)
     errors = np.abs(rows @ _vector(held) - seconds) / seconds
-    fitted = fit_constants(rows, seconds)
+    fitted, notes = fit(timings, profiles, catalog, np.ones(len(timings), bool))
     fitted_from = {f.name for f in fields(EngineConstants)
                    if getattr(catalog.engine, f.name) != f.default}
     if fitted_from:  # the catalog holds an earlier fit: smooth toward the new one
         fitted = smoothed(catalog.engine, fitted, alpha)
     by_plan = {}
     for plan in dict.fromkeys(t.plan for t in timings):
-        mine = np.array([t.plan == plan for t in timings]) & test
+        mine = np.array([t.plan == plan for t in timings]) & ~even
         if mine.any():
             by_plan[plan] = float(np.median(errors[mine]))
     in_sample = np.abs(rows @ _vector(fitted) - seconds) / seconds
-    return EngineFit(fitted, tuple(timings), float(np.median(errors[test])), by_plan,
-                     float(np.median(in_sample)))
+    result = EngineFit(fitted, tuple(timings), float(np.median(errors[~even])), by_plan,
+                       float(np.median(in_sample)),
+                       "per operator" if profiles else "whole-plan seconds", tuple(notes),
+                       _operator_error(profiles) if profiles else None)
+    if refuse:
+        refuse_untrusted(result)
+    return result
+
+
+def refuse_untrusted(fit: EngineFit) -> None:
+    """Raise :class:`FitRefused` for a fit with a negative constant or a held-out error
+    over :data:`MAX_HELD_OUT_ERROR`; its one line says what to run instead."""
+    for name in CONSTANTS:
+        value = getattr(fit.constants, name)
+        if value < 0:
+            raise FitRefused(f"the fit gives the engine model's {name} a negative cost "
+                             f"({value:.3g} s), which no engine has: nothing written; run with "
+                             "--shadow for more rounds, on a quiet machine")
+    if not fit.held_out_error <= MAX_HELD_OUT_ERROR:
+        raise FitRefused(f"the fitted engine model misses the rounds left out of the fit by "
+                         f"{fit.held_out_error:.1%} (median; a fit must stay within "
+                         f"{MAX_HELD_OUT_ERROR:.0%}): nothing written; run with --shadow for "
+                         "more rounds, on a quiet machine")
+
+
+def _fit_whole(timings, profiles, catalog, use) -> tuple[EngineConstants, list[str]]:
+    rows = np.array([t.work for t in timings])[use]
+    seconds = np.array([t.seconds for t in timings])[use]
+    return fit_constants(rows, seconds), []
+
+
+def _fit_profiled(timings, profiles, catalog, use) -> tuple[EngineConstants, list[str]]:
+    """Per-tuple costs from the operator profiles of the rounds in ``use``, then the job,
+    the join and the task-to-wall scale from their plan times (:mod:`operator_fit`)."""
+    chosen = [t for t, keep in zip(timings, use) if keep]
+    rounds = {(t.run, t.round) for t in chosen}
+    work, seconds = stacked(profiles, lambda key: key[:2] in rounds)
+    task_costs, known = fit_task_costs(work, seconds)
+    if len(seconds) < known.sum():
+        raise FitRefused(f"the runs' operator profiles hold {len(seconds)} timed pipelines "
+                         f"for {int(known.sum())} per-tuple constants: run more rounds with "
+                         "--shadow; nothing written")
+    visits = spark_visits(chosen, profiles)
+    known &= np.isfinite(visits)
+    costs = np.where(known, task_costs * np.where(known, visits, 0.0), 0.0)
+    job, join, scale, separable = fit_plan_scale(
+        np.array([t.work for t in chosen]), np.array([t.seconds for t in chosen]), costs)
+    values, notes = {"job": job, "join": join}, []
+    if not separable:
+        notes.append("join: every plan has as many joins per job, so the fixed cost of a "
+                     "join cannot be told from the job's; it is folded into job")
+    for i, name in enumerate(CONSTANTS):
+        if name in PLAN_CONSTANTS:
+            continue
+        if known[i]:
+            values[name] = scale * costs[i]
+            if values[name] <= 0:
+                notes.append(f"{name}: Spark's timings give it no measurable cost")
+        else:
+            values[name] = getattr(catalog.engine, name)
+            notes.append(f"{name}: no operator of these runs has it; kept at "
+                         f"{values[name]:.3g} s")
+    notes.append(f"Spark's task seconds count {scale:.3g} wall seconds each")
+    return EngineConstants(**{n: max(float(v), FLOOR) for n, v in values.items()}), notes
+
+
+def spark_visits(timings: Sequence[Timing], profiles) -> np.ndarray:
+    """Per constant, Spark's tuples over the model's, summed over the profiled timings.
+
+    Spark handles a tuple more often than the model counts it (a join's input
+    is shuffled, then built or probed; a query has several projections), so a
+    per-tuple cost fitted on Spark's rows times this ratio is the model's.
+    NaN where the model or Spark has no such tuples.
+    """
+    spark = np.zeros(len(CONSTANTS))
+    model = np.zeros(len(CONSTANTS))
+    for t in timings:
+        records = profiles.get((t.run, t.round, t.plan))
+        if records:
+            spark += np.sum([record_work(r) for r in records], axis=0)
+            model += t.work
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((model > 0) & (spark > 0), spark / model, np.nan)
+
+
+def _operator_error(profiles) -> float:
+    """The per-operator fit's error on the pipelines of the rounds it was not fitted on:
+    summed absolute miss over summed seconds, in Spark's task seconds."""
+    train = stacked(profiles, lambda key: key[1] % 2 == 0)
+    test = stacked(profiles, lambda key: key[1] % 2 == 1)
+    if not len(train[1]) or not len(test[1]):
+        train = test = stacked(profiles)
+    costs, _ = fit_task_costs(*train)
+    total = float(test[1].sum())
+    return float(np.abs(test[0] @ costs - test[1]).sum() / total) if total > 0 else math.nan
 
 
 def _vector(constants: EngineConstants) -> np.ndarray:

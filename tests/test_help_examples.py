@@ -12,7 +12,11 @@ minutes on two cores, runs with :data:`SMALLER` appended; everything else of it
 (reading the catalog, timing every operator kind on Spark, fitting, writing the
 catalog) runs as written. At that size Spark's per-job cost can hide an
 operator's own time, which calibrate refuses in one line ("pass a larger
---rows"): that refusal is accepted for this example alone.
+--rows"): that refusal is accepted for this example alone. A fit that cannot be
+trusted (too few timings, a negative constant, a held-out error over 30%) is
+refused in one line that says what to run instead, and writes nothing: for
+calibrate's examples that refusal is accepted too, since a 20-round run on a
+busy test machine may not give a trustworthy fit.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from cqopt.cli.main import EXAMPLES, main
 
 # Commands in the order their examples depend on each other; each example of a
 # command runs when its inputs exist (explain's second example reads traces).
-SMALLER = {("calibrate", "--out"): ["--rows", "2000000", "--sizes", "2", "--repeats", "1"]}
+SMALLER = {("calibrate", "--out"): ["--rows", "2000000", "--sizes", "3", "--repeats", "1"]}
 ORDER = ("build", "choose", "show", "generate", "explain", "fidelity", "run", "calibrate")
 
 
@@ -56,7 +60,7 @@ def test_every_command_has_an_example_in_the_order():
 def test_every_help_example_runs_as_written(spark, examples, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "examples").symlink_to(examples)
-    ran = []
+    ran, refused = [], []
     for command in ORDER:
         for argv in example_lines(EXAMPLES[command]):
             assert argv[0] == command or command == "run", argv  # run's example generates first
@@ -65,8 +69,11 @@ def test_every_help_example_runs_as_written(spark, examples, tmp_path, monkeypat
                 argv = argv + SMALLER[("calibrate", "--out")]
             status = main(argv)
             err = capsys.readouterr().err
-            if smaller and status == 2:
-                assert "pass a larger --rows" in err.splitlines()[-1], err[-2000:]
+            if argv[0] == "calibrate" and status == 2:
+                last = err.splitlines()[-1]
+                assert "nothing written" in last or (smaller and "pass a larger --rows" in last
+                                                     ), err[-2000:]
+                refused.append(argv)
                 status = 0
             assert status == 0, f"cqopt {shlex.join(argv)} exited {status}: {err[-2000:]}"
             ran.append(argv[0])
@@ -76,5 +83,5 @@ def test_every_help_example_runs_as_written(spark, examples, tmp_path, monkeypat
     assert "sharing each round's 0.8 s" in (tmp_path / "report-overload" / "report.md").read_text(
         encoding="utf-8")
     assert (tmp_path / "run" / "report.md").exists()
-    assert (tmp_path / "engine.toml").exists()
+    assert (tmp_path / "engine.toml").exists() or any("--from-run" in a for a in refused)
     assert sorted(set(ran)) == sorted(set(EXAMPLES))
