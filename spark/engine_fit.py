@@ -45,6 +45,9 @@ from cqopt.catalog.catalog import EngineConstants
 from cqopt.costmodel.engine import CONSTANTS, Engine, fit_constants, smoothed, work
 from cqopt.errors import CqoptError
 from cqopt.optimizer.query.logical import parse_query
+from cqopt.optimizer.plans.builder import PlanBuilder, shape_of
+from cqopt.optimizer.plans.plan import Plan
+from cqopt.optimizer.plans.strategies import split_id
 from cqopt.optimizer.rules.enumerate import enumerate_plans
 from cqopt.spark.operator_fit import (
     PLAN_CONSTANTS,
@@ -128,12 +131,24 @@ def read_timings(run: str | Path, catalog: Catalog) -> list[Timing]:
         raise EngineFitError(f"--from-run {folder}: not a cqopt run folder (no readable "
                              "state.json); pass the --out of a cqopt run") from None
     try:
-        plans = {p.id: p for p in enumerate_plans(parse_query(sql, catalog))}
+        query = parse_query(sql, catalog)
+        plans = {p.id: p for p in enumerate_plans(query)}
     except CqoptError as err:
         raise EngineFitError(f"--from-run {folder}: its query {name} does not fit "
                              f"--catalog {catalog.source}: {err}") from None
+    builder = PlanBuilder(query)
+
+    def plan_of(plan_id: str) -> Plan | None:
+        """A logged plan, hinted ones (an engine chart's) rebuilt from their unhinted order."""
+        if plan_id not in plans:
+            base, steps = split_id(plan_id)
+            if base in plans:
+                plans[plan_id] = builder.build_shape(shape_of(plans[base]).with_(
+                    strategies=steps))
+        return plans.get(plan_id)
+
     def work_row(plan_id: str, record: dict[str, Any]) -> np.ndarray | None:
-        plan = plans.get(plan_id)
+        plan = plan_of(plan_id)
         stats = {k: (math.nan if v is None else float(v))
                  for k, v in record["observed"].items()}
         if plan is None or any(math.isnan(stats.get(s, math.nan))

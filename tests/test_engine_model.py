@@ -181,3 +181,24 @@ def test_calibrate_from_a_folder_that_is_not_a_run(examples, tmp_path, capsys):
                  str(tmp_path), "--out", str(tmp_path / "x.toml")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("cqopt: error: --from-run ") and "not a cqopt run folder" in err
+
+
+def test_a_run_of_an_engine_chart_is_read_with_its_hinted_plans(tmp_path, q2):
+    """An engine chart's plans carry join strategies (ids tagged ``⋈{br}``); the run's
+    timings of them are read with the strategy's own work, not skipped."""
+    from cqopt.optimizer.plans.builder import PlanBuilder, shape_of
+    from cqopt.spark.engine_fit import read_timings
+
+    catalog, plans = q2
+    base = next(p for p in plans if "⋈" in p.id)
+    hinted = PlanBuilder(parse_query(Q2, catalog)).build_shape(
+        shape_of(base).with_(strategies=("broadcast_right", "shuffle_hash")))
+    assert hinted.id != base.id and "{br}" in hinted.id
+    run = _run_folder(tmp_path)
+    stats = _stats(np.random.default_rng(2), 1)[0]
+    (run / "log" / "round-000000.json").write_text(json.dumps({
+        "round": 0, "empty": False, "observed": stats, "plan": hinted.id,
+        "plan_seconds": 0.5, "shadow_seconds": {hinted.id: 0.5, base.id: 0.7}}))
+    timings = {t.plan: t for t in read_timings(run, catalog)}
+    assert set(timings) == {hinted.id, base.id}
+    assert timings[hinted.id].work == pytest.approx(work(hinted, stats, catalog))

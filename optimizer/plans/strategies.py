@@ -56,6 +56,23 @@ LABELS: dict[str, str] = {AUTO: "engine's choice", BROADCAST_LEFT: "broadcast le
                           SORT_MERGE: "sort merge"}
 
 
+def split_id(plan_id: str) -> tuple[str, tuple[str, ...]]:
+    """A plan id -> the id of the same plan with every join left to the engine, and each
+    join step's strategy, left to right (the inverse of the tags :data:`TAGS` writes).
+
+    >>> split_id("TCP⋈{br}UDP⋈{sh}SF[σπ]")
+    ('TCP⋈UDP⋈SF[σπ]', ('broadcast_right', 'shuffle_hash'))
+    >>> split_id("TCP⋈UDP")
+    ('TCP⋈UDP', ('auto',))
+    """
+    import re
+
+    by_tag = {tag: name for name, tag in TAGS.items() if tag}
+    steps = tuple(by_tag.get(tag, AUTO)
+                  for tag in re.findall(r"[⋈×](?:\{([a-z]+)\})?", plan_id))
+    return re.sub(r"\{(?:%s)\}" % "|".join(by_tag), "", plan_id), steps
+
+
 def hinted_side(strategy: str) -> str | None:
     """The input the strategy's hint names: ``"left"``, ``"right"``, or None for ``auto``."""
     if strategy == AUTO:
