@@ -672,9 +672,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
                          f"traces were given for {', '.join(paths)}")
     chart_set = chart_sets.load(charts) if charts else None
     if chart_set is not None:
-        fresh = chart_set.check(catalog)
-        if fresh.stale:
-            raise CqoptError(f"{name('charts', charts)} is {fresh}")
+        chart_set.require_fresh(catalog, name("charts", charts))
         for spec, _ in chosen:
             stored = chart_set.charts.get(spec.name)
             if stored is not None and stored.spec.sql != spec.sql:

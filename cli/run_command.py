@@ -41,11 +41,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                          + ", ".join(specs))
     spec, query = specs[args.query]
     chart_set = charts.load(args.charts)
-    fresh = chart_set.check(catalog)
-    if fresh.stale:
-        raise CqoptError(f"--charts {args.charts} was built from another catalog (fingerprint "
-                         f"{fresh.built_with}) than --catalog {args.catalog} (fingerprint "
-                         f"{fresh.catalog}); rebuild the charts with cqopt build --force")
+    chart_set.require_fresh(catalog, f"--charts {args.charts}")
     chart = chart_set[args.query]
     if chart.spec.sql != spec.sql:
         raise CqoptError(f"--charts {args.charts}: its query {args.query} is not the one in "
