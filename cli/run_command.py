@@ -27,8 +27,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     deadline = args.deadline  # seconds, or the trigger's interval
     if deadline is not None and deadline != "trigger":
         deadline = parse_number(deadline, "--deadline (SECONDS or trigger)", above=0)
+    policy = policy_options(args)
     settings = RunSettings(trigger=args.trigger, shadow=args.shadow, max_rounds=args.max_rounds,
-                           policy=policy_options(args),
+                           estimator=policy.pop("estimator"), d=policy.pop("d"),
+                           decay=policy.pop("decay"), policy=policy,
                            tolerance=Tolerance(args.tolerance, args.tolerance_ms / 1000),
                            deadline=deadline, min_kept=args.min_kept)
 

@@ -208,6 +208,30 @@ def test_policy_options_out_of_range_are_refused_before_spark(run_args, tmp_path
     assert "needs a number >=" in err
 
 
+@pytest.mark.parametrize("estimator, own", [("decay", False), ("sample", True)])
+def test_the_estimator_of_the_command_line_reaches_the_run(run_args, tmp_path, monkeypatch,
+                                                           estimator, own):
+    """--estimator decay predicts each round from the rounds before it; it was taken for
+    the default, sample, which chooses each round at its own statistics."""
+    import cqopt.api
+    from cqopt.errors import CqoptError
+
+    given = {}
+
+    def run(*args, settings, **options):
+        given["settings"] = settings
+        raise CqoptError("stopped before Spark")
+
+    monkeypatch.setattr(cqopt.api, "run", run)
+    assert main(run_args("--source", f"TCP={tmp_path}", "--estimator", estimator,
+                         "--d", "3")) == 2
+    settings = given["settings"]
+    assert settings.own_statistics is own and settings.d == 3
+    assert settings.adaptive_options["estimator"] == "decay"  # own: decay predicts the rest
+    assert settings.options["estimator"] == ("sample:1" if own else "decay")
+    assert "estimator" not in settings.policy and "d" not in settings.policy
+
+
 @pytest.mark.parametrize("option, fragment", [
     (["--deadline", "0"], "--deadline (SECONDS or trigger) '0': needs a number > 0"),
     (["--deadline", "soon"], "--deadline (SECONDS or trigger) 'soon': expected a number"),
