@@ -245,6 +245,10 @@ class AdaptiveRun:
             with spark_errors(f"Spark failed on micro-batch {batch_id} of {self.ctx.name}",
                               StreamingRunError, hint=file_hint):
                 self._take(batch, batch_id)
+            if self._reached_max():
+                # Asked only once the batch is done with Spark: the stop interrupts a batch
+                # still at work (its staging, or the release of its cached tuples).
+                self.stop_requested.set()
         except BaseException as err:
             # A batch begun after the stop was asked for is interrupted by the stop itself;
             # it is not committed, so a later run reads it again: no error of the run's.
@@ -303,9 +307,6 @@ class AdaptiveRun:
                 self.staging.stage(tagged, batch_id, self.next_round, top, local)
             self.staging.drop_finished(self.next_round)
             self.state.save()
-            if self._reached_max():
-                # Asked only now: a stop during the batch would interrupt its staging.
-                self.stop_requested.set()
         finally:
             batch.unpersist()
 
