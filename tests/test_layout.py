@@ -16,13 +16,15 @@ import cqopt
 # So are the rooms of the streaming run, above the rest of cqopt.spark, each importing
 # only those before it, the loop that ties them and the package's face last.
 # A module's layer is its longest entry.
-LAYERS = ["cqopt.errors", "cqopt.output", "cqopt.examples", "cqopt.catalog",
+# The root package comes first: it imports nothing of cqopt (its names load lazily, by
+# name), so a module no other entry covers lands there and any import of it runs upward.
+LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress", "cqopt.output", "cqopt.examples", "cqopt.catalog",
           "cqopt.optimizer.query", "cqopt.optimizer.plans", "cqopt.optimizer.rules",
           "cqopt.optimizer", "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay",
           "cqopt.spark", "cqopt.spark.run.settings", "cqopt.spark.run.sources",
           "cqopt.spark.run.sink", "cqopt.spark.run.state", "cqopt.spark.run.staging",
           "cqopt.spark.run.roundlog", "cqopt.spark.run.report", "cqopt.spark.run.rounds",
-          "cqopt.spark.run.loop", "cqopt.spark.run", "cqopt.api", "cqopt.cli"]
+          "cqopt.spark.run.loop", "cqopt.spark.run", "cqopt.api", "cqopt.cli", "cqopt.__main__"]
 ENGINES = {  # third-party package -> the only packages or modules that may import it
     "pyspark": ("cqopt.spark",),
     "py4j": ("cqopt.spark",),
@@ -70,8 +72,6 @@ MODULES = _modules()
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_import_runs_back_up(module):
     here = _layer(module)
-    if here is None:
-        return  # the root package: its names load lazily from anywhere below
     upward = []
     for name, line in _imports(MODULES[module]):
         there = _layer(name)
@@ -88,6 +88,13 @@ def test_engines_stay_in_their_rooms(module):
             assert module.startswith(ENGINES[top]), f"{module} line {line} imports {name}"
         if top == "pandas":
             assert not module.startswith(NO_PANDAS), f"{module} line {line} imports pandas"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_every_module_has_a_layer_of_its_own_room(module):
+    """No module falls to the root's layer unnoticed: each is under an entry besides it."""
+    assert module == "cqopt" or any(module == top or module.startswith(top + ".")
+                                    for top in LAYERS[1:]), module
 
 
 def test_every_folder_is_a_layer():
