@@ -2,11 +2,12 @@
 
 :func:`build` builds a workload's plan charts (in this process or on Spark)
 and writes them as a chart set; :func:`generate` writes seeded stream traces;
-:func:`fidelity` replays traces through charts into a report. The command
+:func:`fidelity` replays traces through charts into a report; :func:`run` runs
+one query adaptively on Spark Structured Streaming. The command
 line parses its options and calls these; each checks everything it is given
 before any work, and raises a :class:`~cqopt.errors.CqoptError` that says
-what was wrong. ``cqopt.build``, ``cqopt.generate`` and ``cqopt.fidelity``
-are these functions.
+what was wrong. ``cqopt.build``, ``cqopt.generate``, ``cqopt.fidelity`` and
+``cqopt.run`` are these functions.
 
 A message names a parameter as Python spells it (``k = 0``); the command
 line passes ``name=`` so that its messages name the option (``--k 0``).
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from cqopt.charts.kernel import Chart
+    from cqopt.spark.run import RunResult, RunSettings
 
 PathLike = str | os.PathLike
 Name = Callable[[str, Any], str]  # how a message names a parameter and its value
@@ -484,17 +486,6 @@ def _stream_name(catalog: Catalog, stream: str, given: str) -> str:
     return found.name
 
 
-def round_seconds(query) -> float:
-    """The length of a query's round: its WINDOW [w], else its longest [RANGE w] window."""
-    if query.window is not None and query.window.seconds:
-        return query.window.seconds
-    ranges = [s.window.seconds for s in query.streams if s.window.kind == "range"]
-    if not ranges:
-        raise CqoptError("the query has no time window to cut rounds by: give it WINDOW [w] "
-                         "or a [RANGE w] window")
-    return max(ranges)
-
-
 def _describe(info) -> str:
     unparsed = ", ".join(f"{c}: {n}" for c, n in (info.unparsed or {}).items() if n)
     return (f"{info.path}: {info.rows} tuples over {info.end - info.start:.0f} s, "
@@ -672,9 +663,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
                          f"traces were given for {', '.join(paths)}")
     chart_set = chart_sets.load(charts) if charts else None
     if chart_set is not None:
-        fresh = chart_set.check(catalog)
-        if fresh.stale:
-            raise CqoptError(f"{name('charts', charts)} is {fresh}")
+        chart_set.require_fresh(catalog, name("charts", charts))
         for spec, _ in chosen:
             stored = chart_set.charts.get(spec.name)
             if stored is not None and stored.spec.sql != spec.sql:
@@ -774,14 +763,92 @@ def _trace_statistics(chosen, catalog: Catalog, paths: Mapping[str, str],
                                                            ts_column=times.get(stream))
         for spec, query in chosen:
             check_span(spec.name, {s: infos[s] for s in query.stream_names},
-                       round_seconds(query), rounds, name)
+                       query.round_seconds(), rounds, name)
         say(f"{', '.join(spec.name for spec, _ in chosen)}: per-round statistics on "
             "Spark, one pass over each trace")
         with spark_tasks(spark, "per-round statistics", enabled=progress):
             tables = workload_round_statistics(
                 [query for _, query in chosen], frames,
-                [round_seconds(query) for _, query in chosen], rounds=rounds)
+                [query.round_seconds() for _, query in chosen], rounds=rounds)
     return {spec.name: table for (spec, _), table in zip(chosen, tables)}, infos
 
 
-__all__ = ["build", "check_span", "fidelity", "generate", "round_seconds", "trace_paths"]
+
+def run(catalog: PathLike | Catalog, workload: PathLike | Workload, charts: PathLike,
+        query: str, sources: Mapping[str, Any], out: PathLike, *,
+        settings: RunSettings | None = None, master: str = "local[*]",
+        progress: bool | Callable[[str], None] = False) -> RunResult:
+    """Run one query of a workload adaptively on Spark Structured Streaming, into a run folder.
+
+    Each complete round of the sources' tuples is observed, its plan looked up
+    in the query's chart (OM's Algorithm 2), run on Spark and written to
+    ``out/results``, with a round log and a report (:mod:`cqopt.spark.run`).
+    A run killed or stopped resumes where it stopped when run again with the
+    same ``out``.
+
+    Parameters
+    ----------
+    catalog : path or Catalog
+        The catalog the charts were built with.
+    workload : path or Workload
+    charts : path
+        The chart set (:func:`build`), checked against ``catalog``.
+    query : str
+        The workload's query to run.
+    sources : mapping of str to str or Source
+        Each stream of the query: a directory of Parquet or CSV files (one per
+        round, as ``generate(..., file_per_round=W)`` writes), ``"rate:N"`` for
+        Spark's rate source at N rows/s, or a :class:`~cqopt.spark.run.Source`.
+    out : path
+        The run folder: new, empty, or one this query ran in before (it resumes).
+    settings : RunSettings, optional
+        The trigger, shadow timing, policy, deadline, ...
+        (:class:`~cqopt.spark.run.RunSettings`; default its defaults).
+    master : str
+        A running Spark session of this process, else a new one on this master URL.
+    progress : bool or callable
+        Progress lines on stderr, or to this callable.
+
+    Returns
+    -------
+    RunResult
+        Every round logged in ``out`` (earlier runs' too) and the report's summary.
+
+    Raises
+    ------
+    CqoptError
+        A bad file, query, source, setting or run folder, before Spark starts;
+        a failed Spark job.
+    """
+    import cqopt.charts as chart_sets
+    from cqopt.charts.spec import workload_specs
+    from cqopt.spark.run import AdaptiveRun, RunSettings
+    from cqopt.spark.run.sources import match_sources
+    from cqopt.spark.run.state import check_run_folder
+    from cqopt.spark.session import running_session
+
+    # Everything is checked before Spark starts.
+    settings = RunSettings() if settings is None else settings
+    catalog = _catalog(catalog)
+    workload = _workload(workload)
+    specs = {spec.name: (spec, q) for spec, q in workload_specs(workload, catalog)}
+    if query not in specs:
+        raise CqoptError(f"--query {query}: not in {workload.source}; it has "
+                         + ", ".join(specs))
+    spec, parsed = specs[query]
+    chart_set = chart_sets.load(charts)
+    chart_set.require_fresh(catalog, f"--charts {charts}")
+    chart = chart_set[query]
+    if chart.spec.sql != spec.sql:
+        raise CqoptError(f"--charts {charts}: its query {query} is not the one in "
+                         f"{workload.source}; rebuild the charts with cqopt build")
+    matched = match_sources(sources, parsed.stream_names, query, settings.trigger)
+    check_run_folder(Path(out))
+    say = progress if callable(progress) else (
+        (lambda line: print(line, file=sys.stderr, flush=True)) if progress else
+        (lambda _: None))
+    with running_session(master, progress=say) as spark:
+        return AdaptiveRun(spark, query, parsed, chart, catalog, matched, out, settings,
+                           progress=say).run()
+
+__all__ = ["build", "check_span", "fidelity", "generate", "run", "trace_paths"]

@@ -368,6 +368,37 @@ class ChartSet(Mapping[str, QueryChart]):
         now = catalog.fingerprint()
         return Staleness(now != self.fingerprint, self.fingerprint, now)
 
+    def require_fresh(self, catalog: Catalog | str | Path, where: str, *,
+                      allow_stale: str | None = None,
+                      warn: Callable[[str], None] | None = None) -> Staleness:
+        """Refuse charts built from another catalog than ``catalog``, in one line that
+        names both fingerprints (:meth:`check`).
+
+        Parameters
+        ----------
+        catalog : Catalog, str or Path
+            As :meth:`check`.
+        where : str
+            How the message names the chart set (``--charts DIR``).
+        allow_stale : str, optional
+            How the caller lets stale charts through, said in the message
+            (``"pass --allow-stale to look up anyway"``).
+        warn : callable, optional
+            Given, stale charts are not refused: ``warn`` says they are stale.
+
+        Raises
+        ------
+        ChartSetError
+            The charts are stale and no ``warn`` is given.
+        """
+        fresh = self.check(catalog)
+        if fresh.stale and warn is None:
+            raise ChartSetError(f"{where} is {fresh}" + (f", or {allow_stale}" if allow_stale
+                                                         else ""))
+        if fresh.stale:
+            warn(f"{where} is {fresh}")
+        return fresh
+
 
 class UnknownQueryError(ChartSetError, KeyError):
     """A chart set has no chart for the query asked for."""

@@ -117,12 +117,11 @@ def cmd_choose(args: argparse.Namespace) -> int:
     chart_set = charts.load(args.charts)
     stats = dict(args.stat or [])
     if args.catalog is not None:
-        fresh = chart_set.check(args.catalog)
-        if fresh.stale and not args.allow_stale:
-            raise CqoptError(f"--charts {args.charts} is {fresh}; rebuild the charts with "
-                             "cqopt build --force, or pass --allow-stale to look up anyway")
-        if fresh.stale:
-            print(f"cqopt: warning: --charts {args.charts} is {fresh}", file=sys.stderr)
+        chart_set.require_fresh(args.catalog, f"--charts {args.charts}",
+                                allow_stale="pass --allow-stale to look up anyway",
+                                warn=(lambda line: print(f"cqopt: warning: {line}",
+                                                         file=sys.stderr))
+                                if args.allow_stale else None)
     chart = chart_set[args.query]
     fixed = chart.check_statistics(stats)  # refuses a statistic the query does not have
     if fixed:

@@ -7,10 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from cqopt.api import round_seconds as _window_seconds  # noqa: F401 (cqopt run reads it)
 from cqopt.cli import options
 from cqopt.cli.chart_commands import option_label
-from cqopt.cli.options import number, whole_number
+from cqopt.cli.options import number, pairs, whole_number
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
@@ -22,16 +21,6 @@ from cqopt.errors import CqoptError, parse_number, shorten
 DEFAULT_K_SWEEP = "2,5,10,20,40"
 
 
-def _pairs(items: list[str] | None, option: str) -> dict[str, str]:
-    out = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key or not value:
-            raise CqoptError(f"{option} {item!r}: expected STREAM=VALUE")
-        out[key] = value
-    return out
-
-
 def cmd_generate(args: argparse.Namespace) -> int:
     from cqopt.api import generate
 
@@ -39,7 +28,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                    streams=args.streams.split(",") if args.streams else None,
                    duration=args.duration, seed=args.seed, rate_cv=args.rate_cv,
                    interarrivals=args.interarrivals, offset=args.offset,
-                   rate_scale=_pairs(args.rate_scale, "--rate-scale"), steady=args.steady,
+                   rate_scale=pairs(args.rate_scale, "--rate-scale"), steady=args.steady,
                    format=args.format, file_per_round=args.file_per_round, force=args.force,
                    progress=True, name=lambda key, value: f"{option_label(key)} {value}")
     print(f"wrote {out}")
@@ -59,9 +48,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     check_policy_options(args)  # before any work starts
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
     replays = fidelity(
-        args.catalog, args.workload, args.out, traces=_pairs(args.trace, "--trace"),
+        args.catalog, args.workload, args.out, traces=pairs(args.trace, "--trace"),
         trace_dir=args.traces, charts=args.charts, k=args.k, k_sweep=ks, rounds=args.rounds,
-        queries=args.query, ts_columns=_pairs(args.ts_column, "--ts-column"),
+        queries=args.query, ts_columns=pairs(args.ts_column, "--ts-column"),
         replay_options={"seed": args.seed, **policy_options(args)},
         describe=describe_policy(args), master=args.master, deadline=args.deadline,
         min_kept=args.min_kept, delta=args.delta, memory_budget=args.memory_budget,

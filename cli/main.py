@@ -144,7 +144,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             from cqopt.costmodel.validation import window_statistics
             from cqopt.replay.round_window import round_windows
 
-            window_s = cqopt.api.round_seconds(q)
+            window_s = q.round_seconds()
             windows = round_windows(q, paths, args.round or 0, window_s)
             measured = window_statistics(q, windows, window_s)
             label = f"round {args.round or 0}"

@@ -153,3 +153,22 @@ def _physical_memory() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # not on this platform
         return None
+
+
+def pairs(items: list[str] | None, option: str) -> dict[str, str]:
+    """``STREAM=VALUE`` options (repeatable) as a mapping, each checked for its ``=``.
+
+    >>> pairs(["TCP=traces/TCP", "UDP=rate:200"], "--source")
+    {'TCP': 'traces/TCP', 'UDP': 'rate:200'}
+    >>> pairs(["TCP"], "--source")
+    Traceback (most recent call last):
+    ...
+    cqopt.errors.CqoptError: --source 'TCP': expected STREAM=VALUE
+    """
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key or not value:
+            raise CqoptError(f"{option} {item!r}: expected STREAM=VALUE")
+        out[key] = value
+    return out

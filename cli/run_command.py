@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from cqopt.catalog import load_catalog
 from cqopt.cli import options
-from cqopt.cli.options import number
+from cqopt.cli.options import number, pairs
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
@@ -18,84 +16,45 @@ from cqopt.errors import CqoptError, parse_number
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    import cqopt.charts as charts
-    from cqopt.charts.spec import workload_specs
-    from cqopt.charts.workload import load_workload
-    from cqopt.cli.fidelity_commands import _pairs, _window_seconds
-    from cqopt.spark.session import running_session
-    from cqopt.spark.streaming import (
-        TRIGGERS,
-        AdaptiveRun,
-        Source,
-        Tolerance,
-        parse_trigger,
-    )
+    from cqopt.api import run
+    from cqopt.spark.run import RunSettings, Tolerance
+    from cqopt.spark.run.settings import TRIGGERS
 
     # Everything is checked before Spark starts.
     check_policy_options(args)
-    catalog = load_catalog(args.catalog)
-    workload = load_workload(args.workload)
-    specs = {spec.name: (spec, query) for spec, query in workload_specs(workload, catalog)}
-    if args.query not in specs:
-        raise CqoptError(f"--query {args.query}: not in {workload.source}; it has "
-                         + ", ".join(specs))
-    spec, query = specs[args.query]
-    chart_set = charts.load(args.charts)
-    fresh = chart_set.check(catalog)
-    if fresh.stale:
-        raise CqoptError(f"--charts {args.charts} was built from another catalog (fingerprint "
-                         f"{fresh.built_with}) than --catalog {args.catalog} (fingerprint "
-                         f"{fresh.catalog}); rebuild the charts with cqopt build --force")
-    chart = chart_set[args.query]
-    if chart.spec.sql != spec.sql:
-        raise CqoptError(f"--charts {args.charts}: its query {args.query} is not the one in "
-                         f"{workload.source}; rebuild the charts with cqopt build")
-    given = _pairs(args.source, "--source")
-    if not given:
-        raise CqoptError("no --source given: pass --source STREAM=DIR (or STREAM=rate:N) for "
-                         f"each stream of {args.query}: {', '.join(query.stream_names)}")
-    sources = {}
-    for stream, text in given.items():
-        if stream.lower() not in {s.lower() for s in query.stream_names}:
-            raise CqoptError(f"--source {stream}={text}: query {args.query} reads no stream "
-                             f"{stream}; its streams are {', '.join(query.stream_names)}")
-        if text.startswith("rate:"):  # rows/s as the command line reads numbers
-            parse_number(text[5:], f"--source {stream}=rate:", integer=True, low=1)
-        sources[stream] = Source.parse(stream, text)
-    missing = [s for s in query.stream_names if s.lower() not in {g.lower() for g in given}]
-    if missing:
-        raise CqoptError(f"no --source for stream{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(missing)} of query {args.query}; pass --source "
-                         f"{missing[0]}=DIR (or {missing[0]}=rate:N)")
-    check_run_folder(Path(args.out))
     if args.trigger not in TRIGGERS:
         parse_number(args.trigger, "--trigger (once, available-now or seconds)", above=0)
-    tolerance = Tolerance(args.tolerance, args.tolerance_ms / 1000)
+    deadline = args.deadline  # seconds, or the trigger's interval
+    if deadline is not None and deadline != "trigger":
+        deadline = parse_number(deadline, "--deadline (SECONDS or trigger)", above=0)
+    policy = policy_options(args)
+    settings = RunSettings(trigger=args.trigger, shadow=args.shadow, max_rounds=args.max_rounds,
+                           estimator=policy.pop("estimator"), d=policy.pop("d"),
+                           decay=policy.pop("decay"), policy=policy,
+                           tolerance=Tolerance(args.tolerance, args.tolerance_ms / 1000),
+                           deadline=deadline, min_kept=args.min_kept)
 
     def say(line: str) -> None:
         if not args.quiet:
             print(f"cqopt run: {line}", file=sys.stderr, flush=True)
 
-    trigger = parse_trigger(args.trigger)
-    deadline = None
-    if args.deadline is not None:  # seconds, or the trigger's interval
-        if args.deadline == "trigger":
-            if not isinstance(trigger, float):
-                raise CqoptError(f"--deadline trigger: the deadline is the trigger's interval, "
-                                 f"but --trigger is {args.trigger}; give --trigger SECONDS or "
-                                 "--deadline SECONDS")
-            deadline = trigger
-        else:
-            deadline = parse_number(args.deadline, "--deadline (SECONDS or trigger)", above=0)
-    with running_session(args.master, progress=say) as spark:
-        run = AdaptiveRun(spark, args.query, query, chart, catalog, sources, args.out,
-                          window_s=_window_seconds(query), trigger=trigger, shadow=args.shadow,
-                          max_rounds=args.max_rounds, policy=policy_options(args),
-                          tolerance=tolerance, deadline=deadline, min_kept=args.min_kept,
-                          progress=say)
-        result = run.run()
+    result = run(args.catalog, args.workload, args.charts, args.query,
+                 pairs(args.source, "--source"), args.out, settings=settings,
+                 master=args.master, progress=say)
+    _print_summary(args.query, result)
     s = result.summary
-    print(f"{args.query}: {s['rounds']} rounds ({s['empty_rounds']} empty), stopped by "
+    dropped = s.get("late_tuples", 0) + s.get("untimed_tuples", 0)
+    if dropped and not args.allow_late:
+        raise CqoptError(f"{dropped} tuples were not run ({s.get('late_tuples', 0)} late, of "
+                         f"rounds that had already run; {s.get('untimed_tuples', 0)} without a "
+                         f"time); see {result.out / 'report.md'}; pass --allow-late to accept "
+                         "dropped tuples")
+    return 0
+
+
+def _print_summary(query: str, result) -> None:
+    s = result.summary
+    print(f"{query}: {s['rounds']} rounds ({s['empty_rounds']} empty), stopped by "
           f"{result.stopped_by}; {len(result.pending)} pending; switches {s['switches']}; "
           f"plans run: " + (", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()) or "none"))
     if "model" in s:
@@ -112,26 +71,6 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{d['shed_rounds']} rounds shed {d['tuples_dropped']:,.0f} of {d['tuples']:,} "
               "tuples")
     print(f"wrote {result.out / 'report.md'}")
-    dropped = s.get("late_tuples", 0) + s.get("untimed_tuples", 0)
-    if dropped and not args.allow_late:
-        raise CqoptError(f"{dropped} tuples were not run ({s.get('late_tuples', 0)} late, of "
-                         f"rounds that had already run; {s.get('untimed_tuples', 0)} without a "
-                         f"time); see {result.out / 'report.md'}; pass --allow-late to accept "
-                         "dropped tuples")
-    return 0
-
-
-def check_run_folder(out: Path) -> None:
-    """Refuse an ``--out`` that is no run folder cqopt wrote, before Spark starts.
-
-    A new or empty folder starts a run and a folder with a run's ``state.json``
-    resumes it; anything else (a file, a user's folder) is left alone.
-    """
-    if out.exists() and not out.is_dir():
-        raise CqoptError(f"--out {out}: is a file, not a directory; pick a new --out")
-    if out.is_dir() and not (out / "state.json").is_file() and any(out.iterdir()):
-        raise CqoptError(f"--out {out}: exists and is not a cqopt run folder (no state.json); "
-                         "cqopt leaves it alone: pick a new --out")
 
 
 def add_parsers(sub) -> None:

@@ -66,13 +66,12 @@ def traces(catalog, rates: list[float], keys: int, folder: Path, seed: int) -> P
 
 
 def run(spark, query, chart, catalog, folder: Path, out: Path, **options) -> list[dict]:
-    from cqopt.spark.streaming import AdaptiveRun, Source, read_round_log
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source, read_round_log
 
     sources = {s: Source.files(s, folder / s) for s in ("TCP", "UDP")}
-    AdaptiveRun(spark, "C", query, chart, catalog, sources, out, window_s=1.0, start=0.0,
-                max_files_per_trigger=1,
-                progress=lambda line: print(f"    {line}", file=sys.stderr, flush=True),
-                **options).run()
+    AdaptiveRun(spark, "C", query, chart, catalog, sources, out,
+                RunSettings(window_s=1.0, start=0.0, max_files_per_trigger=1, **options),
+                progress=lambda line: print(f"    {line}", file=sys.stderr, flush=True)).run()
     records = read_round_log(out)
     for rec in records:
         frame = pd.read_parquet(out / "results" / f"round-{rec['round']:06d}.parquet")

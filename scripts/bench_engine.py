@@ -13,7 +13,7 @@ widened to the benchmark's rates (``--small``/2 .. 1.25 ``--big``) and, for Q4,
 a fourth stream ICMP with the same columns. Join keys are uniform over 1..1000
 (``cqopt generate --steady``), so every join selectivity is about 0.001, the
 value the workload's λ-λ charts fix. Each query runs on Spark's streaming
-runner (:class:`cqopt.spark.streaming.AdaptiveRun`, trigger available-now, one
+runner (:class:`cqopt.spark.run.AdaptiveRun`, trigger available-now, one
 file per round per stream, ``shadow=True``: every candidate plan is timed on
 every round with Spark's noop sink) twice: with the chart built from the
 paper's operator rates, and with the chart built from rates that
@@ -112,11 +112,11 @@ def job_overhead(spark) -> float:
 
 
 def run_one(spark, name, query, chart, catalog, folder: Path, out: Path) -> dict:
-    from cqopt.spark.streaming import AdaptiveRun, Source
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source
 
     sources = {s: Source.files(s, folder / s) for s in query.stream_names}
-    run = AdaptiveRun(spark, name, query, chart, catalog, sources, out, window_s=1.0,
-                      shadow=True, start=0.0,
+    run = AdaptiveRun(spark, name, query, chart, catalog, sources, out,
+                      RunSettings(window_s=1.0, shadow=True, start=0.0),
                       progress=lambda line: print(f"    {line}", file=sys.stderr, flush=True))
     result = run.run()
     s = result.summary

@@ -77,11 +77,11 @@ def chart_for(model: str, keys: int, catalog, folder: Path):
 
 
 def shadow_run(spark, query, chart, catalog, folder: Path, out: Path):
-    from cqopt.spark.streaming import AdaptiveRun, Source
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source
 
     sources = {s: Source.files(s, folder / s) for s in query.stream_names}
-    run = AdaptiveRun(spark, "Q2", query, chart, catalog, sources, out, window_s=1.0,
-                      shadow=True, start=0.0, max_files_per_trigger=1,
+    run = AdaptiveRun(spark, "Q2", query, chart, catalog, sources, out,
+                      RunSettings(window_s=1.0, shadow=True, start=0.0, max_files_per_trigger=1),
                       progress=lambda line: print(f"    {line}", file=sys.stderr, flush=True))
     return run.run()
 

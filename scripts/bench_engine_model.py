@@ -48,7 +48,7 @@ def main() -> None:
     import cqopt.charts as charts
     from cqopt.spark.engine_fit import fit_runs
     from cqopt.spark.session import spark_session
-    from cqopt.spark.streaming import AdaptiveRun, Source
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source
 
     catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
     specs = workload_specs(load_workload(EXAMPLES / "workload.toml"), catalog)
@@ -71,8 +71,8 @@ def main() -> None:
         began = time.perf_counter()
         run = AdaptiveRun(spark, "Q2", query, chart, catalog,
                           {s: Source.files(s, traces / s) for s in STREAMS}, folder / "run",
-                          window_s=1.0, shadow=True, max_files_per_trigger=1,
-                          max_rounds=args.rounds, progress=lambda _: None)
+                          RunSettings(window_s=1.0, shadow=True, max_files_per_trigger=1,
+                                      max_rounds=args.rounds), progress=lambda _: None)
         result = run.run()
         print(f"cqopt run --shadow: {len(result.rounds)} rounds of Q2 x {len(chart.plans)} "
               f"plans in {time.perf_counter() - began:.1f} s (rate scale {args.rate_scale:g})")

@@ -10,7 +10,7 @@ process and one Spark session, one after the other:
   run the plan the chart picks at the round's mean rates as a DataFrame
   (:func:`cqopt.spark.plan_frame.to_spark`), write the result as Parquet.
   Its per-round wall time is timed round by round.
-- **cqopt run** (:class:`cqopt.spark.streaming.AdaptiveRun`, the code behind
+- **cqopt run** (:class:`cqopt.spark.run.AdaptiveRun`, the code behind
   ``cqopt run``, no ``--shadow``) over the same files, twice: one file per
   stream per micro-batch (one round a batch, as a live run that keeps up sees
   it: the median gap between consecutive rounds' log times is its steady
@@ -93,12 +93,13 @@ def cqopt_run(spark, chart, query, catalog, traces: Path, out: Path,
     ``max_files=1``: one file per stream per micro-batch, so one round a batch, as
     a live run that keeps up sees its input; default, the whole backlog in one batch.
     """
-    from cqopt.spark.streaming import AdaptiveRun, Source
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source
 
     sources = {s: Source.files(s, traces / s) for s in STREAMS}
     began = time.perf_counter()
-    run = AdaptiveRun(spark, "Q2", query, chart, catalog, sources, out, window_s=1.0,
-                      trigger=trigger, max_rounds=max_rounds, max_files_per_trigger=max_files,
+    run = AdaptiveRun(spark, "Q2", query, chart, catalog, sources, out,
+                      RunSettings(window_s=1.0, trigger=trigger, max_rounds=max_rounds,
+                                  max_files_per_trigger=max_files),
                       progress=lambda _: None)
     result = run.run()
     wall = time.perf_counter() - began

@@ -156,7 +156,6 @@ def round_stats_cached(cache: Path) -> dict[tuple[str, str], tuple]:
         else:
             todo.append((trace, spec, query, paths, cat, file))
     if todo:
-        from cqopt.cli.fidelity_commands import _window_seconds
         from cqopt.spark.round_stats import round_statistics
         from cqopt.spark.session import running_session
         from cqopt.spark.trace_read import read_trace
@@ -173,7 +172,7 @@ def round_stats_cached(cache: Path) -> dict[tuple[str, str], tuple]:
                         frames[key] = read_trace(spark, paths[s], cat.stream(s),
                                                  ts_column=ts)[0].cache()
                     mine[s] = frames[key]
-                stats = round_statistics(query, mine, _window_seconds(query))
+                stats = round_statistics(query, mine, query.round_seconds())
                 file.parent.mkdir(parents=True, exist_ok=True)
                 write_round_statistics(stats, file)
                 out[trace, spec.name] = (spec, stats, cat)

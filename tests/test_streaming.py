@@ -58,19 +58,19 @@ def _expected(trace: pd.DataFrame, start: float) -> dict[int, tuple[int, int]]:
 def _run(setting, out: Path, sources, **options):
     from pyspark.sql import SparkSession
 
-    from cqopt.spark.streaming import AdaptiveRun
+    from cqopt.spark.run import AdaptiveRun, RunSettings
 
     spark = SparkSession.getActiveSession()
     run = AdaptiveRun(spark, "Q1", setting["query"], setting["charts"]["Q1"],
-                      setting["catalog"], sources, out, window_s=W, progress=lambda _: None,
-                      **options)
+                      setting["catalog"], sources, out, RunSettings(window_s=W, **options),
+                      progress=lambda _: None)
     return run.run()
 
 
 @pytest.mark.spark
 @pytest.mark.slow
 def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path):
-    from cqopt.spark.streaming import Source
+    from cqopt.spark.run import Source
 
     trace = setting["trace"]
     # Files of 1.5 s against rounds of 1 s: rounds 1 and 4 straddle two micro-batches.
@@ -112,7 +112,7 @@ def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path)
 
 @pytest.mark.spark
 def test_a_round_without_tuples_is_logged_and_the_run_goes_on(spark, setting, tmp_path):
-    from cqopt.spark.streaming import Source
+    from cqopt.spark.run import Source
 
     trace = setting["trace"]
     gap = trace[(trace.ts < 1.0) | (trace.ts >= 2.0)]  # round 1 holds no tuple
@@ -130,7 +130,7 @@ def test_a_round_without_tuples_is_logged_and_the_run_goes_on(spark, setting, tm
 def test_a_run_takes_the_replay_policies(spark, setting, tmp_path):
     """Expected-cost choice, fallback and priced switches run on the engine too."""
     from cqopt.runtime.choice import PricedSwitch
-    from cqopt.spark.streaming import Source
+    from cqopt.spark.run import Source
 
     write_trace_per_round(setting["trace"], tmp_path / "TCP", W, start=0.0)
     policy = {"choice": "expected", "residuals": 3, "fallback": 2,
@@ -208,6 +208,30 @@ def test_policy_options_out_of_range_are_refused_before_spark(run_args, tmp_path
     assert "needs a number >=" in err
 
 
+@pytest.mark.parametrize("estimator, own", [("decay", False), ("sample", True)])
+def test_the_estimator_of_the_command_line_reaches_the_run(run_args, tmp_path, monkeypatch,
+                                                           estimator, own):
+    """--estimator decay predicts each round from the rounds before it; it was taken for
+    the default, sample, which chooses each round at its own statistics."""
+    import cqopt.api
+    from cqopt.errors import CqoptError
+
+    given = {}
+
+    def run(*args, settings, **options):
+        given["settings"] = settings
+        raise CqoptError("stopped before Spark")
+
+    monkeypatch.setattr(cqopt.api, "run", run)
+    assert main(run_args("--source", f"TCP={tmp_path}", "--estimator", estimator,
+                         "--d", "3")) == 2
+    settings = given["settings"]
+    assert settings.own_statistics is own and settings.d == 3
+    assert settings.adaptive_options["estimator"] == "decay"  # own: decay predicts the rest
+    assert settings.options["estimator"] == ("sample:1" if own else "decay")
+    assert "estimator" not in settings.policy and "d" not in settings.policy
+
+
 @pytest.mark.parametrize("option, fragment", [
     (["--deadline", "0"], "--deadline (SECONDS or trigger) '0': needs a number > 0"),
     (["--deadline", "soon"], "--deadline (SECONDS or trigger) 'soon': expected a number"),
@@ -261,7 +285,7 @@ def test_charts_from_another_catalog_name_both_fingerprints(run_args, setting, e
 
 def test_an_out_folder_cqopt_did_not_write_is_left_alone(run_args, setting, tmp_path,
                                                          capsys):
-    from cqopt.spark.streaming import AdaptiveRun, Source, StreamingRunError
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source, StreamingRunError
 
     (tmp_path / "TCP").mkdir()
     pd.DataFrame({"ts": [0.1], "dest_host": [2]}).to_parquet(tmp_path / "TCP" / "a.parquet")
@@ -270,7 +294,7 @@ def test_an_out_folder_cqopt_did_not_write_is_left_alone(run_args, setting, tmp_
     with pytest.raises(StreamingRunError, match="not a cqopt run folder"):
         AdaptiveRun(None, "Q1", setting["query"], setting["charts"]["Q1"], setting["catalog"],
                     {"TCP": Source.files("TCP", tmp_path / "TCP")}, tmp_path / "mine",
-                    window_s=W)
+                    RunSettings(window_s=W))
     assert (tmp_path / "mine" / "thesis.tex").read_text() == "keep"
 
 
@@ -284,7 +308,7 @@ def test_a_column_the_catalog_does_not_know(spark, run_args, tmp_path, capsys):
 
 
 def test_a_lag_is_warned_about_once_it_grew_ten_rounds_in_a_row():
-    from cqopt.spark.streaming import LAG_ROUNDS, lag_growth
+    from cqopt.spark.run.roundlog import LAG_ROUNDS, lag_growth
 
     assert LAG_ROUNDS == 10
     growing = [float(i) for i in range(12)]
@@ -328,7 +352,7 @@ def test_files_copied_out_of_round_order_lose_no_round(spark, setting, tmp_path)
     now = time.time()
     for age, part in enumerate(parts):
         os.utime(part, (now - age, now - age))
-    from cqopt.spark.streaming import Source
+    from cqopt.spark.run import Source
 
     result = _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")})
     expected = _expected(trace, start)
@@ -383,7 +407,7 @@ def test_a_file_of_another_layout_is_named(spark, setting, run_args, tmp_path, c
 
 @pytest.mark.spark
 def test_a_file_deleted_while_its_round_is_pending_loses_nothing(spark, setting, tmp_path):
-    from cqopt.spark.streaming import Source
+    from cqopt.spark.run import Source
 
     trace = setting["trace"]
     start = _per_round(trace, tmp_path / "TCP")
@@ -401,7 +425,7 @@ def test_a_file_deleted_while_its_round_is_pending_loses_nothing(spark, setting,
 @pytest.mark.spark
 def test_a_round_with_tuples_of_only_some_streams_runs_once(spark, setting, tmp_path):
     """Q2 (TCP, UDP, SF) where UDP sends nothing in round 1 and stops a round early."""
-    from cqopt.spark.streaming import AdaptiveRun, Source
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source
 
     catalog = setting["catalog"]
     specs = dict((s.name, q) for s, q in workload_specs(
@@ -416,7 +440,7 @@ def test_a_round_with_tuples_of_only_some_streams_runs_once(spark, setting, tmp_
         write_trace_per_round(trace, tmp_path / name, W, start=start)
     run = AdaptiveRun(spark, "Q2", specs["Q2"], setting["charts"]["Q2"], catalog,
                       {n: Source.files(n, tmp_path / n) for n in traces}, tmp_path / "run",
-                      window_s=W, start=start, progress=lambda _: None)
+                      RunSettings(window_s=W, start=start), progress=lambda _: None)
     result = run.run()
     log = result.rounds
     top = max(round_of(float(t.ts.max()), start, W) for t in traces.values())
@@ -447,12 +471,12 @@ def _join_traces(setting, folder: Path, gaps=None) -> dict[str, Path]:
 def _run_q2(setting, out: Path, dirs: dict[str, Path], **options):
     from pyspark.sql import SparkSession
 
-    from cqopt.spark.streaming import AdaptiveRun, Source
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source
 
     run = AdaptiveRun(SparkSession.getActiveSession(), "Q2", setting["queries"]["Q2"],
                       setting["charts"]["Q2"], setting["catalog"],
-                      {s: Source.files(s, d) for s, d in dirs.items()}, out, window_s=W,
-                      start=0.0, progress=lambda _: None, **options)
+                      {s: Source.files(s, d) for s, d in dirs.items()}, out,
+                      RunSettings(window_s=W, start=0.0, **options), progress=lambda _: None)
     return run.run()
 
 
@@ -466,7 +490,7 @@ def test_a_backlog_run_plan_by_plan_gives_every_round_what_it_gives_alone(
     On generated arrivals the backlog takes the path of batches too large to collect
     (statistics and staging on Spark), the rounds alone the driver's: both must agree.
     """
-    import cqopt.spark.streaming as streaming
+    from cqopt.spark.run import staging
     from cqopt.replay.trace_generate import load_interarrivals
 
     gaps = None
@@ -480,7 +504,7 @@ def test_a_backlog_run_plan_by_plan_gives_every_round_what_it_gives_alone(
     # round per micro-batch (each round its own job).
     with monkeypatch.context() as patch:
         if arrivals == "generated":
-            patch.setattr(streaming, "LOCAL_TUPLES", 0)
+            patch.setattr(staging, "LOCAL_TUPLES", 0)
         together = _run_q2(setting, tmp_path / "together", dirs)
     alone = _run_q2(setting, tmp_path / "alone", dirs, max_files_per_trigger=1)
     a, b = together.rounds, alone.rounds
@@ -514,7 +538,7 @@ def test_a_deadline_sheds_the_rounds_it_must_and_scales_counts(spark, setting, t
     from cqopt.charts.store import write_chart_set
     from cqopt.charts.workload import workload_from_dict
     from cqopt.runtime.overload.shedding import error_constant
-    from cqopt.spark.streaming import AdaptiveRun, Source, read_round_log
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source, read_round_log
 
     catalog = setting["catalog"]
     ((spec, query),) = workload_specs(workload_from_dict({"query": [{
@@ -527,8 +551,8 @@ def test_a_deadline_sheds_the_rounds_it_must_and_scales_counts(spark, setting, t
     source = {"TCP": Source.files("TCP", tmp_path / "TCP")}
 
     def run(out, **options):
-        AdaptiveRun(spark, "C", query, chart, catalog, source, out, window_s=W, start=0.0,
-                    progress=lambda _: None, **options).run()
+        AdaptiveRun(spark, "C", query, chart, catalog, source, out,
+                    RunSettings(window_s=W, start=0.0, **options), progress=lambda _: None).run()
         counts = {}
         for rec in read_round_log(out):
             frame = pd.read_parquet(out / "results" / f"round-{rec['round']:06d}.parquet")

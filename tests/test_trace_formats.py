@@ -48,10 +48,13 @@ def psv():
 
 def test_the_builtin_formats_each_come_from_one_module():
     formats = trace_formats()
-    assert list(formats) == ["dec", "csv", "parquet"]
-    assert [f"cqopt.replay.trace_{name}" for name in formats] == list(BUILTIN_MODULES)
-    for name, fmt in formats.items():
-        assert fmt.read.__module__ == fmt.write.__module__ == f"cqopt.replay.trace_{name}"
+    assert {"dec", "csv", "parquet"} <= set(formats)  # a format added later is no failure
+    assert {f"cqopt.replay.trace_{name}" for name in ("dec", "csv", "parquet")} \
+        <= set(BUILTIN_MODULES)
+    for module in BUILTIN_MODULES:  # each built-in module registers its own format
+        name = module.removeprefix("cqopt.replay.trace_")
+        fmt = formats[name]
+        assert fmt.read.__module__ == fmt.write.__module__ == module
 
 
 @pytest.mark.parametrize("name, fmt", [("dec-pkt-1.tcp.gz", "dec"), ("S.TXT", "dec"),
@@ -81,8 +84,10 @@ def test_detection_of_a_directory_of_parts(tmp_path):
 
 def test_unknown_and_undetectable_formats_are_one_line_errors():
     with pytest.raises(TraceError, match=r"x.csv: unknown trace format 'parqet'; use one of "
-                                         r"dec, csv, parquet; did you mean 'parquet'\?"):
+                                         r"[^;]+; did you mean 'parquet'\?") as refused:
         trace_format("x.csv", "parqet")
+    listed = str(refused.value).split("use one of ")[1].split(";")[0].split(", ")
+    assert {"dec", "csv", "parquet"} <= set(listed)
     with pytest.raises(TraceError, match=r"x.data: cannot tell the trace format .*pass fmt="):
         trace_format("x.data")
 

@@ -95,6 +95,22 @@ class ContinuousQuery:
         pairs = {p.statistic: None for p in (*self.joins, *self.thetas)}
         return tuple(names + list(pairs))
 
+    def round_seconds(self) -> float:
+        """The length of the query's round: its WINDOW [w], else its longest [RANGE w] window.
+
+        Raises
+        ------
+        QueryError
+            The query has no time window to cut rounds by.
+        """
+        if self.window is not None and self.window.seconds:
+            return self.window.seconds
+        ranges = [s.window.seconds for s in self.streams if s.window.kind == "range"]
+        if not ranges:
+            raise QueryError("the query has no time window to cut rounds by: give it WINDOW "
+                             "[w] or a [RANGE w] window")
+        return max(ranges)
+
     def required_columns(self, stream: str) -> tuple[str, ...]:
         """Columns of ``stream`` needed above its selection, in catalog order."""
         needed: set[str] = set()

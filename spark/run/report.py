@@ -1,0 +1,216 @@
+"""A run's report: what the rounds logged add up to, as ``report.json``, ``report.md``
+and ``rounds.csv``.
+
+:func:`summarize` counts the plans run, switches and times; it replays the
+rounds' observed statistics through the chart's model for the model's
+fidelity and, where rounds were shadowed (every candidate plan timed), gives
+the measured fidelity and regret against the fastest plan of each round
+within a :class:`~cqopt.spark.run.settings.Tolerance`.
+
+>>> measured_hit([0.50, 0.52, 0.90], chosen=1, tolerance=Tolerance())  # within 10%
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from cqopt.output import write_atomic
+from cqopt.spark.run.roundlog import LAG_ROUNDS, lag_growth, rounds_table
+from cqopt.spark.run.settings import RunContext, Tolerance
+from cqopt.spark.run.sink import write_json
+from cqopt.spark.run.state import RunState
+
+if TYPE_CHECKING:
+    from cqopt.catalog import Catalog
+    from cqopt.charts.lookup import QueryChart
+
+
+@dataclass
+class RunResult:
+    """What a run did: the round log (one row per round ever run in ``out``) and the report."""
+
+    out: Path
+    rounds: pd.DataFrame
+    summary: dict[str, Any]
+    stopped_by: str = "end of input"
+    pending: list[int] = field(default_factory=list)
+
+
+def measured_hit(seconds: list[float], chosen: int, tolerance: Tolerance) -> bool:
+    """Whether plan ``chosen`` was measured fastest, within ``tolerance`` of the fastest."""
+    fastest = min(seconds)
+    return (seconds[chosen] <= fastest * (1 + tolerance.relative)
+            or seconds[chosen] - fastest <= tolerance.absolute_s)
+
+
+def write_report(ctx: RunContext, state: RunState, records: list[dict[str, Any]],
+                 stopped_by: str) -> RunResult:
+    """Write ``rounds.csv``, ``report.json`` and ``report.md`` for every logged round.
+
+    Each alarm of the summary (a statistic the chart does not cover) is said too.
+    """
+    rounds = rounds_table(records)
+    summary = summarize(ctx.name, ctx.chart, ctx.catalog, records,
+                        tolerance=ctx.settings.tolerance, **ctx.settings.options)
+    last = state.last_round(ctx.window_s)
+    pending = [] if last is None else list(range(len(records), last + 1))
+    summary.update({"stopped_by": stopped_by, "pending_rounds": pending, **state.dropped(),
+                    "window_s": ctx.window_s, "start": state.start})
+    for alarm in summary.get("alarms", []):
+        ctx.say(f"{ctx.name}: warning: {alarm['message']}")
+    write_atomic(ctx.out / "rounds.csv", rounds.to_csv(index=False))
+    write_json(ctx.out / "report.json", summary)
+    write_atomic(ctx.out / "report.md", report_markdown(summary))
+    return RunResult(ctx.out, rounds, summary, stopped_by, pending)
+
+
+def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict[str, Any]],
+              *, tolerance: Tolerance = Tolerance(), **policy: Any) -> dict[str, Any]:
+    """Plans run, switches, times; measured fidelity and regret; the model's fidelity.
+
+    The model's fidelity replays the same rounds' observed statistics through
+    :func:`cqopt.replay.replay.replay` (the chart's model costs every plan at
+    each round's actual statistics), with the run's estimator and ``policy``
+    (:func:`~cqopt.replay.replay.replay`'s options), so it judges the same
+    choices the run made.
+    """
+    from cqopt.replay.replay import replay
+
+    out: dict[str, Any] = {"query": name, "rounds": len(records),
+                           "empty_rounds": sum(r["empty"] for r in records),
+                           "tolerance": str(tolerance),
+                           "plans_run": {}, "switches": sum(r["switch"] for r in records),
+                           "moves": sum(r["move"] for r in records),
+                           "plan_seconds_total": float(sum(r["plan_seconds"] for r in records)),
+                           # older logs lack it: their statistics' cost is unknown, not 0
+                           "statistics_seconds_total": float(sum(
+                               r.get("statistics_seconds", math.nan) for r in records)),
+                           "rows_out_total": int(sum(r["rows_out"] for r in records))}
+    out["policy"] = {k: ("none" if v is None else str(v)) for k, v in policy.items()}
+    lags = [float(r.get("lag_s") or 0.0) for r in records]
+    out["lag_s"] = {"last": lags[-1] if lags else 0.0, "highest": max(lags, default=0.0)}
+    out["lag_warnings"] = sum(lag_growth(lags[max(0, i - LAG_ROUNDS):i + 1]) >= LAG_ROUNDS
+                              for i in range(len(lags)))
+    for rec in records:
+        out["plans_run"][rec["plan"]] = out["plans_run"].get(rec["plan"], 0) + 1
+    if any(r.get("deadline") for r in records):
+        out["deadline"] = _deadline_summary(records)
+    if not records:
+        return out
+    observed = pd.DataFrame([{"round": r["round"], "start": r["start"],
+                              **{k: (math.nan if v is None else v)
+                                 for k, v in r["observed"].items()}} for r in records])
+    model = replay(name, chart, catalog, observed, **policy)
+    # Statistics the chart does not cover in more than 10% of the rounds (fidelity's alarms).
+    out["alarms"] = model.summary.get("alarms", [])
+    out["model"] = {"fidelity": model.summary["fidelity"], "regret": model.summary["regret"],
+                    "undefined_rounds": model.summary["undefined_rounds"],
+                    "optimal": model.rounds["optimal"].tolist()}
+    shadowed = [r for r in records if r["shadow_seconds"]]
+    if shadowed:
+        out["measured"] = _measured_summary(shadowed, model.rounds, tolerance)
+    return out
+
+
+def _deadline_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the deadline cost: rounds late (measured), rounds and tuples shed."""
+    bounded = [r["deadline"] for r in records if r.get("deadline")]
+    tuples = sum(sum(r["rows_in"].values()) for r in records if r.get("deadline"))
+    return {"seconds": bounded[-1]["seconds"], "rounds": len(bounded),
+            "missed": sum(d["missed"] for d in bounded),
+            "shed_rounds": sum(d["kept"] < 1.0 for d in bounded),
+            "unreachable_rounds": sum(bool(d.get("unreachable")) for d in bounded),
+            "tuples_dropped": float(sum(d.get("dropped", 0.0) for d in bounded)),
+            "tuples": int(tuples)}
+
+
+def _measured_summary(shadowed: list[dict[str, Any]], model_rounds: pd.DataFrame,
+                      tolerance: Tolerance) -> dict[str, Any]:
+    """Measured fidelity and regret of the shadowed rounds (every candidate timed), the
+    model's fidelity on the same rounds, and the total seconds of each way to choose."""
+    plans = list(shadowed[0]["shadow_seconds"])
+    times = np.array([[r["shadow_seconds"][p] for p in plans] for r in shadowed])
+    chosen = np.array([plans.index(r["plan"]) for r in shadowed])
+    rows = np.arange(len(shadowed))
+    fastest = times.min(axis=1)
+    hits = [measured_hit(list(t), c, tolerance) for t, c in zip(times, chosen)]
+    per_plan = times.sum(axis=0)
+    model_hit = dict(zip(model_rounds["round"], model_rounds["hit"]))
+    model_hits = np.array([model_hit.get(r["round"], np.nan) for r in shadowed], dtype=float)
+    return {
+        "rounds": len(shadowed),
+        "fidelity": float(np.mean(hits)),
+        "regret": float(np.mean(times[rows, chosen] / fastest - 1)),
+        "seconds_lost": float(np.sum(times[rows, chosen] - fastest)),
+        "model_fidelity_same_rounds": (float(np.nanmean(model_hits))
+                                       if np.isfinite(model_hits).any() else math.nan),
+        "fastest": [plans[i] for i in times.argmin(axis=1)],
+        "total_seconds": {
+            "adaptive": float(times[rows, chosen].sum()),
+            "oracle": float(fastest.sum()),
+            "best_static": float(per_plan.min()), "best_static_plan": plans[per_plan.argmin()],
+            "worst_static": float(per_plan.max()),
+            "worst_static_plan": plans[per_plan.argmax()],
+            "per_plan": dict(zip(plans, map(float, per_plan)))},
+    }
+
+
+def report_markdown(summary: dict[str, Any]) -> str:
+    """The run report as Markdown."""
+    s = summary
+    estimator = s.get("policy", {}).get("estimator", "?")
+    lines = [f"# cqopt run report: {s['query']}", "",
+             f"- rounds run: {s['rounds']} ({s['empty_rounds']} without tuples); stopped by "
+             f"{s.get('stopped_by', '?')}; rounds pending (incomplete): "
+             f"{len(s.get('pending_rounds', []))}; late tuples: {s.get('late_tuples', 0)}; "
+             f"tuples without a time: {s.get('untimed_tuples', 0)}",
+             *[f"- **the chart does not cover the data**: {a['message']}"
+               for a in s.get("alarms", [])],
+             "- policy: " + ", ".join(f"{k} {v}" for k, v in s.get("policy", {}).items()),
+             "- plans run: " + ", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()),
+             f"- lag behind the newest complete round: last {s['lag_s']['last']:.1f} s, "
+             f"highest {s['lag_s']['highest']:.1f} s; rounds where it had grown "
+             f"{LAG_ROUNDS} rounds in a row: {s['lag_warnings']}",
+             f"- moves: {s['moves']}, switches: {s['switches']}",
+             f"- chosen plans' wall time (result written to Parquet): "
+             f"{s['plan_seconds_total']:.3f} s; rows out: {s['rows_out_total']}",
+             f"- measuring each round's statistics (the estimator {estimator}): "
+             f"{s['statistics_seconds_total']:.3f} s in all, "
+             f"{_share(s['statistics_seconds_total'], s['plan_seconds_total'])} of the "
+             "chosen plans' time"]
+    if "deadline" in s:
+        d = s["deadline"]
+        lines.append(f"- deadline {d['seconds']:g} s per round: {d['missed']} of {d['rounds']} "
+                     f"rounds took longer (measured); {d['shed_rounds']} rounds shed "
+                     f"{d['tuples_dropped']:,.0f} of {d['tuples']:,} tuples at their inputs "
+                     f"(COUNT and SUM answers scaled by 1/kept); "
+                     f"{d['unreachable_rounds']} rounds could not fit even at the least "
+                     "share kept")
+    if "model" in s:
+        lines.append(f"- model fidelity (the chart's model at the observed statistics): "
+                     f"{s['model']['fidelity']:.3f}, regret {s['model']['regret']:.3f}")
+    m = s.get("measured")
+    if m:
+        t = m["total_seconds"]
+        lines += [f"- measured fidelity (chosen plan measured fastest within {s['tolerance']}): "
+                  f"{m['fidelity']:.3f} over {m['rounds']} shadowed rounds; model fidelity on "
+                  f"the same rounds {m['model_fidelity_same_rounds']:.3f}",
+                  f"- measured regret (mean time over the fastest): {m['regret']:.3f}; "
+                  f"{m['seconds_lost']:.3f} s lost",
+                  "", "| total time (noop sink) | seconds |", "|---|---|",
+                  f"| adaptive chart | {t['adaptive']:.3f} |",
+                  f"| fastest per round (oracle) | {t['oracle']:.3f} |",
+                  f"| best static plan ({t['best_static_plan']}) | {t['best_static']:.3f} |",
+                  f"| worst static plan ({t['worst_static_plan']}) | {t['worst_static']:.3f} |"]
+    return "\n".join(lines) + "\n"
+
+
+def _share(part: float, whole: float) -> str:
+    return f"{part / whole:.1%}" if whole > 0 and math.isfinite(part) else "an unknown share"

@@ -1,0 +1,159 @@
+"""A run's round log: one JSON record per round run, ``OUT/log/round-NNNNNN.json``.
+
+A round is done when its record exists: its result is written before it,
+and a replayed micro-batch skips the rounds its first attempt logged. A
+record holds the statistics observed and estimated, the chart's cell, the
+plan and whether it switched, rows in and out, the plan's wall time, what
+the deadline shed, the shadow plans' times and the lag: the complete rounds
+waiting behind the round when it ran, times ``W`` (0 when the run keeps up).
+A lag that grew :data:`LAG_ROUNDS` rounds in a row is warned about.
+
+>>> lag_growth([0.0, 1.0, 0.0, 1.0, 2.0, 3.0]), lag_growth([2.0, 1.0]), lag_growth([])
+(3, 0, 0)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from cqopt.optimizer.query.statistics import rate_name
+from cqopt.spark.run.settings import RunContext, StreamingRunError
+from cqopt.spark.run.sink import write_json
+
+LAG_ROUNDS = 10  # a lag that grows this many rounds in a row is warned about
+
+
+def lag_growth(lags: list[float]) -> int:
+    """How many rounds in a row, up to the last, the lag grew."""
+    grew = 0
+    for before, after in zip(lags[::-1][1:], lags[::-1]):
+        if not after > before:
+            break
+        grew += 1
+    return grew
+
+
+def json_float(value: float | None) -> float | None:
+    """A float as JSON holds it: None for a missing or infinite value."""
+    return None if value is None or not math.isfinite(value) else float(value)
+
+
+def read_round_log(out: str | Path) -> list[dict[str, Any]]:
+    """The round records of a run folder, in round order (one per round)."""
+    records = []
+    for path in sorted((Path(out) / "log").glob("round-*.json")):
+        records.append(json.loads(path.read_text(encoding="utf-8")))
+    return sorted(records, key=lambda r: r["round"])
+
+
+def rounds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per round: flat columns (``observed:rate.S``, ``shadow:PLAN``, ...)."""
+    rows = []
+    for rec in records:
+        row = {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
+        row["cell"] = ",".join(map(str, rec["cell"]))
+        for group in ("rows_in", "observed", "estimate", "shadow_seconds", "deadline"):
+            prefix = {"shadow_seconds": "shadow", "rows_in": "rows_in"}.get(group, group)
+            row.update({f"{prefix}:{k}": v for k, v in (rec.get(group) or {}).items()})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def observed_statistics(observed: Mapping[str, float | None],
+                        names: tuple[str, ...]) -> dict[str, float]:
+    """The statistics among ``names`` that a round defines (a round without tuples defines
+    no selectivity: None in its record, NaN as measured).
+
+    >>> observed_statistics({"rate.S": 4.0, "sel.S": None, "sel.T": float("nan")},
+    ...                     ("rate.S", "sel.S", "sel.T"))
+    {'rate.S': 4.0}
+    """
+    return {k: float(v) for k, v in observed.items()
+            if k in names and v is not None and not math.isnan(v)}
+
+
+class RoundLog:
+    """The records of every round run in a run folder, in order; :meth:`append` logs one."""
+
+    def __init__(self, ctx: RunContext):
+        self.ctx = ctx
+        self.folder = ctx.out / "log"
+        self.records = read_round_log(ctx.out)
+        for i, record in enumerate(self.records):
+            if record["round"] != i:
+                raise StreamingRunError(f"--out {ctx.out}: the round log lacks round {i}; "
+                                        "the folder was edited: use a new --out")
+
+    @property
+    def next_round(self) -> int:
+        return len(self.records)
+
+    def replayed(self, batch_id: int) -> list[int]:
+        """The rounds a micro-batch ran before a kill (its replay skips them)."""
+        return [r["round"] for r in self.records if r.get("batch") == batch_id]
+
+    def record(self, r: int, start: float, outcome, observed: Mapping[str, float], *,
+               rows_out: int, seconds: float, batch_id: int | None, lag_s: float,
+               statistics_s: float = 0.0, grouped: int = 1,
+               shadow: Mapping[str, float] | None = None,
+               shed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Round ``r``'s record, its result written (``start``: round 0's)."""
+        window_s, deadline = self.ctx.window_s, self.ctx.settings.deadline
+        round_start = start + r * window_s
+        # The round's tuples per stream: its observed rate times W.
+        rows_in = {s: int(round(observed[rate_name(s)] * window_s)) for s in self.ctx.streams}
+        return {
+            "round": r, "start": round_start, "end": round_start + window_s,
+            "rows_in": rows_in, "empty": not any(rows_in.values()),
+            "observed": {k: json_float(v) for k, v in observed.items()},
+            "estimate": {k: json_float(v) for k, v in outcome.estimate.items()},
+            "cell": list(outcome.cell), "plan": outcome.plan_id,
+            "chart_plan": outcome.chart_plan_id, "move": outcome.move,
+            "switch": outcome.switch, "rows_out": rows_out, "plan_seconds": seconds,
+            "statistics_seconds": statistics_s,
+            "deadline": None if deadline is None else {
+                "seconds": deadline, **(shed or {"kept": 1.0}), "missed": seconds > deadline},
+            "grouped_rounds": grouped, "shadow_seconds": dict(shadow or {}), "batch": batch_id,
+            "lag_s": lag_s, "finished_at": time.time(),
+        }
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Log a round whose result is written: from here on it counts as run."""
+        write_json(self.folder / f"round-{record['round']:06d}.json", record)
+        self.records.append(record)
+        say: Callable[[str], None] = self.ctx.say
+        name = self.ctx.name
+        growth = lag_growth([rec.get("lag_s", 0.0) for rec in self.records[-LAG_ROUNDS - 1:]])
+        if growth >= LAG_ROUNDS:
+            say(f"{name}: warning: the lag grew {growth} rounds in a row, to "
+                f"{record['lag_s']:.1f} s behind the newest complete round: the run does not "
+                "keep up with its input")
+        say(f"{name}: {_round_line(record)}")
+
+
+def _round_line(record: Mapping[str, Any]) -> str:
+    """What a round did, in one line: its plan, rows out, seconds, and what was shed.
+
+    >>> _round_line({"round": 3, "empty": False, "plan": "A", "switch": True, "rows_out": 7,
+    ...              "plan_seconds": 0.25, "grouped_rounds": 1, "deadline": None,
+    ...              "shadow_seconds": {"A": 0.2, "B": 0.1}})
+    'round 3: A (switch), 7 rows out in 0.250 s, fastest B'
+    """
+    shadow, grouped, shed = record["shadow_seconds"], record["grouped_rounds"], \
+        record["deadline"]
+    note = " (no tuples)" if record["empty"] else ""
+    fastest = f", fastest {min(shadow, key=shadow.get)}" if shadow else ""
+    group = f" (one job for {grouped} rounds of this plan)" if grouped > 1 else ""
+    if shed and shed["kept"] < 1.0:
+        group += (f", {shed['kept']:.1%} of its input kept for the {shed['seconds']:g} s "
+                  f"deadline ({shed['dropped']:,.0f} tuples shed)")
+    return (f"round {record['round']}{note}: {record['plan']}"
+            f"{' (switch)' if record['switch'] else ''}, "
+            f"{record['rows_out']} rows out in {record['plan_seconds']:.3f} s{group}{fastest}")

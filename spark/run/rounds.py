@@ -1,0 +1,284 @@
+"""A run's rounds: each complete round observed, its plan chosen, shed, run and logged.
+
+For the rounds a micro-batch completes (:meth:`RoundRunner.run`):
+
+1. the rounds' statistics are observed: for at most
+   :data:`~cqopt.spark.run.staging.LOCAL_TUPLES` tuples, on the driver
+   (:func:`local_statistics`, the offline definitions round by round); for
+   more, with :func:`cqopt.spark.round_stats.round_statistics`, in one Spark
+   job for every round;
+2. an :class:`~cqopt.runtime.adaptive.AdaptiveQuery` estimates each round
+   from the rounds before it (or, with ``estimator="sample"``, takes its own
+   statistics) and looks the estimate up in the chart (Algorithm 2,
+   section 4.5), counting moves and switches;
+3. with a deadline, the engine model predicts the chosen plan's seconds and
+   a round predicted to overrun keeps only the share of each stream's tuples
+   that fits (:meth:`RoundRunner.shed`);
+4. the plan runs as a DataFrame (:func:`cqopt.spark.plan_frame.to_spark`) on
+   the round's tuples and its result is written
+   (:func:`cqopt.spark.run.sink.write_result`), its rows counted on the way:
+   one Spark job per round. With ``shadow`` every candidate plan also runs
+   on the round (``write.format("noop")``: executed, then discarded) and its
+   time is logged. Rounds completed together without ``shadow`` or a
+   deadline (a backlog) are grouped by the plan chosen for each, and each
+   plan runs once over its rounds, the round a key of every join and
+   grouping: one job per plan, each round's rows what it gives alone;
+5. the round is logged (:class:`~cqopt.spark.run.roundlog.RoundLog`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from cqopt.optimizer.query.statistics import rate_name
+from cqopt.runtime.adaptive import AdaptiveQuery
+from cqopt.spark.plan_frame import scaled_answers, to_spark
+from cqopt.spark.run.roundlog import RoundLog, observed_statistics
+from cqopt.spark.run.settings import RunContext
+from cqopt.spark.run.sink import adopt_round, remove, write_by_round, write_result
+from cqopt.spark.run.staging import Staging
+from cqopt.spark.run.state import RunState
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from cqopt.optimizer.query.logical import ContinuousQuery
+
+
+class RoundRunner:
+    """Runs a run's complete rounds in round order; holds the adaptive query."""
+
+    def __init__(self, ctx: RunContext, state: RunState, staging: Staging, log: RoundLog):
+        self.ctx, self.state, self.staging, self.log = ctx, state, staging, log
+        self.adaptive = AdaptiveQuery.costed(ctx.chart, ctx.catalog,
+                                             **ctx.settings.adaptive_options)
+        self.engine = None
+        if ctx.settings.deadline is not None:  # the model that predicts each round's seconds
+            from cqopt.costmodel.engine import Engine
+
+            self.engine = Engine(ctx.catalog)
+        self.unreachable_said = False
+        # The logged rounds' observations bring the adaptive query to where it stopped.
+        for record in log.records:
+            self.choose(record["observed"])
+
+    def run(self, tagged: DataFrame | None, batch_id: int | None, stop: int,
+            local=None) -> None:
+        """Run rounds ``next_round <= r < stop`` (up to ``max_rounds``).
+
+        Their statistics come from their tuples on the driver when at most
+        :data:`~cqopt.spark.run.staging.LOCAL_TUPLES` (else from one Spark job
+        over all of them), and the chart chooses each round's plan in round
+        order (Algorithm 2). One round is one job: its plan's result written,
+        its row count counted on the way (no re-read). Several rounds at once
+        (a backlog, the end of a finite input) without ``shadow`` or a deadline
+        are grouped by the plan chosen for each (:meth:`_run_grouped`).
+        """
+        newest = stop - 1  # the newest complete round, which the lag is measured against
+        settings = self.ctx.settings
+        if settings.max_rounds is not None:
+            stop = min(stop, settings.max_rounds)
+        first = self.log.next_round
+        if stop <= first:
+            return
+        rows, tuples = self.staging.round_frames(tagged, local, first, stop)
+        # What measuring the rounds' statistics costs (RTStream's sampler cost), per round.
+        began = time.perf_counter()
+        observed = self._statistics(rows, tuples, first, stop)
+        statistics_s = (time.perf_counter() - began) / (stop - first)
+        lags = {r: (newest - r) * self.ctx.window_s for r in range(first, stop)}
+        if settings.shadow or settings.deadline is not None or stop - first == 1:
+            for r in range(first, stop):
+                self._run_round(r, tuples, observed[r], batch_id, lags[r], statistics_s)
+            return
+        self._run_grouped(tuples, observed, batch_id, lags, statistics_s)
+
+    def _statistics(self, rows, tuples: dict[str, DataFrame], first: int,
+                    stop: int) -> dict[int, dict[str, float]]:
+        """Each round's observed statistics: from ``rows`` on the driver if there, else one
+        Spark job over ``tuples``."""
+        query = self.ctx.query
+        if rows is not None:  # few tuples: their statistics worked out here, no Spark job
+            return local_statistics(query, rows, self.ctx.streams, first, stop,
+                                    self.ctx.window_s)
+        from cqopt.spark.round_stats import round_statistics
+
+        table = round_statistics(query, tuples, self.ctx.window_s, start=self.state.start,
+                                 rounds=stop)
+        return {r: {name: float(table[name].iloc[r]) for name in query.statistics}
+                for r in range(first, stop)}
+
+    def _run_grouped(self, tuples: dict[str, DataFrame], observed: dict[int, dict[str, float]],
+                     batch_id: int | None, lags: dict[int, float], statistics_s: float) -> None:
+        """Run a backlog of rounds plan by plan: the rounds are grouped by the plan chosen
+        for each, and each plan runs once over its rounds, the round a key of every join
+        and grouping (:func:`to_spark`'s ``round_column``): one job per plan instead of one
+        per round, each round's rows the same."""
+        from pyspark.sql import functions as F
+
+        results = self.ctx.out / "results"
+        first = min(observed)
+        outcomes = {r: self.choose(observed[r]) for r in sorted(observed)}
+        groups: dict[str, list[int]] = {}
+        for r, outcome in outcomes.items():
+            groups.setdefault(outcome.plan_id, []).append(r)
+        written: dict[int, tuple[Path | None, float, int]] = {}  # part, seconds, group
+        schemas = {}
+        for index, rounds in enumerate(groups.values()):
+            plan = outcomes[rounds[0]].plan
+            frames = {s: df.where(F.col("_round").isin(rounds)) for s, df in tuples.items()}
+            frame = to_spark(plan, frames, query=self.ctx.query, round_column="_round")
+            scratch = results / f".tmp-group-{first:06d}-{index}"
+            began = time.perf_counter()
+            remove(scratch)
+            write_by_round(frame, scratch)
+            share = (time.perf_counter() - began) / len(rounds)
+            schemas[index] = frame.drop("_round").schema
+            for r in rounds:
+                part = scratch / f"_round={r}"
+                written[r] = (part if part.exists() else None, share, index)
+        # Results moved and rounds logged in round order: a kill leaves a whole prefix.
+        for r, outcome in outcomes.items():
+            part, seconds, index = written[r]
+            rows_out = adopt_round(part, results / f"round-{r:06d}.parquet", schemas[index])
+            self.log.append(self.log.record(
+                r, self.state.start, outcome, observed[r], rows_out=rows_out, seconds=seconds,
+                batch_id=batch_id, lag_s=lags[r], grouped=len(groups[outcome.plan_id]),
+                statistics_s=statistics_s))
+        for index in range(len(groups)):
+            remove(results / f".tmp-group-{first:06d}-{index}")
+
+    def choose(self, observed: Mapping[str, float | None]):
+        """Algorithm 2's step for a round observed as ``observed``: its outcome.
+
+        With ``sample`` (the round's own statistics), the plan is chosen at
+        them; otherwise at the estimate from earlier rounds. A round without
+        tuples defines no selectivity: the estimators see what was observed
+        (as in :func:`cqopt.replay.replay.replay`).
+        """
+        seen = observed_statistics(observed, self.adaptive.statistics)
+        own = self.ctx.settings.own_statistics
+        return self.adaptive.step(seen, measured=seen if own else None)
+
+    def _run_round(self, r: int, tuples: dict[str, DataFrame], observed: dict[str, float],
+                   batch_id: int | None, lag_s: float, statistics_s: float) -> None:
+        """Run one round alone: chosen, shed to its deadline, run, shadowed, logged."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        shadow = self.ctx.settings.shadow
+        outcome = self.choose(observed)
+        frames = {s: df.where(F.col("_round") == r).drop("_round") for s, df in tuples.items()}
+        shed = self.shed(r, outcome.plan, observed)
+        if shed["kept"] < 1.0:  # random shedders at the inputs, as early as possible
+            frames = {s: df.sample(withReplacement=False, fraction=shed["kept"], seed=r)
+                      for s, df in frames.items()}
+        if shadow:  # every candidate reads the round: read it once
+            frames = {s: df.persist(StorageLevel.MEMORY_AND_DISK) for s, df in frames.items()}
+        try:
+            began = time.perf_counter()
+            result = to_spark(outcome.plan, frames, query=self.ctx.query)
+            if 0.0 < shed["kept"] < 1.0:  # kept 0: the whole round shed, nothing to scale
+                result = scaled_answers(result, outcome.plan, self.ctx.query, shed["kept"])
+            rows_out = write_result(result,
+                                    self.ctx.out / "results" / f"round-{r:06d}.parquet")
+            seconds = time.perf_counter() - began
+            timed = self._shadow(frames, r) if shadow else {}
+        finally:
+            if shadow:
+                for frame in frames.values():
+                    frame.unpersist()
+        self.log.append(self.log.record(
+            r, self.state.start, outcome, observed, rows_out=rows_out, seconds=seconds,
+            batch_id=batch_id, lag_s=lag_s, statistics_s=statistics_s, shadow=timed,
+            shed=shed))
+
+    def shed(self, r: int, plan, observed: Mapping[str, float]) -> dict[str, Any]:
+        """What the deadline asks of round ``r``: its predicted seconds at full input, the
+        share kept (1: nothing shed) and the tuples that drops (see ``deadline``)."""
+        settings, engine = self.ctx.settings, self.engine
+        if engine is None:
+            return {"kept": 1.0}
+        from cqopt.runtime.overload.simulate import simulate_rounds
+
+        stats = {k: np.array([v]) for k, v in observed.items()}
+        if any(not math.isfinite(observed.get(k, math.nan)) for k in engine.statistics(plan)):
+            return {"kept": 1.0, "predicted_s": None}  # a stream without tuples: nothing to shed
+        rates = [rate_name(s) for s in plan.join_order]
+        scan, window_s = self.ctx.catalog.engine.scan, self.ctx.window_s
+
+        def predict(at: Mapping[str, np.ndarray]) -> np.ndarray:
+            # Spark samples a round after reading it: the tuples shed are still scanned.
+            unread = sum(stats[k] - at[k] for k in rates) * window_s
+            return np.asarray(engine.seconds(plan, at)) + scan * unread
+
+        run = simulate_rounds(stats, predict, settings.deadline, window_s,
+                              min_kept=settings.min_kept)
+        if run.unreachable[0] and not self.unreachable_said:
+            self.unreachable_said = True
+            least = (f"{settings.min_kept:.0%} of their input" if settings.min_kept > 0 else
+                     "none of their input (whole rounds shed: --min-kept sets the least "
+                     "share a round keeps)")
+            self.ctx.say(f"{self.ctx.name}: round {r}: even keeping {settings.min_kept:.0%} of "
+                         f"its input, {plan.id} is predicted at {run.predicted_after[0]:.3f} s, "
+                         f"over the {settings.deadline:g} s deadline; such rounds run at the "
+                         f"least share allowed, {least}, and count as misses (said once)")
+        return {"kept": float(run.kept[0]), "predicted_s": float(run.predicted[0]),
+                "predicted_after_s": float(run.predicted_after[0]),
+                "dropped": float(run.dropped[0]), "unreachable": bool(run.unreachable[0])}
+
+    def _shadow(self, frames: dict[str, DataFrame], r: int) -> dict[str, float]:
+        """Every candidate's wall time on the round, results discarded (Spark's noop sink).
+
+        The order rotates by round, so no plan always runs first (cold) or last.
+        """
+        plans = list(self.ctx.chart.plans)
+        shift = r % len(plans)
+        times = {}
+        for plan in plans[shift:] + plans[:shift]:
+            began = time.perf_counter()
+            to_spark(plan, frames, query=self.ctx.query).write.format("noop").mode(
+                "overwrite").save()
+            times[plan.id] = time.perf_counter() - began
+        return {p.id: times[p.id] for p in plans}
+
+
+def local_statistics(query: ContinuousQuery, table, streams: tuple[str, ...], first: int,
+                     stop: int, window_s: float) -> dict[int, dict[str, float]]:
+    """Each round's statistics from its tuples on the driver: the measured statistics of
+    a window (:func:`cqopt.costmodel.validation.window_statistics`), round by round, by
+    the definitions the Spark job (:func:`cqopt.spark.round_stats.round_statistics`)
+    computes: a rate of tuples over ``W``, a selectivity over no tuple NaN."""
+    from cqopt.costmodel.validation import window_statistics
+    from cqopt.spark.round_stats import _join_columns, _selection_columns
+
+    # Only the columns a statistic reads: a round's other columns cost a copy each.
+    columns = {s: [c.name for c in query.stream(s).columns
+                   if c.name in (*_selection_columns(query, s), *_join_columns(query, s))]
+               for s in streams}
+
+    def held(stream: str, column: str) -> str:  # the batch's one time column is "ts"
+        return "ts" if column.lower() == "ts" else f"{stream}__{column}"
+
+    frame = table.select(["_round", "_stream", *dict.fromkeys(
+        held(s, c) for s in streams for c in columns[s])]).to_pandas()
+    by_round = {r: rows for r, rows in frame.groupby("_round", sort=False)}
+    empty = frame.iloc[0:0]
+    observed = {}
+    for r in range(first, stop):
+        rows = by_round.get(r, empty)
+        windows = {}
+        for stream in streams:
+            mine = rows[rows["_stream"] == stream]
+            windows[stream] = pd.DataFrame({c: mine[held(stream, c)]
+                                            for c in columns[stream]}, index=mine.index)
+        stats = window_statistics(query, windows, window_s)
+        observed[r] = {name: float(stats[name]) for name in query.statistics}
+    return observed

@@ -1,0 +1,144 @@
+"""What a run writes: each round's result as Parquet, and its JSON files, through cqopt.output.
+
+A round's result is written under a scratch name in the run folder, then
+switched into place by :func:`cqopt.output.adopt_directory` (the one
+write-then-rename, with its marker and inventory: a rerun of a round replaces
+only what cqopt wrote). JSON files (the state, the round log, the report) are
+written by :func:`cqopt.output.write_atomic`. A small frame is brought to the
+driver (:func:`collect`) and written from there; a large one is written by Spark.
+
+>>> import tempfile
+>>> root = Path(tempfile.mkdtemp())
+>>> write_json(root / "log" / "round-000000.json", {"round": 0}).name
+'round-000000.json'
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cqopt.output import adopt_directory, write_atomic
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+# A plan's result of at most this many rows is written from the driver (Arrow); a larger
+# one by Spark. Smaller than staging.LOCAL_TUPLES: finding a result too large costs its
+# plan twice.
+LOCAL_RESULT_ROWS = 100_000
+SCRATCH = ".tmp-"  # the prefix of a run's own scratch names, removed when it resumes
+_KIND = "round result"
+
+
+def write_json(path: Path, value: Any) -> Path:
+    """Write ``value`` as JSON at ``path``, atomically (its folder made if missing)."""
+    return write_atomic(path, json.dumps(value, indent=1, allow_nan=True))
+
+
+def remove(path: Path) -> None:
+    """Remove a scratch file or folder of the run's own (a half-written one, a spent stage)."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+
+
+def clear_scratch(out: Path, folders: tuple[str, ...] = ("pending", "results", "log")) -> None:
+    """Remove what a killed run left half-written under its scratch names."""
+    for folder in folders:
+        for scratch in (out / folder).glob(f"{SCRATCH}*"):
+            remove(scratch)
+
+
+def adopt(finished: Path, final: Path, kind: str = _KIND) -> Path:
+    """Switch a folder the run finished writing into place at ``final``, replacing an older
+    copy that cqopt wrote (a round run again after a kill): :func:`cqopt.output.adopt_directory`."""
+    return adopt_directory(finished, final, force=True, kind=kind)
+
+
+def collect(frame: DataFrame, limit: int):
+    """The frame as an Arrow table on the driver if it holds at most ``limit`` rows
+    (one Spark job, reading at most ``limit + 1``), else None."""
+    table = frame.limit(limit + 1).toArrow()
+    return table if table.num_rows <= limit else None
+
+
+def write_result(frame: DataFrame, final: Path) -> int:
+    """Write a round's result as Parquet at ``final``, atomically; its row count.
+
+    One Spark job: a result of at most :data:`LOCAL_RESULT_ROWS` rows comes to the
+    driver as Arrow and is written from there (no job of Spark's file commit
+    protocol); a larger one is written by Spark, its rows counted on the way
+    (``DataFrame.observe``), not read back. Then :func:`adopt`, so ``final``
+    is whole or absent and a rerun replaces it.
+    """
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    scratch = final.with_name(f"{SCRATCH}{final.name}")
+    remove(scratch)
+    table = collect(frame, LOCAL_RESULT_ROWS)
+    if table is not None:
+        import pyarrow.parquet as pq
+
+        scratch.mkdir(parents=True)
+        pq.write_table(table, scratch / "part-00000.parquet")
+        adopt(scratch, final)
+        return table.num_rows
+    rows = Observation(f"rows-{final.stem}")
+    frame.observe(rows, F.count(F.lit(1)).alias("rows")).write.parquet(str(scratch))
+    adopt(scratch, final)
+    return int(rows.get.get("rows", 0))
+
+
+def write_by_round(frame: DataFrame, scratch: Path) -> None:
+    """Write a result of many rounds (its first column ``_round``) as ``scratch/_round=R``
+    folders of Parquet, one per round with rows, as ``partitionBy("_round")`` does.
+
+    At most :data:`LOCAL_RESULT_ROWS` rows are split on the driver (one Spark job, no
+    file per round and task); more are written by Spark.
+    """
+    table = collect(frame, LOCAL_RESULT_ROWS)
+    if table is None:
+        frame.write.partitionBy("_round").parquet(str(scratch))
+        return
+    import pyarrow.parquet as pq
+
+    rounds = table["_round"].to_numpy()
+    order = np.argsort(rounds, kind="stable")
+    table, rounds = table.take(order).drop_columns(["_round"]), rounds[order]
+    values, starts, counts = np.unique(rounds, return_index=True, return_counts=True)
+    for value, offset, length in zip(values, starts, counts):
+        folder = scratch / f"_round={int(value)}"
+        folder.mkdir(parents=True)
+        pq.write_table(table.slice(int(offset), int(length)), folder / "part-00000.parquet")
+
+
+def adopt_round(part: Path | None, final: Path, schema: StructType) -> int:
+    """Switch one round's partition of a grouped write into place at ``final``; its rows.
+
+    The count is read from the Parquet footers (no Spark job). A round the
+    plan gave no row has no partition: it gets one empty Parquet file of the
+    result's schema, as a round run alone does.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if part is None:
+        part = final.with_name(f"{SCRATCH}{final.name}")
+        remove(part)
+        part.mkdir(parents=True)
+        pq.write_table(pa.Table.from_batches([], schema=to_arrow_schema(schema)),
+                       part / "part-00000-empty.parquet")
+        rows = 0
+    else:
+        rows = sum(pq.read_metadata(f).num_rows for f in part.glob("*.parquet"))
+    adopt(part, final)
+    return int(rows)

@@ -1,0 +1,344 @@
+"""A run's sources: each stream's input, checked against the catalog, read as a stream.
+
+A :class:`Source` is a directory of Parquet or CSV files (the trace-format
+registry names them, as for every reader of traces) or Spark's ``rate``
+source. Before Spark reads a tuple, every file of a directory is checked:
+readable, with a time column and no column the catalog's stream lacks.
+:func:`read_stream` gives the stream as Structured Streaming reads it, one
+row per tuple: ``_stream``, ``ts`` in seconds, then ``STREAM__COLUMN`` for each
+column of the catalog's stream.
+
+**The rate source** (a live demo): ``Source.rate("TCP", 200)`` is Spark's
+``rate`` source at 200 rows/s; ``ts`` is its ``timestamp`` in seconds, and
+each int column of the catalog stream is ``1 + pmod(xxhash64(value, i),
+1000)`` (so equi-joins on them match about one pair in 1000, like the
+example workload's λ-λ chart assumes), each double column ``value``, each
+string column ``value`` as text and each bool column whether ``value`` is even.
+It needs a processing-time trigger (``trigger="5"``).
+
+>>> Source.rate("TCP", 200)
+Source(stream='TCP', kind='rate', path=None, rows_per_second=200)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cqopt.errors import parse_number
+from cqopt.replay.trace_format import TraceError, detect_trace_format, trace_formats
+from cqopt.spark.run.settings import TRIGGERS, RunContext, StreamingRunError
+from cqopt.spark.trace_read import SPARK_TYPES
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+RATE_DOMAIN = 1000
+_TIME_NAMES = ("ts", "timestamp", "time")
+STREAMABLE = ("parquet", "csv")  # trace formats Spark's file stream sources read
+
+
+@dataclass(frozen=True)
+class Source:
+    """One stream's input: a directory of Parquet or CSV files, or Spark's rate source."""
+
+    stream: str
+    kind: str  # parquet, csv or rate
+    path: str | None = None
+    rows_per_second: int | None = None
+
+    @classmethod
+    def files(cls, stream: str, path: str | Path) -> Source:
+        """A directory of ``.parquet`` or ``.csv`` files (optionally gzipped CSV).
+
+        Raises
+        ------
+        StreamingRunError
+            The path does not exist, is not a directory, or holds no such file.
+        """
+        path = Path(path)
+        where = f"--source {stream}={path}"
+        if not path.exists():
+            raise StreamingRunError(f"{where}: no such directory")
+        if not path.is_dir():
+            raise StreamingRunError(f"{where}: not a directory; a streaming source is a "
+                                    "directory of .parquet or .csv files (cqopt generate "
+                                    "--file-per-round writes one)")
+        # The trace-format registry names the files (cqopt.replay.trace_format), as for
+        # every other reader of traces; Structured Streaming reads two of its formats.
+        try:
+            kind = detect_trace_format(path).name
+        except TraceError as err:
+            raise StreamingRunError(f"{where}: {err.problem}; write one file per round "
+                                    "with cqopt generate --file-per-round SECONDS") from None
+        if kind not in STREAMABLE:
+            raise StreamingRunError(f"{where}: holds {kind} traces, which Spark Structured "
+                                    f"Streaming cannot read as they come; it reads "
+                                    f"{' or '.join(STREAMABLE)}: convert them (cqopt generate "
+                                    "--file-per-round writes Parquet)")
+        # Absolute: Spark's JVM resolves a relative path against its own working directory,
+        # which is not this process's after an os.chdir (a notebook, a test).
+        return cls(stream, kind, str(path.absolute()))
+
+    @classmethod
+    def rate(cls, stream: str, rows_per_second: int) -> Source:
+        """Spark's ``rate`` source at ``rows_per_second`` (see the module docstring)."""
+        if not (isinstance(rows_per_second, int) and rows_per_second > 0):
+            raise StreamingRunError(f"--source {stream}=rate:{rows_per_second}: the rate "
+                                    "must be a whole number of rows per second >= 1")
+        return cls(stream, "rate", None, rows_per_second)
+
+    @classmethod
+    def parse(cls, stream: str, text: str) -> Source:
+        """``rate:N`` is the rate source at N rows/s; anything else a directory.
+
+        >>> Source.parse("TCP", "rate:x")
+        Traceback (most recent call last):
+        ...
+        cqopt.errors.CqoptError: --source TCP=rate: 'x': expected a whole number in ASCII digits, e.g. 12
+        """
+        if text.startswith("rate:"):  # rows/s as the command line reads numbers
+            return cls.rate(stream, parse_number(text[5:], f"--source {stream}=rate:",
+                                                 integer=True, low=1))
+        return cls.files(stream, text)
+
+
+def match_sources(sources: Mapping[str, Source | str], streams: tuple[str, ...], name: str,
+                  trigger: str | float) -> dict[str, Source]:
+    """One source per stream of query ``name``, keyed by the stream's own spelling.
+
+    A source given as text is read by :meth:`Source.parse`, once its stream is
+    known to be the query's.
+
+    Raises
+    ------
+    StreamingRunError
+        A source for a stream the query does not read, a stream without a
+        source, a source that is none (:meth:`Source.parse`), or a rate source
+        (which never ends) with a trigger that waits for the input's end.
+    """
+    by_lower = {s.lower(): s for s in streams}
+    for key in sources:
+        if key.lower() not in by_lower:
+            raise StreamingRunError(f"--source {key}=...: query {name} reads no stream {key}; "
+                                    f"its streams are {', '.join(streams)}")
+    missing = [s for s in streams if s.lower() not in {k.lower() for k in sources}]
+    if missing:
+        raise StreamingRunError(f"no --source for stream{'s' if len(missing) > 1 else ''} "
+                                f"{', '.join(missing)} of query {name}; pass --source "
+                                f"{missing[0]}=DIR (or {missing[0]}=rate:N)")
+    matched: dict[str, Source] = {}
+    for key, source in sources.items():
+        stream = by_lower[key.lower()]
+        if isinstance(source, str):
+            source = Source.parse(stream, source)
+        matched[stream] = Source(stream, source.kind, source.path, source.rows_per_second)
+    rate = [s.stream for s in matched.values() if s.kind == "rate"]
+    if rate and trigger in TRIGGERS:
+        raise StreamingRunError(f"--source {rate[0]}=rate:...: Spark's rate source never "
+                                f"ends, so it needs a processing-time trigger "
+                                f"(--trigger SECONDS), not {trigger}")
+    return matched
+
+
+def read_stream(ctx: RunContext, source: Source) -> DataFrame:
+    """The source as a Structured Streaming frame: ``_stream``, ``ts`` (seconds), and
+    ``STREAM__COLUMN`` for each column of the catalog's stream (null where a file lacks it).
+
+    Raises
+    ------
+    StreamingRunError
+        A file of a directory that does not fit the catalog (see :func:`file_schema`).
+    """
+    from pyspark.sql import functions as F
+
+    stream = ctx.catalog.stream(source.stream)
+    if source.kind == "rate":
+        raw = (ctx.spark.readStream.format("rate")
+               .option("rowsPerSecond", source.rows_per_second).load())
+        seconds = F.unix_micros(F.col("timestamp")) / 1e6
+        columns = [F.lit(stream.name).alias("_stream"), seconds.alias("ts")]
+        for i, col in enumerate(c for c in stream.columns if c.name.lower() != "ts"):
+            value = seconds if col.type == "timestamp" else _rate_column(col.type, i)
+            columns.append(value.alias(f"{stream.name}__{col.name}"))
+        return raw.select(*columns)
+    schema, time_column = file_schema(ctx, source)
+    reader = ctx.spark.readStream.schema(schema)
+    if ctx.settings.max_files_per_trigger is not None:
+        reader = reader.option("maxFilesPerTrigger", ctx.settings.max_files_per_trigger)
+    if source.kind == "csv":
+        raw = reader.option("header", True).option("enforceSchema", False).csv(source.path)
+    else:
+        raw = reader.parquet(source.path)
+    have = {f.name.lower(): f for f in schema.fields}
+    ts = F.col(f"`{time_column.name}`")
+    ts = (F.unix_micros(ts.cast("timestamp")) / 1e6 if "timestamp" in
+          time_column.dataType.simpleString() else ts.cast("double"))
+    columns = [F.lit(stream.name).alias("_stream"), ts.alias("ts")]
+    for col in stream.columns:
+        if col.name.lower() == "ts":
+            continue
+        target = SPARK_TYPES[col.type]
+        field_ = have.get(col.name.lower())
+        if field_ is None and col.type == "timestamp":
+            field_ = time_column
+        value = (F.lit(None).cast(target) if field_ is None else
+                 F.unix_micros(F.col(f"`{field_.name}`").cast("timestamp")) / 1e6
+                 if "timestamp" in field_.dataType.simpleString()
+                 else F.col(f"`{field_.name}`").cast(target))
+        columns.append(value.alias(f"{stream.name}__{col.name}"))
+    return raw.select(*columns)
+
+
+def file_schema(ctx: RunContext, source: Source) -> tuple[StructType, Any]:
+    """The directory's schema, checked against the catalog; and its time column.
+
+    Raises
+    ------
+    StreamingRunError
+        A file that is unreadable or of another layout (:func:`check_layouts`),
+        no time column, a column the catalog's stream lacks, or none of a column
+        the query reads.
+    """
+    from pyspark.sql.types import DoubleType, StructField, StructType
+
+    stream = ctx.catalog.stream(source.stream)
+    where = f"--source {source.stream}={source.path}"
+    time_names = [c.name for c in stream.columns if c.type == "timestamp"][:1]
+    time_names += list(_TIME_NAMES)
+    # Every file readable and of the stream's layout, before Spark reads one.
+    check_layouts(source, file_columns(source), [c.name for c in stream.columns], time_names)
+    if source.kind == "parquet":
+        schema = ctx.spark.read.parquet(source.path).schema
+    else:
+        first = min(p for p in Path(source.path).iterdir()
+                    if p.name.lower().endswith((".csv", ".csv.gz")))
+        fields = []
+        for name in csv_header(first):
+            col = stream.column(name)
+            fields.append(StructField(name, DoubleType() if col is None or
+                                      col.type == "timestamp" else
+                                      spark_type(SPARK_TYPES[col.type])))
+        schema = StructType(fields)
+    names = [f.name for f in schema.fields]
+    by_lower = {f.name.lower(): f for f in schema.fields}
+    time_column = next((by_lower[n.lower()] for n in time_names if n.lower() in by_lower),
+                       None)
+    if time_column is None:
+        raise StreamingRunError(f"{where}: no time column (one of {', '.join(time_names)}) "
+                                f"among its columns {', '.join(names)}")
+    unknown = [n for n in names if stream.column(n) is None and n != time_column.name]
+    if unknown:
+        raise StreamingRunError(
+            f"{where}: column {unknown[0]} is not a column of stream {stream.name} in the "
+            f"catalog (it has {', '.join(c.name for c in stream.columns)}); fix the "
+            "catalog or the files")
+    needed = [c for c in ctx.query.required_columns(stream.name)
+              if c.lower() not in by_lower
+              and not (c.lower() == "ts" or (stream.column(c) is not None
+                                             and stream.column(c).type == "timestamp"))]
+    if needed:
+        raise StreamingRunError(f"{where}: has no column {', '.join(needed)}, which query "
+                                f"{ctx.name} reads; its columns are {', '.join(names)}")
+    return schema, time_column
+
+
+def file_columns(source: Source) -> dict[str, list[str]]:
+    """Each file of a source directory -> its columns (a Parquet footer, a CSV header).
+
+    Raises
+    ------
+    StreamingRunError
+        A file that is not readable Parquet (corrupt, truncated): Spark would
+        fail on it only when its micro-batch runs.
+    """
+    import pyarrow.parquet as pq
+
+    layouts = {}
+    for path in sorted(Path(source.path).iterdir()):
+        name = path.name.lower()
+        if name.startswith((".", "_")):
+            continue
+        if not trace_formats()[source.kind].matches(path):
+            continue
+        if source.kind == "parquet":
+            try:
+                layouts[path.name] = pq.read_schema(path).names
+            except (OSError, ValueError) as err:
+                raise StreamingRunError(
+                    f"--source {source.stream}={source.path}: file {path.name} is not a "
+                    f"readable Parquet file ({str(err).splitlines()[0][:120]}); move it out of "
+                    "the directory (or repair it) and rerun with the same --out") from None
+        else:
+            layouts[path.name] = csv_header(path)
+    return layouts
+
+
+def check_layouts(source: Source, layouts: Mapping[str, list[str]], columns: list[str],
+                  time_names: list[str]) -> None:
+    """Every file has a time column (one of ``time_names``) and no column the stream lacks.
+
+    Spark would read a file of another layout as tuples without a time;
+    files arriving once the run is going are counted as such instead.
+    """
+    times = {c.lower() for c in time_names}
+    known = {c.lower() for c in columns} | times
+    for name, have in layouts.items():
+        lower = [c.lower() for c in have]
+        unknown = [c for c, low in zip(have, lower) if low not in known]
+        timed = bool(times.intersection(lower))
+        if timed and not unknown:
+            continue
+        what = (f"has no time column (one of {', '.join(time_names)})" if not timed
+                else f"column {unknown[0]} is not a column of stream {source.stream} in the "
+                     "catalog")
+        raise StreamingRunError(f"--source {source.stream}={source.path}: file {name}: {what} "
+                                f"(its columns: {', '.join(have)}); fix the catalog, or move "
+                                "the file out of the directory and rerun with the same --out")
+
+
+def csv_header(path: Path) -> list[str]:
+    """The column names on a CSV file's first line (gzipped or not)."""
+    import gzip
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        line = fh.readline().strip()
+    if not line:
+        raise StreamingRunError(f"{path}: no header line (a CSV source needs one)")
+    return [c.strip() for c in line.split(",")]
+
+
+def spark_type(name: str):
+    """The Spark SQL type of a :data:`~cqopt.spark.trace_read.SPARK_TYPES` name."""
+    from pyspark.sql import types as T
+
+    return {"long": T.LongType(), "double": T.DoubleType(), "boolean": T.BooleanType(),
+            "string": T.StringType()}[name]
+
+
+def file_hint(text: str) -> str:
+    """What to do when Spark cannot read a source file (corrupt, deleted, another schema)."""
+    if "FileNotFound" in text or "does not exist" in text:
+        return ("; a source file was deleted before Spark read it: put it back, or start "
+                "again with a new --out")
+    if "FAILED_READ_FILE" in text or "not a Parquet file" in text or "CANNOT_READ" in text:
+        return ("; move the file out of the source directory (or repair it) and rerun with "
+                "the same --out")
+    return ""
+
+
+def _rate_column(kind: str, i: int):
+    from pyspark.sql import functions as F
+
+    value = F.col("value")
+    if kind in ("int", "long"):
+        return F.pmod(F.xxhash64(value, F.lit(i)), F.lit(RATE_DOMAIN)) + 1
+    if kind == "double":
+        return value.cast("double")
+    if kind == "bool":
+        return value % 2 == 0
+    return value.cast("string")

@@ -1,0 +1,149 @@
+"""A run folder's state: what lets a killed or stopped run resume where it stopped.
+
+``OUT/state.json`` holds the run's identity (the query, its SQL, the round
+length and the sources: a folder resumes only the same run), round 0's
+start, each stream's latest time seen, the tuples dropped per micro-batch
+(late, or without a time), the stages of tuples kept for rounds not yet run
+(``pending``: batch id -> its first and last round) and the micro-batches
+that held no tuple. It is written atomically after every change that a
+resumed run needs.
+
+>>> import tempfile
+>>> out = Path(tempfile.mkdtemp()) / "run"
+>>> state = RunState.open(out, {"version": STATE_VERSION, "query": "Q1"}, start=None)
+>>> state.see({"TCP": 2.5, "UDP": 1.2}); state.start = 0.0
+>>> state.complete_round(("TCP", "UDP"), 1.0, next_round=0), state.last_round(1.0)
+(1, 2)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cqopt.replay.rounds import round_of
+from cqopt.spark.run.settings import StreamingRunError
+from cqopt.spark.run.sink import write_json
+
+STATE_VERSION = 2
+
+
+def check_run_folder(out: Path) -> None:
+    """Refuse an ``out`` that is no run folder cqopt wrote, before any work.
+
+    A new or empty folder starts a run and a folder with a run's ``state.json``
+    resumes it; anything else (a file, a user's folder) is left alone.
+
+    Raises
+    ------
+    StreamingRunError
+        ``out`` is a file, or a folder that holds something and no ``state.json``.
+    """
+    if out.exists() and not out.is_dir():
+        raise StreamingRunError(f"--out {out}: is a file, not a directory; pick a new --out")
+    if out.is_dir() and not (out / "state.json").is_file() and any(out.iterdir()):
+        raise StreamingRunError(f"--out {out}: exists and is not a cqopt run folder (no "
+                                "state.json); cqopt leaves it alone: pick a new --out")
+
+
+class RunState:
+    """The run's ``state.json``, read or made by :meth:`open`; :meth:`save` writes it."""
+
+    def __init__(self, path: Path, data: dict[str, Any]):
+        self.path, self.data = path, data
+
+    @classmethod
+    def open(cls, out: Path, identity: Mapping[str, Any], start: float | None) -> RunState:
+        """The state of the run in ``out``, made there (with the folder) for a new run.
+
+        Raises
+        ------
+        StreamingRunError
+            ``out`` is no run folder (:func:`check_run_folder`), its state is
+            unreadable, or it holds a run with another identity.
+        """
+        path = out / "state.json"
+        check_run_folder(out)
+        if path.exists():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as err:
+                raise StreamingRunError(f"--out {out}: state.json is unreadable ({err}); "
+                                        "use a new --out") from None
+            for key, value in identity.items():
+                if data.get(key) != value:
+                    raise StreamingRunError(
+                        f"--out {out}: holds a run with another {key} ({data.get(key)!r}, "
+                        f"now {value!r}); resume with the same query and sources, or use a "
+                        "new --out")
+            return cls(path, data)
+        out.mkdir(parents=True, exist_ok=True)
+        state = cls(path, {**identity, "start": start, "seen": {}, "late": {}, "untimed": {},
+                           "pending": {}, "empty_batches": []})
+        state.save()
+        return state
+
+    def save(self) -> None:
+        write_json(self.path, self.data)
+
+    @property
+    def start(self) -> float | None:
+        """The time round 0 starts at (None until the first tuple fixes it)."""
+        return self.data["start"]
+
+    @start.setter
+    def start(self, value: float) -> None:
+        self.data["start"] = value
+
+    @property
+    def seen(self) -> dict[str, float]:
+        """Each stream's latest time seen."""
+        return self.data["seen"]
+
+    @property
+    def pending(self) -> dict[str, list[int]]:
+        """The stages of tuples kept for rounds not yet run: batch id -> [first, last] round."""
+        return self.data["pending"]
+
+    def see(self, latest: Mapping[str, float]) -> None:
+        """Each stream's latest time, raised to ``latest``'s where that is later."""
+        for stream, time in latest.items():
+            seen = self.seen.get(stream)
+            self.seen[stream] = max(float(time), -math.inf if seen is None else seen)
+
+    def drop(self, batch_id: int, late: int, untimed: int) -> None:
+        """Count a micro-batch's late tuples and tuples without a time (none: not counted)."""
+        if late:
+            self.data["late"][str(batch_id)] = late
+        if untimed:
+            self.data["untimed"][str(batch_id)] = untimed
+
+    def empty(self, batch_id: int) -> None:
+        """Count a micro-batch that held no tuple (once, even when replayed)."""
+        if batch_id not in self.data["empty_batches"]:
+            self.data["empty_batches"].append(batch_id)
+            self.save()
+
+    def complete_round(self, streams: tuple[str, ...], window_s: float,
+                       next_round: int) -> int:
+        """The first round not known complete: every stream has shown a later time
+        (the earliest of the streams' latest times, as Spark's watermark takes the minimum)."""
+        if any(s not in self.seen for s in streams):
+            return next_round  # a stream has shown no tuple yet
+        watermark = min(self.seen[s] for s in streams)
+        return round_of(watermark, self.start, window_s)
+
+    def last_round(self, window_s: float) -> int | None:
+        """The round of the latest time seen; None before the first tuple."""
+        if self.start is None or not self.seen:
+            return None
+        return round_of(max(self.seen.values()), self.start, window_s)
+
+    def dropped(self) -> dict[str, int]:
+        """Tuples not run, in all: late ones, those without a time, and empty micro-batches."""
+        return {"late_tuples": int(sum(self.data["late"].values())),
+                "untimed_tuples": int(sum(self.data["untimed"].values())),
+                "empty_micro_batches": len(self.data["empty_batches"])}
