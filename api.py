@@ -842,7 +842,8 @@ def run(catalog: PathLike | Catalog, workload: PathLike | Workload, charts: Path
     if chart.spec.sql != spec.sql:
         raise CqoptError(f"--charts {charts}: its query {query} is not the one in "
                          f"{workload.source}; rebuild the charts with cqopt build")
-    matched = match_sources(sources, parsed.stream_names, query, settings.trigger)
+    matched = match_sources(sources, parsed.stream_names, query, settings.trigger,
+                            list(catalog.streams))
     check_run_folder(Path(out))
     say = progress if callable(progress) else (
         (lambda line: print(line, file=sys.stderr, flush=True)) if progress else

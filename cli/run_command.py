@@ -43,6 +43,13 @@ def cmd_run(args: argparse.Namespace) -> int:
                  master=args.master, progress=say)
     _print_summary(args.query, result)
     s = result.summary
+    changed = s.get("changed_files", [])
+    if changed and not args.allow_late:
+        raise CqoptError(f"{len(changed)} source file{'s' if len(changed) > 1 else ''} "
+                         f"changed after Spark read {'them' if len(changed) > 1 else 'it'} "
+                         f"(first: {changed[0]}), so some of their tuples were not run; see "
+                         f"{result.out / 'report.md'}; write files whole before they land in "
+                         "the source directory, or pass --allow-late to accept it")
     dropped = s.get("late_tuples", 0) + s.get("untimed_tuples", 0)
     if dropped and not args.allow_late:
         raise CqoptError(f"{dropped} tuples were not run ({s.get('late_tuples', 0)} late, of "

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cqopt.replay.rounds import round_of
+from cqopt.spark.run.files import FileWatch
 from cqopt.spark.run.report import RunResult, write_report
 from cqopt.spark.run.roundlog import RoundLog
 from cqopt.spark.run.rounds import RoundRunner
@@ -124,7 +125,8 @@ class AdaptiveRun:
                                     Path(out).absolute(), progress_line)
         for note in settings.notes():
             self.progress(note)
-        self.sources = match_sources(sources, ctx.streams, name, settings.trigger)
+        self.sources = match_sources(sources, ctx.streams, name, settings.trigger,
+                                     list(catalog.streams))
         self.state = RunState.open(ctx.out, {
             "version": STATE_VERSION, "query": name, "sql": query.sql, "window_s": window_s,
             "sources": {s: asdict(src) for s, src in self.sources.items()}}, settings.start)
@@ -132,6 +134,7 @@ class AdaptiveRun:
         self.log = RoundLog(ctx)
         self.staging = Staging(ctx, self.state)
         self.rounds = RoundRunner(ctx, self.state, self.staging, self.log)
+        self.files = FileWatch(ctx, self.state, self.sources)
         if self.log.records:
             self.progress(f"{name}: resuming after round {self.log.next_round - 1}")
         self.in_batch: int | None = None  # the micro-batch being worked on, if one is
@@ -276,12 +279,18 @@ class AdaptiveRun:
 
         window_s = self.ctx.window_s
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        cached = [batch]
         try:
             # Rounds this batch already ran before a kill: its replay skips them quietly;
             # tuples of rounds run by earlier batches are late.
             replayed = self.log.replayed(batch_id)
             cut = min(replayed) if replayed else self.next_round
             local = collect_batch(batch)
+            # Every file read whole: what each gave, and the lines grown ones gained since.
+            batch, local, grew = self.files.take(batch, local)
+            if grew:
+                batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+                cached.append(batch)
             spans = batch_spans(batch, local, self.state.start, window_s, cut)
             if not spans:
                 self.progress(f"{self.ctx.name}: micro-batch {batch_id} holds no tuple")
@@ -308,7 +317,8 @@ class AdaptiveRun:
             self.staging.drop_finished(self.next_round)
             self.state.save()
         finally:
-            batch.unpersist()
+            for frame in cached:
+                frame.unpersist()
 
     def _count_dropped(self, batch_id: int, spans: Mapping[str, Mapping]) -> None:
         """Late tuples (of rounds already run) and tuples without a time: counted per batch."""
@@ -325,7 +335,13 @@ class AdaptiveRun:
                           "the report)")
 
     def _finish_input(self) -> None:
-        """The input has ended: every round up to the last tuple's runs, the last one too."""
+        """The input has ended: every round up to the last tuple's runs, the last one too
+        (with the lines files gained after Spark read them, run as one more batch)."""
+        extra = self.files.finish()
+        if extra is not None:
+            with spark_errors(f"Spark failed on the tuples files of {self.ctx.name} gained "
+                              "after they were read", StreamingRunError, hint=file_hint):
+                self._take(extra, self.files.next_recovered_id())
         top = self.state.last_round(self.ctx.window_s)
         if top is None or top < self.next_round:
             return

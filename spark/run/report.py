@@ -170,7 +170,10 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"- rounds run: {s['rounds']} ({s['empty_rounds']} without tuples); stopped by "
              f"{s.get('stopped_by', '?')}; rounds pending (incomplete): "
              f"{len(s.get('pending_rounds', []))}; late tuples: {s.get('late_tuples', 0)}; "
-             f"tuples without a time: {s.get('untimed_tuples', 0)}",
+             f"tuples without a time: {s.get('untimed_tuples', 0)}; tuples read from files "
+             f"that grew after Spark read them: {s.get('recovered_tuples', 0)}; files that "
+             f"changed after they were read, their other tuples not run: "
+             f"{len(s.get('changed_files', []))}",
              *[f"- **the chart does not cover the data**: {a['message']}"
                for a in s.get("alarms", [])],
              "- policy: " + ", ".join(f"{k} {v}" for k, v in s.get("policy", {}).items()),

@@ -22,13 +22,18 @@ Source(stream='TCP', kind='rate', path=None, rows_per_second=200)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cqopt.errors import parse_number
-from cqopt.replay.trace_format import TraceError, detect_trace_format, trace_formats
+from cqopt.replay.trace_format import (
+    TraceError,
+    detect_trace_format,
+    trace_formats,
+    trace_stem,
+)
 from cqopt.spark.run.settings import TRIGGERS, RunContext, StreamingRunError
 from cqopt.spark.trace_read import SPARK_TYPES
 
@@ -106,12 +111,41 @@ class Source:
         return cls.files(stream, text)
 
 
+def foreign_stream_files(directory: str | Path, stream: str,
+                         streams: Iterable[str]) -> list[str]:
+    """The files of a source directory named after another stream of the catalog.
+
+    A trace set (``cqopt generate`` without ``--file-per-round``) holds one
+    file per stream, ``TCP.parquet``, ``UDP.parquet``, ...; handed whole as
+    one stream's source, every stream's tuples would run as that one's.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> for n in ("TCP.parquet", "UDP.parquet", "part-00000.parquet"):
+    ...     _ = (d / n).write_bytes(b"")
+    >>> foreign_stream_files(d, "TCP", ["TCP", "UDP", "SF"])
+    ['UDP.parquet']
+    """
+    others = {s.lower() for s in streams if s.lower() != stream.lower()}
+    found = []
+    for path in sorted(Path(directory).iterdir()):
+        stem = trace_stem(path.name)
+        if stem is not None and stem.lower() in others:
+            found.append(path.name)
+    return found
+
+
 def match_sources(sources: Mapping[str, Source | str], streams: tuple[str, ...], name: str,
-                  trigger: str | float) -> dict[str, Source]:
+                  trigger: str | float, catalog_streams: Iterable[str] = ()) -> dict[str, Source]:
     """One source per stream of query ``name``, keyed by the stream's own spelling.
 
     A source given as text is read by :meth:`Source.parse`, once its stream is
-    known to be the query's.
+    known to be the query's. A directory holding files named after another
+    stream (of the query, or of ``catalog_streams``), such as a trace set's
+    ``UDP.parquet`` given as ``--source TCP=...``, is refused: Spark would run
+    every stream's tuples as this one's.
 
     Raises
     ------
@@ -136,6 +170,16 @@ def match_sources(sources: Mapping[str, Source | str], streams: tuple[str, ...],
         if isinstance(source, str):
             source = Source.parse(stream, source)
         matched[stream] = Source(stream, source.kind, source.path, source.rows_per_second)
+    everyone = set(streams) | set(catalog_streams)
+    for source in matched.values():
+        foreign = [] if source.path is None else foreign_stream_files(
+            source.path, source.stream, everyone)
+        if foreign:
+            raise StreamingRunError(
+                f"--source {source.stream}={source.path}: holds files of other streams "
+                f"({', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}), which "
+                f"would all run as {source.stream}; give each stream a directory of its own "
+                "files (cqopt generate --file-per-round SECONDS writes OUT/STREAM/)")
     rate = [s.stream for s in matched.values() if s.kind == "rate"]
     if rate and trigger in TRIGGERS:
         raise StreamingRunError(f"--source {rate[0]}=rate:...: Spark's rate source never "
@@ -173,6 +217,18 @@ def read_stream(ctx: RunContext, source: Source) -> DataFrame:
         raw = reader.option("header", True).option("enforceSchema", False).csv(source.path)
     else:
         raw = reader.parquet(source.path)
+    # Which file each tuple came from, and the size Spark listed it at: a file still
+    # being written when listed is read in part (cqopt.spark.run.files reads the rest).
+    return raw.select(*batch_columns(stream, schema, time_column),
+                      F.col("_metadata.file_path").alias("_file"),
+                      F.col("_metadata.file_size").alias("_file_size"))
+
+
+def batch_columns(stream, schema: StructType, time_column) -> list:
+    """The columns of a file source's rows in the batch's layout: ``_stream``, ``ts``
+    (seconds) and ``STREAM__COLUMN`` for each column of the catalog's ``stream``."""
+    from pyspark.sql import functions as F
+
     have = {f.name.lower(): f for f in schema.fields}
     ts = F.col(f"`{time_column.name}`")
     ts = (F.unix_micros(ts.cast("timestamp")) / 1e6 if "timestamp" in
@@ -190,7 +246,7 @@ def read_stream(ctx: RunContext, source: Source) -> DataFrame:
                  if "timestamp" in field_.dataType.simpleString()
                  else F.col(f"`{field_.name}`").cast(target))
         columns.append(value.alias(f"{stream.name}__{col.name}"))
-    return raw.select(*columns)
+    return columns
 
 
 def file_schema(ctx: RunContext, source: Source) -> tuple[StructType, Any]:

@@ -143,7 +143,11 @@ class RunState:
         return round_of(max(self.seen.values()), self.start, window_s)
 
     def dropped(self) -> dict[str, int]:
-        """Tuples not run, in all: late ones, those without a time, and empty micro-batches."""
+        """Tuples not run, in all: late ones, those without a time, files that changed
+        after they were read; tuples read late from files that grew; empty micro-batches."""
         return {"late_tuples": int(sum(self.data["late"].values())),
                 "untimed_tuples": int(sum(self.data["untimed"].values())),
+                # read after Spark had read their file in part (cqopt.spark.run.files)
+                "recovered_tuples": int(self.data.get("recovered_tuples", 0)),
+                "changed_files": list(self.data.get("changed_files", [])),
                 "empty_micro_batches": len(self.data["empty_batches"])}
