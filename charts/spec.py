@@ -54,8 +54,8 @@ from cqopt.optimizer.query.statistics import (
 )
 from cqopt.optimizer.rules.enumerate import enumerate_plans
 
-__all__ = ["DEFAULT_K", "Axis", "axis_cells", "ChartSpec", "candidate_plans", "default_axes", "make_spec",
-           "workload_specs"]
+__all__ = ["DEFAULT_K", "Axis", "ChartSpec", "axis_cells", "candidate_plans", "default_axes",
+           "make_spec", "workload_specs"]
 
 
 def axis_cells(values: np.ndarray, lo: Any, hi: Any, k: Any) -> tuple[np.ndarray, np.ndarray]:
