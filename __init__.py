@@ -8,6 +8,7 @@ The repository's top-level folders are the subpackages of this one package
 - :func:`load` reads a chart set (a :class:`ChartSet`, a read-only mapping
   of query names to :class:`QueryChart`) with no Spark, pandas or
   matplotlib in the process;
+- :class:`Decider` chooses many queries' plans per round in one call;
 - :class:`AdaptiveQuery` runs one query round by round (OM's Algorithm 2);
 - :func:`load_catalog` reads a stream catalog;
 - :class:`CqoptError` is the one error class every user mistake raises;
@@ -36,6 +37,7 @@ _LAZY = {
     "QueryChart": "cqopt.charts.lookup",
     "Choice": "cqopt.charts.lookup",
     "Choices": "cqopt.charts.lookup",
+    "Decider": "cqopt.charts.many",
     "AdaptiveQuery": "cqopt.runtime.adaptive",
     "Hysteresis": "cqopt.runtime.adaptive",
     "Catalog": "cqopt.catalog.catalog",

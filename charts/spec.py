@@ -54,8 +54,27 @@ from cqopt.optimizer.query.statistics import (
 )
 from cqopt.optimizer.rules.enumerate import enumerate_plans
 
-__all__ = ["DEFAULT_K", "Axis", "ChartSpec", "candidate_plans", "default_axes", "make_spec",
-           "workload_specs"]
+__all__ = ["DEFAULT_K", "Axis", "ChartSpec", "axis_cells", "candidate_plans", "default_axes",
+           "make_spec", "workload_specs"]
+
+
+def axis_cells(values: np.ndarray, lo: Any, hi: Any, k: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Region index of each value on axes ``[lo, hi]`` of ``k`` regions, and the clamps.
+
+    ``floor((x − lo) / (hi − lo) · k)``, clamped to ``[0, k − 1]``; ``lo``,
+    ``hi`` and ``k`` broadcast against ``values``, so one call serves one axis
+    (:meth:`Axis.cells`) or many charts' axes stacked
+    (:class:`cqopt.charts.many.Decider`). The top edge belongs to the last
+    region; only values beyond the range count as clamped.
+
+    >>> axis_cells(np.array([[0.5, 5.0]]), np.array([0.0, 1.0]), np.array([1.0, 3.0]),
+    ...            np.array([4, 2]))
+    (array([[2, 1]]), array([[False,  True]]))
+    """
+    values = np.asarray(values, dtype=np.float64)
+    raw = np.floor((values - lo) / (hi - lo) * k)
+    outside = (values < lo) | (values > hi)
+    return np.clip(raw, 0, k - 1).astype(np.intp), outside
 
 
 @dataclass(frozen=True)
@@ -76,11 +95,7 @@ class Axis:
 
     def cells(self, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Region index of each value, clamped to the chart, and where it was clamped."""
-        values = np.asarray(values, dtype=np.float64)
-        raw = np.floor((values - self.lo) / (self.hi - self.lo) * self.k)
-        # The top edge belongs to the last region; only values beyond the range are clamps.
-        outside = (values < self.lo) | (values > self.hi)
-        return np.clip(raw, 0, self.k - 1).astype(np.intp), outside
+        return axis_cells(values, self.lo, self.hi, self.k)
 
     def to_dict(self) -> dict[str, Any]:
         return {"statistic": self.statistic, "lo": self.lo, "hi": self.hi, "k": self.k}

@@ -28,6 +28,7 @@ is pickled.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from typing import Any
 
@@ -68,8 +69,12 @@ def plan_to_data(plan: Plan) -> dict[str, Any]:
             "edges": [list(edge) for edge in plan.graph.edges]}
 
 
-def plan_from_data(data: Any) -> Plan:
+def plan_from_data(data: Any, seen: dict[str, list] | None = None) -> Plan:
     """The plan of :func:`plan_to_data`'s data.
+
+    ``seen`` (node key to the stored attributes and node already read) lets the
+    plans of one query share the nodes they have in common: a node whose key
+    and stored attributes equal one read before is that node (nodes are frozen).
 
     Raises
     ------
@@ -82,8 +87,7 @@ def plan_from_data(data: Any) -> Plan:
                                  f"reads format {PLAN_FORMAT}")
         graph = nx.DiGraph()
         for key, attrs in data["nodes"]:
-            graph.add_node(str(key), op=node_from_attributes(
-                {name: _decode(value) for name, value in attrs.items()}))
+            graph.add_node(str(key), op=_node(str(key), attrs, seen))
         graph.add_edges_from((str(a), str(b)) for a, b in data["edges"])
         plan = Plan(graph, str(data["root"]))
     except PlanCodecError:
@@ -95,6 +99,19 @@ def plan_from_data(data: Any) -> Plan:
         raise PlanCodecError(f"plan data reads back as plan {plan.id}, but was written as "
                              f"{data.get('id')}")
     return plan
+
+
+def _node(key: str, attrs: dict[str, Any], seen: dict[str, list] | None) -> Any:
+    """The node of stored attributes ``attrs``: one read before under ``key`` with equal
+    attributes, or a new one."""
+    earlier = seen.setdefault(key, []) if seen is not None else []
+    for stored, node in earlier:
+        if stored == attrs:
+            return node
+    node = node_from_attributes({name: value if type(value) in _PLAIN else _decode(value)
+                                 for name, value in attrs.items()})
+    earlier.append((attrs, node))
+    return node
 
 
 def _encode(value: Any, where: str) -> Any:
@@ -115,10 +132,19 @@ def _encode(value: Any, where: str) -> Any:
                          "which plans cannot store")
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})  # what JSON gives that stays as it is
+_LIST = {list}
+
+
 def _decode(value: Any) -> Any:
     kind = type(value)
     if kind is list:
-        return tuple([_decode(v) for v in value])
+        types = set(map(type, value))
+        if types <= _PLAIN:  # plain values (a column reference): a tuple as it is
+            return tuple(value)
+        if types == _LIST and _PLAIN.issuperset(map(type, itertools.chain(*value))):
+            return tuple(map(tuple, value))  # lists of plain values (the columns a node emits)
+        return tuple([v if type(v) in _PLAIN else _decode(v) for v in value])
     if kind is not dict:
         return value
     if "dict" in value:
@@ -172,4 +198,5 @@ def plans_from_json(text: str) -> list[Plan]:
         raise PlanCodecError(f"stored plans are not JSON ({err})") from None
     if not isinstance(data, list):
         raise PlanCodecError("stored plans are not a list")
-    return [plan_from_data(d) for d in data]
+    seen: dict[str, list] = {}  # the plans share the nodes they have in common
+    return [plan_from_data(d, seen) for d in data]

@@ -218,6 +218,11 @@ def node_attributes(node: PlanNode) -> dict[str, Any]:
     return attrs
 
 
+@functools.cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
 def node_from_attributes(attrs: dict[str, Any]) -> PlanNode:
     """The node of :func:`node_attributes`' dict (or of a chart set written before nodes were
     typed, whose dicts are the same).
@@ -238,7 +243,7 @@ def node_from_attributes(attrs: dict[str, Any]) -> PlanNode:
     if cls is None:
         raise ValueError(f"unknown plan node kind {attrs.get('kind')!r}; known: "
                          f"{', '.join(KINDS)}")
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = _field_names(cls)
     fields, extra = {}, []
     for name, value in attrs.items():
         if name in names:
