@@ -61,6 +61,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _print_summary(query: str, result) -> None:
     s = result.summary
+    verdict = s.get("verdict") or {}
+    if verdict.get("verdict"):  # measured seconds, or the engine model's prediction
+        print(f"{query}: {verdict['verdict']['line']}")
     print(f"{query}: {s['rounds']} rounds ({s['empty_rounds']} empty), stopped by "
           f"{result.stopped_by}; {len(result.pending)} pending; switches {s['switches']}; "
           f"plans run: " + (", ".join(f"{p} x{n}" for p, n in s["plans_run"].items()) or "none"))

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from cqopt.output import write_atomic
+from cqopt.replay.verdict import observed_rounds, run_verdict
 from cqopt.spark.run.roundlog import LAG_ROUNDS, lag_growth, rounds_table
 from cqopt.spark.run.settings import RunContext, Tolerance
 from cqopt.spark.run.sink import write_json
@@ -104,10 +105,7 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
         out["deadline"] = _deadline_summary(records)
     if not records:
         return out
-    observed = pd.DataFrame([{"round": r["round"], "start": r["start"],
-                              **{k: (math.nan if v is None else v)
-                                 for k, v in r["observed"].items()}} for r in records])
-    model = replay(name, chart, catalog, observed, **policy)
+    model = replay(name, chart, catalog, observed_rounds(records), **policy)
     # Statistics the chart does not cover in more than 10% of the rounds (fidelity's alarms).
     out["alarms"] = model.summary.get("alarms", [])
     out["model"] = {"fidelity": model.summary["fidelity"], "regret": model.summary["regret"],
@@ -116,6 +114,11 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
     shadowed = [r for r in records if r["shadow_seconds"]]
     if shadowed:
         out["measured"] = _measured_summary(shadowed, model.rounds, tolerance)
+    # What the report leads with: measured seconds where plans were timed, else the
+    # engine model's predicted seconds, each naming its unit (cqopt.replay.verdict).
+    verdict = run_verdict(records, model.summary, chart, catalog)
+    if verdict is not None:
+        out["verdict"] = verdict
     return out
 
 
@@ -167,6 +170,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
     s = summary
     estimator = s.get("policy", {}).get("estimator", "?")
     lines = [f"# cqopt run report: {s['query']}", "",
+             *s.get("verdict", {}).get("lines", []),
              f"- rounds run: {s['rounds']} ({s['empty_rounds']} without tuples); stopped by "
              f"{s.get('stopped_by', '?')}; rounds pending (incomplete): "
              f"{len(s.get('pending_rounds', []))}; late tuples: {s.get('late_tuples', 0)}; "

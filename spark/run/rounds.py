@@ -39,6 +39,11 @@ import pandas as pd
 
 from cqopt.optimizer.query.statistics import rate_name
 from cqopt.runtime.adaptive import AdaptiveQuery
+from cqopt.spark.operator_metrics import (
+    OperatorMetricsError,
+    profiled,
+    write_round_profiles,
+)
 from cqopt.spark.plan_frame import scaled_answers, to_spark
 from cqopt.spark.run.roundlog import RoundLog, observed_statistics
 from cqopt.spark.run.settings import RunContext
@@ -65,6 +70,7 @@ class RoundRunner:
 
             self.engine = Engine(ctx.catalog)
         self.unreachable_said = False
+        self.profiling = ctx.settings.shadow  # per-operator metrics of each timed plan
         # The logged rounds' observations bring the adaptive query to where it stopped.
         for record in log.records:
             self.choose(record["observed"])
@@ -241,12 +247,28 @@ class RoundRunner:
         """
         plans = list(self.ctx.chart.plans)
         shift = r % len(plans)
-        times = {}
+        times, profiles = {}, {}
         for plan in plans[shift:] + plans[:shift]:
-            began = time.perf_counter()
-            to_spark(plan, frames, query=self.ctx.query).write.format("noop").mode(
-                "overwrite").save()
-            times[plan.id] = time.perf_counter() - began
+            job = to_spark(plan, frames, query=self.ctx.query).write.format("noop").mode(
+                "overwrite")
+            if not self.profiling:
+                began = time.perf_counter()
+                job.save()
+                times[plan.id] = time.perf_counter() - began
+                continue
+            try:  # each operator's rows and seconds, for calibrate --from-run
+                with profiled(self.ctx.spark) as profile:
+                    began = time.perf_counter()
+                    job.save()
+                    times[plan.id] = time.perf_counter() - began
+                profiles[plan.id] = profile.records
+            except OperatorMetricsError as err:  # the timing stands; profiling stops
+                self.profiling = False
+                self.ctx.say(f"{self.ctx.name}: round {r}: Spark's operator metrics could not "
+                             f"be read ({err}); plans are still timed whole, without them "
+                             "(said once)")
+        if profiles:
+            write_round_profiles(self.ctx.out, r, profiles)
         return {p.id: times[p.id] for p in plans}
 
 
