@@ -49,10 +49,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_fidelity(args: argparse.Namespace) -> int:
     from cqopt.api import fidelity
     from cqopt.replay.report import (
+        alarm_line,
         deadline_line,
         headline,
         memory_line,
         negotiation_line,
+        query_alarms,
+        shared_alarms,
         summary_json,
     )
 
@@ -81,8 +84,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         print(f"{'':<10} {headline(s)}")
         if "deadline" in s:
             print(f"{'':<10} {deadline_line(s['deadline'])}")
-        for alarm in s["alarms"]:
-            print(f"cqopt: warning: {name}: {alarm['message']}", file=sys.stderr)
+        for alarm in query_alarms(s):
+            print(alarm_line(alarm, name), file=sys.stderr)
     memory = next((r.summary["memory"] for r in replays.values() if "memory" in r.summary), None)
     if memory is not None:
         print(memory_line(memory))
@@ -90,6 +93,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                    if "negotiation" in r.summary), None)
     if shared is not None:
         print(negotiation_line(shared))
+        for alarm in shared_alarms(replays):
+            print(alarm_line(alarm), file=sys.stderr)
     out = Path(args.out)
     print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
     return 0
