@@ -546,10 +546,9 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         Stream name to its trace's timestamp column.
     replay_options : mapping, optional
         :func:`cqopt.replay.replay.replay`'s keyword arguments (seed, estimator, ...).
-        The estimator defaults to ``"sample"``: each round decided at its own
-        statistics as a sampler of 10% of its tuples measures them (on every trace of
-        ``scripts/chart_quality.py`` within 1.5x of the oracle chart's regret, where OM's
-        ``"decay"`` prediction was in 8 of 17).
+        The estimator defaults to ``"sample"``
+        (:data:`cqopt.runtime.estimators.DEFAULT_ESTIMATOR`, which says why): each round
+        decided at its own statistics as a sampler of 10% of its tuples measures them.
     describe : mapping of str to str, optional
         More lines for the report's header (the policy, in words).
     master : str
@@ -604,6 +603,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     from cqopt.replay.replay import local_chart, replay
     from cqopt.replay.report import write_report
     from cqopt.replay.rounds import write_round_statistics
+    from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
 
     def say(text: str) -> None:
         if progress:
@@ -688,7 +688,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         for spec_name, table in observed.items():
             write_round_statistics(table, tmp / "rounds" / f"{spec_name}.parquet")
         replays, sweeps, used = {}, {}, {}
-        options = {"estimator": "sample", **(replay_options or {})}
+        options = {"estimator": DEFAULT_ESTIMATOR, **(replay_options or {})}
         for spec, query in chosen:
             if chart_set is not None and spec.name in chart_set.charts:
                 used[spec.name] = chart_set[spec.name]

@@ -169,7 +169,7 @@ def add_parsers(sub) -> None:
                    help="replay only this query (repeatable; default: all with traces)")
     p.add_argument("--k", type=whole_number,
                    help="k of charts built here (default: the workload's); not with --charts")
-    add_policy_arguments(p, estimator="sample")
+    add_policy_arguments(p)
     p.add_argument("--k-sweep", default=DEFAULT_K_SWEEP, metavar="LIST",
                    help=f"k values to sweep, or none (default {DEFAULT_K_SWEEP})")
     p.add_argument("--rounds", type=number(integer=True, low=1),

@@ -25,6 +25,9 @@ def test_the_run_time_block_runs_as_written(repo_root, examples, tmp_path, monke
     exec(compile(blocks[0], "README.md", "exec"), scope)  # noqa: S102 (the README's own code)
     assert scope["many"].plan_index.shape == (5,)
     assert scope["outcome"].plan_id in scope["charts"]["Q1"].plan_ids
+    # One default estimator: the step runs the plan choose gives at the same statistics.
+    assert scope["outcome"].plan_id == scope["charts"].choose(
+        "Q1", {"sel.TCP": 0.12, "rate.TCP": 610.0}).plan_id
     assert "Stream TCP" in capsys.readouterr().out  # explain() printed the plan
 
 
