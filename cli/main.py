@@ -22,6 +22,7 @@ from cqopt.charts.settings import ChartSettings
 from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, options, run_command
 from cqopt.cli.chart_commands import chart_options, parse_stat
+from cqopt.cli.extras import missing_extras
 from cqopt.costmodel import Utility, make_model, model_names, plan_utilities
 from cqopt.errors import CqoptError, did_you_mean, error_line
 from cqopt.optimizer.plans.sql import plan_sql
@@ -334,14 +335,9 @@ class ArgumentParser(argparse.ArgumentParser):
         return text + "\n" + example + "\n" if example else text
 
 
-# Packages of the optional extras (setup.cfg) -> the extra that installs them.
-OPTIONAL = {"pyspark": "spark", "py4j": "spark", "pandas": "spark", "matplotlib": "report",
-            "jinja2": "report",
-            "scipy": "generate"}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    args = None
     try:
         try:
             args = parser.parse_args(argv)
@@ -352,11 +348,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cqopt: error: {error_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     except ModuleNotFoundError as err:
-        extra = OPTIONAL.get((err.name or "").partition(".")[0])
-        if extra is None:
+        message = missing_extras(getattr(args, "command", None), err.name)
+        if message is None:
             raise
-        print(f"cqopt: error: this command needs {err.name.partition('.')[0]}, which is not "
-              f"installed: pip install 'cqopt[{extra}]' (or 'cqopt[all]')", file=sys.stderr)
+        print(f"cqopt: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("cqopt: interrupted", file=sys.stderr)

@@ -240,3 +240,27 @@ def test_explain_analyze_prints_actual_rows_beside_the_estimates(dec_toml, workl
     assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml,
                  "--round", "1"]) == 2
     assert "a round of --analyze TRACES" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, module, install", [
+    (["generate", "--catalog", "c.toml", "--out", "t"], "pandas", "cqopt[generate]"),
+    (["generate", "--catalog", "c.toml", "--out", "t"], "scipy", "cqopt[generate]"),
+    (["fidelity", "--catalog", "c.toml", "--workload", "w.toml", "--traces", "t", "--out", "r"],
+     "pyspark", "cqopt[spark,report]"),
+    (["fidelity", "--catalog", "c.toml", "--workload", "w.toml", "--traces", "t", "--out", "r"],
+     "matplotlib", "cqopt[spark,report]"),
+])
+def test_a_missing_extra_names_every_extra_the_command_needs(argv, module, install, capsys,
+                                                             monkeypatch):
+    """One pip install is enough: fidelity asks for spark and report together, and generate
+    for generate (not spark, though pandas is in both)."""
+    import cqopt.api
+
+    def missing(*args, **kwargs):
+        raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+    monkeypatch.setattr(cqopt.api, argv[0], missing)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cqopt: error: cqopt {argv[0]} needs the extra")
+    assert f"pip install '{install}'" in err and len(err.strip().splitlines()) == 1
