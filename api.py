@@ -25,6 +25,7 @@ from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.settings import judge_options, judge_settings, setting_label
 from cqopt.charts.workload import Workload, load_workload, qos
 from cqopt.errors import CqoptError, parse_number
+from cqopt.progress import say as step
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,7 +53,7 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
           model: str | None = None, weights: tuple[float, ...] | None = None,
           refine: int | None = None, depth: int | None = None, reduce: float | None = None,
           ranges_from: PathLike | None = None, percentiles: tuple[float, float] = (5.0, 95.0),
-          master: str = "local[*]", force: bool = False, progress: bool = False,
+          master: str = "local[*]", force: bool = False, progress: bool = True,
           name: Name = setting_label) -> list[Chart]:
     """Build the plan charts of every query of a workload, and write them as a chart set.
 
@@ -90,7 +91,8 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     force : bool
         Replace an existing ``out`` that cqopt wrote.
     progress : bool
-        Progress on stderr.
+        Say each step and the work counted on stderr, in the console's words (default);
+        False says nothing, as ``--quiet`` does.
     name : callable
         ``name(parameter, value)`` names a parameter in messages.
 
@@ -146,8 +148,7 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
             engine, why = "spark", f"on Spark: the master {master} is a cluster"
         else:
             engine, why = pick_engine(specs, catalog, shape["refine"])
-        if progress:
-            print(f"building {why}", file=sys.stderr, flush=True)
+        step(f"building {why}", enabled=progress)
     if engine == "local":
         charts = build_local(specs, catalog, progress=progress, **shape)
     else:
@@ -230,7 +231,7 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
              rate_scale: Mapping[str, float | str] | None = None,
              steady: list[str] | None = None, format: str = "parquet",
              file_per_round: float | None = None, force: bool = False,
-             progress: bool = False, name: Name = setting_label) -> Path:
+             progress: bool = True, name: Name = setting_label) -> Path:
     """Write one seeded trace per stream: bursty arrivals, drifting Zipf-skewed values.
 
     Parameters
@@ -262,7 +263,7 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
     force : bool
         Replace an existing ``out`` that cqopt wrote.
     progress : bool
-        A line per stream on stderr.
+        A line per stream on stderr, as the console says it (default); False says nothing.
     name : callable
         ``name(parameter, value)`` names a parameter in messages.
 
@@ -378,9 +379,8 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
                 frames[stream.name] = frame
                 continue
             path = write_trace(frame, tmp / f"{stream.name}.{format}")
-            if progress:
-                print(f"{stream.name}: {len(frame)} tuples over {duration:g} s -> "
-                      f"{out / path.name}", file=sys.stderr)
+            step(f"{stream.name}: {len(frame)} tuples over {duration:g} s -> "
+                f"{out / path.name}", enabled=progress)
         # One origin for every stream, so that file r of each stream is the same round.
         origin = min((float(f["ts"].min()) for f in frames.values() if len(f)), default=0.0)
         for stream_name, frame in frames.items():
@@ -388,10 +388,9 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
                                           start=origin, fmt=format,
                                           rounds=math.ceil((duration - origin)
                                                            / file_per_round))
-            if progress:
-                print(f"{stream_name}: {len(frame)} tuples over {duration:g} s -> "
-                      f"{len(parts)} files of {file_per_round:g} s in {out / stream_name}",
-                      file=sys.stderr)
+            step(f"{stream_name}: {len(frame)} tuples over {duration:g} s -> "
+                f"{len(parts)} files of {file_per_round:g} s in {out / stream_name}",
+                enabled=progress)
     return out
 
 
@@ -513,7 +512,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
              delta: float = 0.05,
              memory_budget: float | None = None, window_min: float = 0.25,
              negotiate: bool = False,
-             force: bool = False, progress: bool = False, name: Name = setting_label
+             force: bool = False, progress: bool = True, name: Name = setting_label
              ) -> dict[str, Any]:
     """Replay traces through charts into a fidelity report: the main job's last step.
 
@@ -581,7 +580,8 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     force : bool
         Replace an existing ``out`` that cqopt wrote.
     progress : bool
-        Progress on stderr.
+        Say each step and the work counted on stderr, in the console's words (default);
+        False says nothing, as ``--quiet`` does.
     name : callable
         ``name(parameter, value)`` names a parameter in messages.
 
@@ -606,8 +606,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
 
     def say(text: str) -> None:
-        if progress:
-            print(text, file=sys.stderr)
+        step(text, enabled=progress)
 
     # Everything is checked before any Spark work starts.
     if rounds is not None and not rounds >= 1:
@@ -756,8 +755,7 @@ def _trace_statistics(chosen, catalog: Catalog, paths: Mapping[str, str],
     Returns the tables by query name and what was read of each stream's trace.
     """
     def say(text: str) -> None:
-        if progress:
-            print(text, file=sys.stderr)
+        step(text, enabled=progress)
 
     from cqopt.spark.job_progress import spark_tasks
     from cqopt.spark.round_stats import workload_round_statistics

@@ -111,6 +111,23 @@ def test_one_default_estimator_the_round_s_own_statistics(chart_set):
         AdaptiveQuery(chart_set, "Q1", estimator="sample:0.1")
 
 
+def test_the_api_says_what_it_does_unless_asked_not_to(examples, tmp_path, capsys):
+    """build, generate and fidelity speak by default, in the console's words, and
+    progress=False silences them."""
+    import inspect
+
+    for function in (cqopt.build, cqopt.generate, cqopt.fidelity):
+        assert inspect.signature(function).parameters["progress"].default is True
+    cqopt.generate(examples / "dec-pkt.toml", tmp_path / "t1", streams=["TCP"], duration=5)
+    said = capsys.readouterr().err
+    assert said.startswith("TCP: ") and " tuples over 5 s -> " in said
+    cqopt.generate(examples / "dec-pkt.toml", tmp_path / "t2", streams=["TCP"], duration=5,
+                   progress=False)
+    assert capsys.readouterr().err == ""
+    cqopt.build(examples / "dec-pkt.toml", examples / "workload.toml", tmp_path / "charts")
+    assert "  Q2: 1,000 of 1,000 cells costed" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, match", [
     ((), "needs the query's name with a chart set"),
     (("Q1", "extra"), None),

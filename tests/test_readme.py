@@ -40,6 +40,7 @@ def test_the_main_job_block_names_only_what_cqopt_has(repo_root):
                if "cqopt.build(" in b]
     for name in re.findall(r"\bcqopt\.(\w+)", text):
         assert hasattr(cqopt, name), name
+    assert "progress=False" in text  # the argument that silences the functions is named
 
 
 def _generate_line(block: str) -> list[str]:
