@@ -763,7 +763,7 @@ def _trace_statistics(chosen, catalog: Catalog, paths: Mapping[str, str],
     from cqopt.spark.trace_read import read_trace
 
     frames, infos = {}, {}
-    with running_session(master, progress=say) as spark:
+    with running_session(master, progress=say if progress else False) as spark:
         for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
             say(f"{stream}: reading {paths[stream]}")
             with spark_tasks(spark, f"reading {stream}'s trace", enabled=progress):

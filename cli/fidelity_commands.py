@@ -41,7 +41,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
                    interarrivals=args.interarrivals, offset=args.offset,
                    rate_scale=_pairs(args.rate_scale, "--rate-scale"), steady=args.steady,
                    format=args.format, file_per_round=args.file_per_round, force=args.force,
-                   progress=True, name=lambda key, value: f"{option_label(key)} {value}")
+                   progress=not args.quiet,
+                   name=lambda key, value: f"{option_label(key)} {value}")
     print(f"wrote {out}")
     return 0
 
@@ -144,6 +145,7 @@ def add_parsers(sub) -> None:
                         "of trace time (part-00000.parquet, ...), all streams from one origin, "
                         "for cqopt run's streaming file sources")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser(

@@ -329,6 +329,16 @@ class ArgumentParser(argparse.ArgumentParser):
         hint = f"cqopt {command} --help" if command else "cqopt --help"
         self.exit(EXIT_USAGE, f"cqopt: error: {error_line(message)} (see {hint})\n")
 
+    def parse_args(self, args=None, namespace=None):
+        # An unknown option is the subcommand's to explain: its usage error names its help.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            commands = next((a.choices for a in self._actions
+                             if isinstance(a, argparse._SubParsersAction)), {})
+            parser = commands.get(getattr(parsed, "command", None), self)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
     def format_help(self) -> str:
         example = EXAMPLES.get(self.prog.removeprefix("cqopt").strip())
         text = super().format_help()
