@@ -26,6 +26,7 @@ from cqopt.catalog import Catalog, load_catalog
 from cqopt.charts.settings import judge_options, judge_settings, setting_label
 from cqopt.charts.workload import Workload, load_workload, qos
 from cqopt.errors import CqoptError, parse_number
+from cqopt.progress import say as step
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -54,7 +55,7 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
           model: str | None = None, weights: tuple[float, ...] | None = None,
           refine: int | None = None, depth: int | None = None, reduce: float | None = None,
           ranges_from: PathLike | None = None, percentiles: tuple[float, float] = (5.0, 95.0),
-          master: str = "local[*]", force: bool = False, progress: bool = False,
+          master: str = "local[*]", force: bool = False, progress: bool = True,
           name: Name = setting_label) -> list[Chart]:
     """Build the plan charts of every query of a workload, and write them as a chart set.
 
@@ -92,7 +93,8 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     force : bool
         Replace an existing ``out`` that cqopt wrote.
     progress : bool
-        Progress on stderr.
+        Say each step and the work counted on stderr, in the console's words (default);
+        False says nothing, as ``--quiet`` does.
     name : callable
         ``name(parameter, value)`` names a parameter in messages.
 
@@ -148,8 +150,7 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
             engine, why = "spark", f"on Spark: the master {master} is a cluster"
         else:
             engine, why = pick_engine(specs, catalog, shape["refine"])
-        if progress:
-            print(f"building {why}", file=sys.stderr, flush=True)
+        step(f"building {why}", enabled=progress)
     if engine == "local":
         charts = build_local(specs, catalog, progress=progress, **shape)
     else:
@@ -232,7 +233,7 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
              rate_scale: Mapping[str, float | str] | None = None,
              steady: list[str] | None = None, format: str = "parquet",
              file_per_round: float | None = None, force: bool = False,
-             progress: bool = False, name: Name = setting_label) -> Path:
+             progress: bool = True, name: Name = setting_label) -> Path:
     """Write one seeded trace per stream: bursty arrivals, drifting Zipf-skewed values.
 
     Parameters
@@ -264,7 +265,7 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
     force : bool
         Replace an existing ``out`` that cqopt wrote.
     progress : bool
-        A line per stream on stderr.
+        A line per stream on stderr, as the console says it (default); False says nothing.
     name : callable
         ``name(parameter, value)`` names a parameter in messages.
 
@@ -380,9 +381,8 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
                 frames[stream.name] = frame
                 continue
             path = write_trace(frame, tmp / f"{stream.name}.{format}")
-            if progress:
-                print(f"{stream.name}: {len(frame)} tuples over {duration:g} s -> "
-                      f"{out / path.name}", file=sys.stderr)
+            step(f"{stream.name}: {len(frame)} tuples over {duration:g} s -> "
+                f"{out / path.name}", enabled=progress)
         # One origin for every stream, so that file r of each stream is the same round.
         origin = min((float(f["ts"].min()) for f in frames.values() if len(f)), default=0.0)
         for stream_name, frame in frames.items():
@@ -390,10 +390,9 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
                                           start=origin, fmt=format,
                                           rounds=math.ceil((duration - origin)
                                                            / file_per_round))
-            if progress:
-                print(f"{stream_name}: {len(frame)} tuples over {duration:g} s -> "
-                      f"{len(parts)} files of {file_per_round:g} s in {out / stream_name}",
-                      file=sys.stderr)
+            step(f"{stream_name}: {len(frame)} tuples over {duration:g} s -> "
+                f"{len(parts)} files of {file_per_round:g} s in {out / stream_name}",
+                enabled=progress)
     return out
 
 
@@ -504,7 +503,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
              delta: float = 0.05,
              memory_budget: float | None = None, window_min: float = 0.25,
              negotiate: bool = False,
-             force: bool = False, progress: bool = False, name: Name = setting_label
+             force: bool = False, progress: bool = True, name: Name = setting_label
              ) -> dict[str, Any]:
     """Replay traces through charts into a fidelity report: the main job's last step.
 
@@ -537,10 +536,9 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         Stream name to its trace's timestamp column.
     replay_options : mapping, optional
         :func:`cqopt.replay.replay.replay`'s keyword arguments (seed, estimator, ...).
-        The estimator defaults to ``"sample"``: each round decided at its own
-        statistics as a sampler of 10% of its tuples measures them (on every trace of
-        ``scripts/chart_quality.py`` within 1.5x of the oracle chart's regret, where OM's
-        ``"decay"`` prediction was in 8 of 17).
+        The estimator defaults to ``"sample"``
+        (:data:`cqopt.runtime.estimators.DEFAULT_ESTIMATOR`, which says why): each round
+        decided at its own statistics as a sampler of 10% of its tuples measures them.
     describe : mapping of str to str, optional
         More lines for the report's header (the policy, in words).
     master : str
@@ -573,7 +571,8 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     force : bool
         Replace an existing ``out`` that cqopt wrote.
     progress : bool
-        Progress on stderr.
+        Say each step and the work counted on stderr, in the console's words (default);
+        False says nothing, as ``--quiet`` does.
     name : callable
         ``name(parameter, value)`` names a parameter in messages.
 
@@ -595,10 +594,10 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     from cqopt.replay.replay import local_chart, replay
     from cqopt.replay.report import write_report
     from cqopt.replay.rounds import write_round_statistics
+    from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
 
     def say(text: str) -> None:
-        if progress:
-            print(text, file=sys.stderr)
+        step(text, enabled=progress)
 
     # Everything is checked before any Spark work starts.
     if rounds is not None and not rounds >= 1:
@@ -677,7 +676,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         for spec_name, table in observed.items():
             write_round_statistics(table, tmp / "rounds" / f"{spec_name}.parquet")
         replays, sweeps, used = {}, {}, {}
-        options = {"estimator": "sample", **(replay_options or {})}
+        options = {"estimator": DEFAULT_ESTIMATOR, **(replay_options or {})}
         for spec, query in chosen:
             if chart_set is not None and spec.name in chart_set.charts:
                 used[spec.name] = chart_set[spec.name]
@@ -745,8 +744,7 @@ def _trace_statistics(chosen, catalog: Catalog, paths: Mapping[str, str],
     Returns the tables by query name and what was read of each stream's trace.
     """
     def say(text: str) -> None:
-        if progress:
-            print(text, file=sys.stderr)
+        step(text, enabled=progress)
 
     from cqopt.spark.job_progress import spark_tasks
     from cqopt.spark.round_stats import workload_round_statistics
@@ -754,7 +752,7 @@ def _trace_statistics(chosen, catalog: Catalog, paths: Mapping[str, str],
     from cqopt.spark.trace_read import read_trace
 
     frames, infos = {}, {}
-    with running_session(master, progress=say) as spark:
+    with running_session(master, progress=say if progress else False) as spark:
         for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
             say(f"{stream}: reading {paths[stream]}")
             with spark_tasks(spark, f"reading {stream}'s trace", enabled=progress):

@@ -55,6 +55,21 @@ def is_terminal(stream: TextIO) -> bool:
         return False
 
 
+def say(text: str, *, enabled: bool = True, stream: TextIO | None = None) -> None:
+    """One step of the work, in a line of its own on stderr: the same words from the
+    console and from Python (:mod:`cqopt.api`'s functions, whose ``progress=False``
+    says nothing, as ``--quiet`` does).
+
+    >>> import io
+    >>> out = io.StringIO()
+    >>> say("Q1: replaying 59 rounds", stream=out); say("not this", enabled=False, stream=out)
+    >>> out.getvalue().splitlines()
+    ['Q1: replaying 59 rounds']
+    """
+    if enabled:
+        print(text, file=stream if stream is not None else sys.stderr, flush=True)
+
+
 @contextmanager
 def counter(label: str, total: int, unit: str, *, enabled: bool = True,
             stream: TextIO | None = None) -> Iterator[Callable[[int], None]]:

@@ -281,6 +281,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--charts", required=True, metavar="DIR", help="chart set directory")
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
     p.add_argument("--out", metavar="FILE.png", help="image to write (.png, .svg or .pdf)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress on stderr (show has none to say; every command takes it)")
     p.add_argument("--plans", action="store_true",
                    help="print each plan's number (P1 covers the most area), its share of the "
                         "chart and its tree, as the diagram's legend numbers them")

@@ -30,7 +30,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
                    interarrivals=args.interarrivals, offset=args.offset,
                    rate_scale=pairs(args.rate_scale, "--rate-scale"), steady=args.steady,
                    format=args.format, file_per_round=args.file_per_round, force=args.force,
-                   progress=True, name=lambda key, value: f"{option_label(key)} {value}")
+                   progress=not args.quiet,
+                   name=lambda key, value: f"{option_label(key)} {value}")
     print(f"wrote {out}")
     return 0
 
@@ -38,10 +39,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_fidelity(args: argparse.Namespace) -> int:
     from cqopt.api import fidelity
     from cqopt.replay.report import (
+        alarm_line,
         deadline_line,
         headline,
         memory_line,
         negotiation_line,
+        query_alarms,
+        shared_alarms,
         summary_json,
     )
 
@@ -70,8 +74,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         print(f"{'':<10} {headline(s)}")
         if "deadline" in s:
             print(f"{'':<10} {deadline_line(s['deadline'])}")
-        for alarm in s["alarms"]:
-            print(f"cqopt: warning: {name}: {alarm['message']}", file=sys.stderr)
+        for alarm in query_alarms(s):
+            print(alarm_line(alarm, name), file=sys.stderr)
     memory = next((r.summary["memory"] for r in replays.values() if "memory" in r.summary), None)
     if memory is not None:
         print(memory_line(memory))
@@ -79,6 +83,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                    if "negotiation" in r.summary), None)
     if shared is not None:
         print(negotiation_line(shared))
+        for alarm in shared_alarms(replays):
+            print(alarm_line(alarm), file=sys.stderr)
     out = Path(args.out)
     print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
     return 0
@@ -128,6 +134,7 @@ def add_parsers(sub) -> None:
                         "of trace time (part-00000.parquet, ...), all streams from one origin, "
                         "for cqopt run's streaming file sources")
     p.add_argument("--force", action="store_true", help="replace an existing --out")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser(
@@ -153,7 +160,7 @@ def add_parsers(sub) -> None:
                    help="replay only this query (repeatable; default: all with traces)")
     p.add_argument("--k", type=whole_number,
                    help="k of charts built here (default: the workload's); not with --charts")
-    add_policy_arguments(p, estimator="sample")
+    add_policy_arguments(p)
     p.add_argument("--k-sweep", default=DEFAULT_K_SWEEP, metavar="LIST",
                    help=f"k values to sweep, or none (default {DEFAULT_K_SWEEP})")
     p.add_argument("--rounds", type=number(integer=True, low=1),

@@ -22,6 +22,7 @@ from cqopt.charts.settings import ChartSettings
 from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, options, run_command
 from cqopt.cli.chart_commands import chart_options, parse_stat
+from cqopt.cli.extras import missing_extras
 from cqopt.costmodel import Utility, make_model, model_names, plan_utilities
 from cqopt.errors import CqoptError, did_you_mean, error_line
 from cqopt.optimizer.plans.sql import plan_sql
@@ -332,20 +333,25 @@ class ArgumentParser(argparse.ArgumentParser):
         hint = f"cqopt {command} --help" if command else "cqopt --help"
         self.exit(EXIT_USAGE, f"cqopt: error: {error_line(message)} (see {hint})\n")
 
+    def parse_args(self, args=None, namespace=None):
+        # An unknown option is the subcommand's to explain: its usage error names its help.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            commands = next((a.choices for a in self._actions
+                             if isinstance(a, argparse._SubParsersAction)), {})
+            parser = commands.get(getattr(parsed, "command", None), self)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
     def format_help(self) -> str:
         example = EXAMPLES.get(self.prog.removeprefix("cqopt").strip())
         text = super().format_help()
         return text + "\n" + example + "\n" if example else text
 
 
-# Packages of the optional extras (setup.cfg) -> the extra that installs them.
-OPTIONAL = {"pyspark": "spark", "py4j": "spark", "pandas": "spark", "matplotlib": "report",
-            "jinja2": "report",
-            "scipy": "generate"}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    args = None
     try:
         try:
             args = parser.parse_args(argv)
@@ -356,11 +362,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cqopt: error: {error_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     except ModuleNotFoundError as err:
-        extra = OPTIONAL.get((err.name or "").partition(".")[0])
-        if extra is None:
+        message = missing_extras(getattr(args, "command", None), err.name)
+        if message is None:
             raise
-        print(f"cqopt: error: this command needs {err.name.partition('.')[0]}, which is not "
-              f"installed: pip install 'cqopt[{extra}]' (or 'cqopt[all]')", file=sys.stderr)
+        print(f"cqopt: error: {message}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("cqopt: interrupted", file=sys.stderr)

@@ -15,7 +15,7 @@ from typing import Any
 
 from cqopt.cli.options import number
 from cqopt.errors import CqoptError
-from cqopt.runtime.estimators import ESTIMATORS
+from cqopt.runtime.estimators import DEFAULT_ESTIMATOR, ESTIMATORS
 
 
 # The most rounds an estimator, the residuals or the fallback look back: each keeps
@@ -23,9 +23,10 @@ from cqopt.runtime.estimators import ESTIMATORS
 MAX_WINDOW = 100_000
 
 
-def add_policy_arguments(p: argparse.ArgumentParser, estimator: str = "decay") -> None:
+def add_policy_arguments(p: argparse.ArgumentParser,
+                         estimator: str = DEFAULT_ESTIMATOR) -> None:
     """Add the estimator, choice, fallback and hysteresis options to ``p``; ``estimator``
-    is the command's default (``cqopt run`` holds a round before it runs it: ``sample``)."""
+    is the command's default (:data:`cqopt.runtime.estimators.DEFAULT_ESTIMATOR`)."""
     p.add_argument("--d", type=number(integer=True, low=1, high=MAX_WINDOW), default=5,
                    help="rounds the estimator looks back (5)")
     p.add_argument("--decay", type=number(low=0), default=0.5,

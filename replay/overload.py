@@ -79,6 +79,50 @@ class DeadlineReplay:
     summary: dict[str, Any]
 
 
+ALARM, WARNING = "ALARM", "Warning"
+
+
+def shed_alarm(all_shed: int, rounds: int, who: str, deadline: float, need: float,
+               advice: str) -> dict[str, str] | None:
+    """An alarm when rounds' answers were shed whole: ``{severity, message}``, or None.
+
+    ``all_shed`` of ``rounds`` rounds kept none of their input to fit ``deadline``
+    seconds, where ``need`` seconds (the median round at full input) were predicted.
+    Every round shed whole is an ALARM: the queries answered nothing, whatever else the
+    report says; some rounds shed whole are a warning.
+
+    >>> shed_alarm(59, 59, "Q1, Q2", 0.8, 1.02, "raise --deadline")["message"]
+    'Q1, Q2 answered nothing: every tuple was shed in all 59 rounds to fit 0.8 s a round (1.02 s needed at full input, median): raise --deadline'
+    >>> shed_alarm(3, 59, "Q1", 0.8, 0.5, "raise --deadline")["severity"]
+    'Warning'
+    >>> shed_alarm(0, 59, "Q1", 0.8, 0.5, "raise --deadline") is None
+    True
+    """
+    if not all_shed:
+        return None
+    every = all_shed == rounds
+    text = (f"{who} answered nothing: every tuple was shed in all {rounds} rounds"
+            if every else f"{who} answered nothing in {all_shed} of {rounds} rounds: every "
+            "tuple of those was shed")
+    return {"severity": ALARM if every else WARNING,
+            "message": f"{text} to fit {deadline:g} s a round ({need:.3g} s needed at full "
+                       f"input, median): {advice}"}
+
+
+def _fitted(catalog: Catalog) -> bool:
+    """Whether the catalog sets any of the engine model's constants."""
+    return any(getattr(catalog.engine, f.name) != f.default
+               for f in dataclasses.fields(EngineConstants))
+
+
+def _advice(catalog: Catalog, *tries: str) -> str:
+    """What to try when a deadline sheds rounds whole, ``tries`` first."""
+    if not _fitted(catalog):
+        tries += ("fit the engine model's constants, now its defaults, to this engine "
+                  "(cqopt calibrate --from-run RUN)",)
+    return ", ".join(tries[:-1]) + f" or {tries[-1]}" if len(tries) > 1 else tries[0]
+
+
 def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
                     observed: pd.DataFrame, deadline: float, *, min_kept: float = 0.0,
                     delta: float = 0.05, error_bound: float | None = None,
@@ -136,8 +180,13 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
     aggregate, note = _count_input(chart, catalog, stats, chosen, window_s)
     shed = simulate_rounds(stats, predict, deadline, window_s, aggregate=aggregate,
                            delta=delta, min_kept=min_kept)
-    fitted = any(getattr(catalog.engine, f.name) != f.default
-                 for f in dataclasses.fields(EngineConstants))
+    fitted = _fitted(catalog)
+    busy = sum(stats[k] for k in stats if k.startswith("rate.")) > 0
+    whole = int(np.sum((shed.kept <= 0) & busy))
+    alarm = shed_alarm(whole, len(chosen), replay.name, deadline,
+                       float(np.median(shed.predicted)) if len(chosen) else 0.0,
+                       _advice(catalog, "raise the deadline", "keep a least share with "
+                                        "--min-kept (rounds then run late)"))
     rounds = pd.DataFrame({"round": replay.rounds["round"].to_numpy(),
                            "plan": replay.rounds["plan"].to_numpy(),
                            "predicted_s": shed.predicted, "kept": shed.kept,
@@ -151,7 +200,8 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
         table = QualityTable.from_rows(replay.name, [(q, d) for d, q in quality])
         rounds["quality"] = [table.quality_of([1.0 - k]) for k in shed.kept]
     summary = {**shed.summary(), "deadline_s": float(deadline), "min_kept": float(min_kept),
-               "unreachable_rounds": int(shed.unreachable.sum()),
+               "unreachable_rounds": int(shed.unreachable.sum()), "all_shed_rounds": whole,
+               "alarms": [alarm] if alarm else [],
                "tuples": float(sum(stats[k] for k in stats if k.startswith("rate.")).sum()
                                * window_s),
                "engine_constants": "fitted" if fitted else "defaults",
@@ -301,7 +351,12 @@ def negotiated_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
     CqoptError
         A deadline that is not a positive number.
     """
-    from cqopt.runtime.overload.qos_negotiation import QualityTable, QueryInstance, negotiate
+    from cqopt.runtime.overload.qos_negotiation import (
+        QualityTable,
+        QueryInstance,
+        at_level,
+        negotiate,
+    )
 
     if not (math.isfinite(deadline) and deadline > 0):
         raise CqoptError(f"--deadline {deadline}: needs a number of seconds > 0")
@@ -315,7 +370,7 @@ def negotiated_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
         chart = charts[name]
         seconds[name] = (_round_statistics(chart, observed[name]),
                          _chosen(chart, replays[name], rounds), chart)
-    levels, met, mean_quality, total_full = [], [], [], []
+    levels, met, mean_quality, total_full, full_quality, whole = [], [], [], [], [], []
     for t in range(rounds):
         instances = []
         full = 0.0
@@ -331,17 +386,28 @@ def negotiated_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
             full += predict(np.ones(1))
             instances.append(QueryInstance(tables[name], deadline, predict))
         outcome = negotiate(instances, now=0.0, step=step)
+        # Without negotiation every query keeps its whole input; a miss counts quality 0.
+        full_quality.append(at_level(instances, 1.0).average_quality)
+        whole.append(all(np.all(d >= 1.0) for d in outcome.drops.values()))
         levels.append(outcome.level)
         met.append(outcome.met)
         mean_quality.append(outcome.average_quality)
         total_full.append(full)
     table = pd.DataFrame({"round": np.arange(rounds), "seconds_full": total_full,
-                          "level": levels, "met": met, "average_quality": mean_quality})
+                          "level": levels, "met": met, "average_quality": mean_quality,
+                          "full_quality": full_quality, "all_shed": whole})
     over = table["seconds_full"] > deadline
+    alarm = shed_alarm(int(np.sum(whole)), rounds, ", ".join(names), deadline,
+                       float(table["seconds_full"].median()) if rounds else 0.0,
+                       _advice(catalog, "raise --deadline", "negotiate fewer queries",
+                               "give each a least QoS in its input/quality table (rounds then "
+                               "run late)"))
     summary = {"deadline_s": float(deadline), "queries": names, "rounds": int(rounds),
                "miss_share_without": float(over.mean()) if rounds else 0.0,
                "miss_share_with": float((~table["met"]).mean()) if rounds else 0.0,
                "negotiated_rounds": int((table["level"] < 1).sum()),
                "lowest_level": float(table["level"].min()) if rounds else 1.0,
-               "average_quality": float(table["average_quality"].mean()) if rounds else 1.0}
+               "average_quality": float(table["average_quality"].mean()) if rounds else 1.0,
+               "full_quality": float(table["full_quality"].mean()) if rounds else 1.0,
+               "all_shed_rounds": int(np.sum(whole)), "alarms": [alarm] if alarm else []}
     return NegotiationReplay(table, summary)

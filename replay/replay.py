@@ -62,6 +62,7 @@ from cqopt.replay.sampling import parse_sample_ratio, sampled_statistics
 from cqopt.replay.verdict import model_note
 from cqopt.runtime.adaptive import AdaptiveQuery, Hysteresis
 from cqopt.runtime.choice import PricedSwitch
+from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
 
 BASELINES = ("rand", "rate", "best_static", "oracle_chart")
 
@@ -105,7 +106,7 @@ def exact_utilities(chart: QueryChart, catalog: Catalog, observed: pd.DataFrame)
 
 
 def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFrame, *,
-           estimator: str = "decay", d: int = 5, decay: float = 0.5, seed: int = 0,
+           estimator: str = DEFAULT_ESTIMATOR, d: int = 5, decay: float = 0.5, seed: int = 0,
            hysteresis: Hysteresis | PricedSwitch | None = None,
            utilities: np.ndarray | None = None, choice: str = "point",
            residuals: int = 20, fallback: int | None = None) -> Replay:
@@ -113,9 +114,10 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
 
     ``utilities`` (from :func:`exact_utilities`) spares recosting every plan when
     several charts of one query replay the same rounds. ``estimator="sample:RATIO"``
-    chooses each round's plan at that round's own statistics as a sampler of
+    (by default ``"sample"``, a ratio of 0.1:
+    :data:`~cqopt.runtime.estimators.DEFAULT_ESTIMATOR`) chooses each round's plan at that round's own statistics as a sampler of
     ``RATIO`` of its tuples would measure them (:mod:`cqopt.replay.sampling`),
-    not at a prediction from earlier rounds. ``choice``,
+    not at a prediction from earlier rounds (``"decay"``, OM's, and the others). ``choice``,
     ``residuals``, ``fallback`` and ``hysteresis`` are
     :class:`~cqopt.runtime.adaptive.AdaptiveQuery`'s options.
     """

@@ -200,7 +200,9 @@ def negotiation_table(n: dict[str, Any]) -> dict[str, Any]:
     return {"caption": f"{', '.join(n['queries'])} sharing each round's {n['deadline_s']:g} s "
                        "(RTStream's inter-query negotiation)",
             "headers": NEGOTIATION_HEADERS,
-            "rows": [["full QoS", f"{n['miss_share_without']:.1%}", "1.00", "1.00"],
+            # At full QoS every query keeps its whole input, but a late one counts quality 0.
+            "rows": [["full QoS", f"{n['miss_share_without']:.1%}",
+                      f"{n['full_quality']:.2f}", "1.00"],
                      ["negotiated QoS", f"{n['miss_share_with']:.1%}",
                       f"{n['average_quality']:.2f}",
                       f"{n['lowest_level']:.2f} (in {n['negotiated_rounds']} rounds below 1)"]]}
@@ -210,12 +212,13 @@ def negotiation_line(n: dict[str, Any]) -> str:
     """The shared deadline's outcome in one line, for the console.
 
     >>> negotiation_line({"deadline_s": 1.0, "queries": ["Q1", "Q2"], "miss_share_without": 0.5,
-    ...                   "miss_share_with": 0.0, "average_quality": 0.9,
+    ...                   "full_quality": 0.75, "miss_share_with": 0.0, "average_quality": 0.9,
     ...                   "negotiated_rounds": 5, "lowest_level": 0.7})
-    'Q1, Q2 sharing 1 s a round: 50.0% of rounds late at full QoS, 0.0% at the negotiated level (average quality 0.90, lowest level 0.70, 5 rounds below full)'
+    'Q1, Q2 sharing 1 s a round: 50.0% of rounds late at full QoS (average quality 0.75), 0.0% at the negotiated level (average quality 0.90, lowest level 0.70, 5 rounds below full)'
     """
     return (f"{', '.join(n['queries'])} sharing {n['deadline_s']:g} s a round: "
-            f"{n['miss_share_without']:.1%} of rounds late at full QoS, "
+            f"{n['miss_share_without']:.1%} of rounds late at full QoS (average quality "
+            f"{n['full_quality']:.2f}), "
             f"{n['miss_share_with']:.1%} at the negotiated level (average quality "
             f"{n['average_quality']:.2f}, lowest level {n['lowest_level']:.2f}, "
             f"{n['negotiated_rounds']} rounds below full)")
@@ -260,6 +263,42 @@ def deadline_line(d: dict[str, Any]) -> str:
         text += ("; the engine model's constants are its defaults, not fitted to this engine "
                  "(cqopt calibrate --from-run RUN fits them)")
     return text
+
+
+def query_alarms(summary: dict[str, Any]) -> list[dict[str, str]]:
+    """A query's own alarms, the gravest first: ``{label, message}``.
+
+    Rounds shed whole under its deadline (:func:`cqopt.replay.overload.shed_alarm`: all
+    of them an ALARM), and statistics the chart does not cover (warnings).
+
+    >>> query_alarms({"alarms": [{"message": "rate.S left the chart"}],
+    ...               "deadline": {"alarms": [{"severity": "ALARM", "message": "no answer"}]}})
+    [{'label': 'ALARM', 'message': 'no answer'}, {'label': 'Warning', 'message': 'rate.S left the chart'}]
+    """
+    return _labelled([*summary.get("alarms", ()), *summary.get("deadline", {}).get("alarms", ())])
+
+
+def shared_alarms(replays: dict[str, Replay]) -> list[dict[str, str]]:
+    """The alarms of what the queries share (the negotiated deadline), said once."""
+    shared = next((r.summary["negotiation"] for r in replays.values()
+                   if "negotiation" in r.summary), {})
+    return _labelled(shared.get("alarms", ()))
+
+
+def alarm_line(alarm: dict[str, str], who: str = "") -> str:
+    """An alarm for the console: ``cqopt: ALARM: ...`` or ``cqopt: warning: ...``.
+
+    >>> alarm_line({"label": "ALARM", "message": "Q1 answered nothing"})
+    'cqopt: ALARM: Q1 answered nothing'
+    """
+    label = "ALARM" if alarm["label"] == "ALARM" else "warning"
+    named = not who or alarm["message"].startswith(who + " ")
+    return f"cqopt: {label}: {'' if named else who + ': '}{alarm['message']}"
+
+
+def _labelled(alarms) -> list[dict[str, str]]:
+    labelled = [{"label": a.get("severity", "Warning"), "message": a["message"]} for a in alarms]
+    return sorted(labelled, key=lambda a: a["label"] != "ALARM")
 
 
 def glossary_terms() -> set[str]:
@@ -530,10 +569,10 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
             "name": name, "verdict": verdict_sentence(s, policy, sweep),
             "settings": _settings(chart), "details": details, "tables": tables,
             # Statistics the chart does not cover (replay/coverage.py): on the first screen.
-            "alarms": [a["message"] for a in s.get("alarms", ())],
+            "alarms": query_alarms(s),
             "figures": [{"src": path.relative_to(out).as_posix(), "alt": f"{name}: {caption}",
                          "caption": caption} for path, caption in images]})
-    return {"title": "cqopt fidelity report",
+    return {"title": "cqopt fidelity report", "alarms": shared_alarms(replays),
             "policy": [(k, str(v)) for k, v in policy.items()],
             "inputs": [(k, str(v)) for k, v in meta.items() if k not in policy],
             "queries": queries,
@@ -578,7 +617,7 @@ def render(summary: dict[str, Any], fmt: str) -> str:
     env.filters["cell"] = lambda text: str(text).replace("|", "\\|").replace("\n", " ")
     env.filters["code"] = _code_html if fmt == "html" else str
     env.tests["numeric"] = _numeric
-    return env.get_template("report.j2").render(fmt=fmt, **summary)
+    return env.get_template("report.j2").render(fmt=fmt, **{"alarms": [], **summary})
 
 
 def write_report(out: Path, replays: dict[str, Replay], charts: dict, sweeps: dict[str,

@@ -1,9 +1,13 @@
 """Run-time plan switching for one query: OM's Algorithm 2.
 
 An :class:`AdaptiveQuery` runs one query round by round: estimate the
-round's statistics from the rounds observed so far, look the estimate up in
-the chart, run the plan, observe the round's actual statistics, update the
-estimators. It counts **moves** (the estimate entered another region than
+round's statistics, look the estimate up in the chart, run the plan, observe
+the round's actual statistics, update the estimators. By default
+(``estimator="sample"``, :data:`~cqopt.runtime.estimators.DEFAULT_ESTIMATOR`, as
+``cqopt fidelity`` and ``cqopt run``) the estimate of a statistic a round gives is
+that round's own value, so :meth:`~AdaptiveQuery.step` picks the plan
+``charts.choose`` picks at the same statistics; OM's Algorithm 2 predicts it
+from the rounds observed so far (``estimator="decay"`` and the others). It counts **moves** (the estimate entered another region than
 the previous round's) and **switches** (the plan run differs from the
 previous round's). Before the first observation a statistic is estimated at
 the middle of its chart axis (or its fixed value).
@@ -47,7 +51,13 @@ from cqopt.optimizer.query.errors import QueryError
 from cqopt.optimizer.query.statistic_check import check_given
 from cqopt.optimizer.query.statistics import check_value, split_name
 from cqopt.runtime.choice import ExpectedChoice, PricedSwitch, RegretFallback
-from cqopt.runtime.estimators import DecayMeans, ThresholdHistograms, make_estimator
+from cqopt.runtime.estimators import (
+    DEFAULT_ESTIMATOR,
+    ESTIMATORS,
+    DecayMeans,
+    ThresholdHistograms,
+    make_estimator,
+)
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,7 @@ class AdaptiveQuery:
     """One continuous query switching plans at chart region boundaries."""
 
     def __init__(self, chart: QueryChart | ChartSet, query: str | None = None, *,
-                 estimator: str = "decay", d: int = 5,
+                 estimator: str = DEFAULT_ESTIMATOR, d: int = 5,
                  decay: float = 0.5, jsel_threshold: float = 0.2,
                  hysteresis: Hysteresis | PricedSwitch | None = None,
                  cost: Callable | None = None,
@@ -91,10 +101,16 @@ class AdaptiveQuery:
             The query's chart, or a loaded chart set together with ``query``.
         query : str, optional
             The query's name in ``chart`` when that is a chart set.
-        estimator : {"decay", "last", "ewma"}
-            How rates and selectivities are forecast (join selectivities use
-            OM's threshold histogram); ``d`` and ``decay`` are the decay
-            mean's window and factor.
+        estimator : {"sample", "decay", "last", "ewma", "holt", "median", "kalman"}
+            How a round's statistics are estimated. ``"sample"``, the default
+            (:data:`~cqopt.runtime.estimators.DEFAULT_ESTIMATOR`, the CLI's too):
+            the statistics :meth:`step` is given are the round's own, measured
+            before it runs, and its plan is chosen at them (what ``charts.choose``
+            gives there); a statistic a round does not give is predicted by OM's
+            decay mean. The others forecast rates and selectivities from earlier
+            rounds (OM's Algorithm 2; ``"decay"`` is OM's decay mean), join
+            selectivities by OM's threshold histogram. ``d`` and ``decay`` are
+            the decay mean's window and factor.
         hysteresis : Hysteresis or PricedSwitch, optional
             Keep the current plan until another wins by a margin (the
             default :class:`Hysteresis`), or until the saving over the next
@@ -137,7 +153,12 @@ class AdaptiveQuery:
         # A rate above MAX_RATE is refused, so no sum over a window can overflow.
         self._upper = {name: MAX_RATE if split_name(name)[0] == "rate" else 1.0
                        for name in self.statistics}
-        self._estimators(estimator, d, decay, jsel_threshold)
+        if estimator != "sample" and estimator not in ESTIMATORS:
+            raise CqoptError(f"estimator={estimator!r}: expected 'sample' (the default) or "
+                             f"one of {', '.join(map(repr, ESTIMATORS))}")
+        self.own_statistics = estimator == "sample"
+        self._estimators("decay" if self.own_statistics else estimator, d, decay,
+                         jsel_threshold)
         self._limits = tuple((name, self._upper[name]) for name in self._names)
         self._policies(choice, residuals, fallback, plan_costs, switch_cost)
         self.rounds = self.moves = self.switches = 0
@@ -313,7 +334,9 @@ class AdaptiveQuery:
         Parameters
         ----------
         actual : mapping of str to float
-            The round's observed statistics, fed to the estimators after the choice.
+            The round's observed statistics, fed to the estimators after the choice;
+            with ``estimator="sample"`` (the default) and no ``measured``, the plan is
+            chosen at them too.
         measured : mapping of str to float, optional
             The round's own statistics as the engine measured or sampled them
             before running it (a micro-batch engine holds the round when it
@@ -349,6 +372,8 @@ class AdaptiveQuery:
         if measured is not None:
             now, _ = self._checked(measured)
             current = [x if x == x else c for x, c in zip(now, current)]
+        elif self.own_statistics:  # the round's own statistics are the ones given
+            current = [x if x == x else c for x, c in zip(values, current)]
         estimate, choice = self.choose(current)
         plan = choice.plan
         previous, cell = self.plan, choice.cell

@@ -13,8 +13,8 @@ and is re-queued at the back, so no query starves another.
 >>> rr = RoundRobin({"a": AdaptiveQuery(chart), "b": AdaptiveQuery(chart)})
 >>> [name for name, _ in rr.run({"a": [{"sel.S": 0.1}] * 2, "b": [{"sel.S": 0.9}]})]
 ['a', 'b', 'a']
->>> rr.queries["a"]
-<AdaptiveQuery q: round 2, plan A, 1 moves, 1 switches>
+>>> rr.queries["a"]  # each round decided at its own statistics: A, then A again
+<AdaptiveQuery q: round 2, plan A, 0 moves, 0 switches>
 """
 
 from collections import deque

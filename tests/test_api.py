@@ -83,6 +83,51 @@ def test_adaptive_query_takes_a_chart_set_and_a_name(chart_set):
     assert [by_name.step(x).plan_id for x in rounds] == [by_chart.step(x).plan_id for x in rounds]
 
 
+def test_one_default_estimator_the_round_s_own_statistics(chart_set):
+    """AdaptiveQuery, replay(), cqopt.fidelity and the CLI default to one estimator, under
+    which a step runs the plan charts.choose gives at the same statistics."""
+    import inspect
+
+    from cqopt.cli.main import build_parser
+    from cqopt.replay.replay import replay
+    from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
+
+    assert DEFAULT_ESTIMATOR == "sample"
+    for function in (AdaptiveQuery.__init__, replay):
+        assert inspect.signature(function).parameters["estimator"].default == DEFAULT_ESTIMATOR
+    parser = build_parser()
+    given = ["--catalog", "c", "--workload", "w", "--out", "o", "--charts", "x"]
+    for argv in (["fidelity", *given], ["run", *given, "--query", "Q1", "--source", "T=t"]):
+        assert parser.parse_args(argv).estimator == DEFAULT_ESTIMATOR
+    query = AdaptiveQuery(chart_set, "Q1")
+    rounds = [{"sel.TCP": s, "rate.TCP": r} for s, r in zip(np.linspace(0.05, 0.9, 8),
+                                                           np.linspace(950, 150, 8))]
+    stepped = [query.step(x).plan_id for x in rounds]
+    assert stepped == [chart_set.choose("Q1", x).plan_id for x in rounds]
+    assert len(set(stepped)) > 1  # the statistics cross a region boundary
+    assert query.step({"sel.TCP": 0.12, "rate.TCP": 610.0}).estimate == {
+        "sel.TCP": 0.12, "rate.TCP": 610.0}
+    with pytest.raises(cqopt.CqoptError, match="expected 'sample' .* or one of 'decay'"):
+        AdaptiveQuery(chart_set, "Q1", estimator="sample:0.1")
+
+
+def test_the_api_says_what_it_does_unless_asked_not_to(examples, tmp_path, capsys):
+    """build, generate and fidelity speak by default, in the console's words, and
+    progress=False silences them."""
+    import inspect
+
+    for function in (cqopt.build, cqopt.generate, cqopt.fidelity):
+        assert inspect.signature(function).parameters["progress"].default is True
+    cqopt.generate(examples / "dec-pkt.toml", tmp_path / "t1", streams=["TCP"], duration=5)
+    said = capsys.readouterr().err
+    assert said.startswith("TCP: ") and " tuples over 5 s -> " in said
+    cqopt.generate(examples / "dec-pkt.toml", tmp_path / "t2", streams=["TCP"], duration=5,
+                   progress=False)
+    assert capsys.readouterr().err == ""
+    cqopt.build(examples / "dec-pkt.toml", examples / "workload.toml", tmp_path / "charts")
+    assert "  Q2: 1,000 of 1,000 cells costed" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args, match", [
     ((), "needs the query's name with a chart set"),
     (("Q1", "extra"), None),

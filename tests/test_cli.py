@@ -240,3 +240,65 @@ def test_explain_analyze_prints_actual_rows_beside_the_estimates(dec_toml, workl
     assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml,
                  "--round", "1"]) == 2
     assert "a round of --analyze TRACES" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, module, install", [
+    (["generate", "--catalog", "c.toml", "--out", "t"], "pandas", "cqopt[generate]"),
+    (["generate", "--catalog", "c.toml", "--out", "t"], "scipy", "cqopt[generate]"),
+    (["fidelity", "--catalog", "c.toml", "--workload", "w.toml", "--traces", "t", "--out", "r"],
+     "pyspark", "cqopt[spark,report]"),
+    (["fidelity", "--catalog", "c.toml", "--workload", "w.toml", "--traces", "t", "--out", "r"],
+     "matplotlib", "cqopt[spark,report]"),
+])
+def test_a_missing_extra_names_every_extra_the_command_needs(argv, module, install, capsys,
+                                                             monkeypatch):
+    """One pip install is enough: fidelity asks for spark and report together, and generate
+    for generate (not spark, though pandas is in both)."""
+    import cqopt.api
+
+    def missing(*args, **kwargs):
+        raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+    monkeypatch.setattr(cqopt.api, argv[0], missing)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cqopt: error: cqopt {argv[0]} needs the extra")
+    assert f"pip install '{install}'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_quiet_silences_spark_s_start_in_fidelity(examples, tmp_path, monkeypatch, capsys):
+    """--quiet reaches Spark's start-up too (its "still starting" lines), not only the steps."""
+    import cqopt
+    import cqopt.spark.session as session
+
+    traces = tmp_path / "traces"
+    cqopt.generate(examples / "dec-pkt.toml", traces, streams=["TCP"], duration=5,
+                   progress=False)
+    said = []
+
+    def started(master, progress=True, **kwargs):
+        said.append(progress)
+        raise cqopt.CqoptError("stopped before Spark starts")
+
+    monkeypatch.setattr(session, "running_session", started)
+    argv = ["fidelity", "--catalog", str(examples / "dec-pkt.toml"), "--workload",
+            str(examples / "workload.toml"), "--traces", str(traces), "--query", "Q1",
+            "--k-sweep", "none"]
+    assert main([*argv, "--out", str(tmp_path / "r1"), "--quiet"]) == 2
+    assert main([*argv, "--out", str(tmp_path / "r2")]) == 2
+    assert said[0] is False and callable(said[1])
+    assert "stopped before Spark starts" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [
+    ["generate", "--catalog", "c.toml", "--out", "t"],
+    ["show", "--charts", "c", "--query", "Q1"],
+])
+def test_every_command_takes_quiet_and_an_unknown_option_points_to_its_help(command, capsys):
+    from cqopt.cli.main import build_parser
+
+    assert build_parser().parse_args([*command, "--quiet"]).quiet
+    assert main([*command, "--no-such-option"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"cqopt: error: unrecognized arguments: --no-such-option (see cqopt "
+                   f"{command[0]} --help)\n")

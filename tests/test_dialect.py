@@ -392,3 +392,28 @@ def test_mutated_queries_parse_or_raise_syntax_error(sql: str) -> None:
     assert sorted(w.sql(dialect=CQL) for w in again.find_all(StreamWindow)) == sorted(
         w.sql(dialect=CQL) for w in select.find_all(StreamWindow)
     )
+
+
+@pytest.mark.parametrize("sql, said, col", [
+    ("SELEC * FROM S WINDOW [1]", "expected SELECT at the start of a query, found 'SELEC'", 1),
+    ("SELCT S.a FROM S WINDOW [1]", "expected SELECT at the start of a query, found 'SELCT'",
+     1),
+    ("SELECT * FROM S WHERE S.a > AND S.b = 1 WINDOW [1]", "expected a value after '>'", 29),
+    ("SELECT S.a * FROM S WINDOW [1]", "expected a value after '*'", 14),
+    ("SELECT * FROM S WHERE (S.a = 1 WINDOW [1]",
+     "expected ')' to close the '(' at line 1, column 23", None),
+    ("SELECT COUNT(*) FROM TCP GROUP BY window(TCP.ts, '10 seconds')",
+     "CQL writes a window after its stream, as TCP [RANGE 10 SECONDS], not as a function "
+     "call", 35),
+    ("SELECT COUNT(*) FROM S GROUP BY TUMBLE(S.ts, '5 minutes')",
+     "CQL writes a window after its stream, as S [RANGE 5 MINUTES]", 33),
+])
+def test_typos_say_what_cql_expected_there(sql: str, said: str, col: int | None) -> None:
+    """sqlglot's internals ("Required keyword: 'expression' missing for Mul", "Expecting )")
+    never reach the user: each error says what CQL expected, at the position."""
+    with pytest.raises(CQLSyntaxError) as info:
+        parse(sql)
+    message = str(info.value)
+    assert message.startswith("syntax error: line 1, column ") and said in message
+    assert col is None or info.value.col == col
+    assert "Required keyword" not in message and "Expecting" not in message

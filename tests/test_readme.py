@@ -25,6 +25,9 @@ def test_the_run_time_block_runs_as_written(repo_root, examples, tmp_path, monke
     exec(compile(blocks[0], "README.md", "exec"), scope)  # noqa: S102 (the README's own code)
     assert scope["many"].plan_index.shape == (5,)
     assert scope["outcome"].plan_id in scope["charts"]["Q1"].plan_ids
+    # One default estimator: the step runs the plan choose gives at the same statistics.
+    assert scope["outcome"].plan_id == scope["charts"].choose(
+        "Q1", {"sel.TCP": 0.12, "rate.TCP": 610.0}).plan_id
     assert "Stream TCP" in capsys.readouterr().out  # explain() printed the plan
 
 
@@ -37,6 +40,7 @@ def test_the_main_job_block_names_only_what_cqopt_has(repo_root):
                if "cqopt.build(" in b]
     for name in re.findall(r"\bcqopt\.(\w+)", text):
         assert hasattr(cqopt, name), name
+    assert "progress=False" in text  # the argument that silences the functions is named
 
 
 def _generate_line(block: str) -> list[str]:

@@ -315,3 +315,50 @@ def test_a_statistic_the_chart_does_not_cover_is_a_warning_on_the_first_screen(r
     first_screen = md.split("\n## ")[0]
     assert "**Warning:** " + message in first_screen and first_screen.count("Warning") == 1
     assert "rebuild with ranges" in (tmp_path / "report.html").read_text().split("<h2")[0]
+
+
+def test_the_full_qos_row_counts_a_late_round_as_quality_zero(report):
+    """Half the rounds overrun the shared deadline at full QoS: their late query scores 0."""
+    out, replays = report
+    shared = replays["Q1"].summary["negotiation"]
+    assert shared["miss_share_without"] == pytest.approx(0.5, abs=0.01)
+    assert 0.5 <= shared["full_quality"] < 1
+    (table,) = [t for t in _markdown_tables((out / "report.md").read_text(encoding="utf-8"))
+                if t[0] == list(NEGOTIATION_HEADERS)]
+    assert table[1][:3] == ["full QoS", "50.0%", f"{shared['full_quality']:.2f}"]
+
+
+def test_answers_all_shed_are_an_alarm_on_the_first_screen(report, examples, tmp_path):
+    """A deadline shorter than the engine model's fixed cost of a plan: every tuple is shed,
+    which the negotiated and the per-query deadline say first, as an ALARM."""
+    _, replays = report
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    workload = load_workload(examples / "workload.toml")
+    specs = dict((s.name, s) for s, _ in workload_specs(workload, catalog, {"k": 5}))
+    charts = {name: local_chart(spec, catalog) for name, spec in specs.items()}
+    rounds = len(replays["Q1"].rounds)
+    observed = pd.DataFrame({"round": np.arange(rounds), "start": np.arange(rounds) * 1.0,
+                             "rate.TCP": 500.0, "rate.UDP": 300.0, "rate.SF": 200.0,
+                             "sel.TCP": 0.3})
+    shared = negotiated_replay(replays, charts, catalog, {n: observed for n in replays}, 0.01)
+    assert shared.summary["lowest_level"] == 0 and shared.summary["all_shed_rounds"] == rounds
+    assert shared.summary["full_quality"] == 0.0  # every query late at full input
+    shed = deadline_replay(replays["Q1"], charts["Q1"], catalog, observed, deadline=0.01)
+    assert shed.summary["all_shed_rounds"] == rounds
+    (alarm,) = shed.summary["alarms"]
+    assert alarm["severity"] == "ALARM" and alarm["message"].startswith("Q1 answered nothing")
+    summaries = {n: {**r.summary, "negotiation": shared.summary, "alarms": []}
+                 for n, r in replays.items()}
+    summaries["Q1"]["deadline"] = shed.summary
+    from dataclasses import replace as copy
+
+    write_report(tmp_path, {n: copy(r, summary=summaries[n]) for n, r in replays.items()},
+                 charts, {}, {"trace": "synthetic", **POLICY})
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    first_screen = md.split("\n## ")[0]
+    assert first_screen.index("**ALARM:** Q1, Q2 answered nothing: every tuple was shed in "
+                              f"all {rounds} rounds to fit 0.01 s a round") < first_screen.index(
+        "- **Q1**")
+    assert "  **ALARM:** Q1 answered nothing" in first_screen
+    html = (tmp_path / "report.html").read_text(encoding="utf-8").split("<h2")[0]
+    assert html.count('class="alarm severe"><b>ALARM:</b>') == 2

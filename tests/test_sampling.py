@@ -88,7 +88,7 @@ def test_deciding_on_the_round_beats_predicting_it_on_jumpy_rounds(examples):
     observed = pd.DataFrame({"round": range(n), "start": np.arange(n, dtype=float),
                              "rate.TCP": np.full(n, 500.0),
                              "sel.TCP": rng.choice([0.1, 0.9], n)})
-    predicted = replay("Q1", chart, catalog, observed).summary
+    predicted = replay("Q1", chart, catalog, observed, estimator="decay").summary
     sampled = replay("Q1", chart, catalog, observed, estimator="sample:0.1").summary
     oracle = sampled["baselines"]["oracle_chart"]
     assert predicted["regret"] > 0.01

@@ -39,6 +39,7 @@ from sqlglot.errors import ErrorLevel, ParseError, TokenError
 from sqlglot.parsers.base import BaseParser
 from sqlglot.tokens import Token, TokenType
 
+from cqopt.optimizer.query.cql_errors import check_cql_shape, in_cql_words
 from cqopt.optimizer.query.errors import CQLSyntaxError
 
 # The arg under which a window hangs off an exp.Table (per-stream window) or an
@@ -372,13 +373,15 @@ _TOKEN_REPR = re.compile(r"<Token token_type: [^,]*, text: (.*?), line: \d+, col
 _CLASS_REPR = re.compile(r"<class '(?:[\w.]*\.)?(\w+)'>")
 
 
-def _parse_error(error: ParseError) -> CQLSyntaxError:
+def _parse_error(error: ParseError, token_list: list[Token]) -> CQLSyntaxError:
     details = error.errors[0] if error.errors else {}
     message = details.get("description") or str(error).split("\n")[0]
     message = _CLASS_REPR.sub(r"\1", _TOKEN_REPR.sub(r"'\1'", message))
-    return CQLSyntaxError(
-        message, details.get("line"), details.get("col"), details.get("highlight") or None
-    )
+    line, col, near = details.get("line"), details.get("col"), details.get("highlight")
+    said = in_cql_words(message, token_list, line, col)
+    if col is not None and near and "\n" not in near:  # sqlglot's column is the token's end
+        col = max(1, col - len(near) + 1)
+    return CQLSyntaxError(said, line, col, near or None)
 
 
 # Bounds on a query, checked before sqlglot parses it (parse time grows with each).
@@ -474,12 +477,13 @@ def parse(sql: str) -> exp.Select:
     if not any(tok.token_type != TokenType.SEMICOLON for tok in token_list):
         raise CQLSyntaxError("empty query, expected a SELECT continuous query", 1, 1)
     check_size(token_list)
+    check_cql_shape(token_list)
 
     parser = dialect.parser(error_level=ErrorLevel.IMMEDIATE)
     try:
         statements = [s for s in parser.parse(token_list, sql) if s is not None]
     except ParseError as e:
-        raise _parse_error(e) from None
+        raise _parse_error(e, token_list) from None
     except Exception as e:  # noqa: BLE001
         # Pathological nesting (RecursionError) or a sqlglot parser bug on odd input;
         # either way the text is not a query we can read: point at where parsing stopped

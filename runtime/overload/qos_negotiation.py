@@ -335,22 +335,44 @@ def negotiate(instances: Sequence[QueryInstance], now: float = 0.0,
     """
     if not 0.0 < step <= 1.0:
         raise CqoptError(f"the QoS negotiation's step must lie in (0, 1], got {step}")
-    names = [q.name for q in instances]
-    if len(set(names)) != len(names):
-        raise CqoptError(f"two query instances share a name: {names}")
     floor = min((q.table.least for q in instances), default=1.0)
     tries = int(math.floor((1.0 - floor) / step + 1e-9)) + 1
     levels = [round(1.0 - k * step, 12) for k in range(tries)]
     if levels[-1] > floor:
         levels.append(floor)
     for level in levels:
-        times = [q.seconds_at(level) for q in instances]
-        order, finish = _edf(instances, times, now)
-        if all(now + f <= instances[i].deadline for i, f in zip(order, finish)):
-            met = True
+        outcome = at_level(instances, level, now)
+        if outcome.met:
             break
-    else:
-        met = False
+    return outcome
+
+
+def at_level(instances: Sequence[QueryInstance], level: float,
+             now: float = 0.0) -> Negotiation:
+    """Every instance at one common QoS ``level``: who meets its deadline, and the quality.
+
+    What :func:`negotiate` gives at the level it settles on; at level 1 (every
+    tuple kept), the outcome without negotiation, misses counting quality 0.
+
+    Raises
+    ------
+    CqoptError
+        Two instances with the same name.
+
+    Examples
+    --------
+    >>> q = [QueryInstance(QualityTable.from_rows(n, [(0.0, 1.0)]), 1.0,
+    ...                    lambda kept: 0.75 * kept[0]) for n in ("a", "b")]
+    >>> full = at_level(q, 1.0)  # a finishes at 0.75 s, b at 1.5 s: b misses
+    >>> full.met, full.misses, full.average_quality
+    (False, ['b'], 0.5)
+    """
+    names = [q.name for q in instances]
+    if len(set(names)) != len(names):
+        raise CqoptError(f"two query instances share a name: {names}")
+    times = [q.seconds_at(level) for q in instances]
+    order, finish = _edf(instances, times, now)
+    met = all(now + f <= instances[i].deadline for i, f in zip(order, finish))
     if met:
         stretches = [(instances[i].deadline - now) / f for i, f in zip(order, finish) if f > 0]
         stretch = float(min(stretches, default=1.0))
