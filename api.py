@@ -846,7 +846,7 @@ def run(catalog: PathLike | Catalog, workload: PathLike | Workload, charts: Path
     say = progress if callable(progress) else (
         (lambda line: print(line, file=sys.stderr, flush=True)) if progress else
         (lambda _: None))
-    with running_session(master, progress=say) as spark:
+    with running_session(master, progress=say if progress else False) as spark:
         return AdaptiveRun(spark, query, parsed, chart, catalog, matched, out, settings,
                            progress=say).run()
 

@@ -13,6 +13,7 @@ from cqopt.cli.policy_options import (
     policy_options,
 )
 from cqopt.errors import CqoptError, parse_number
+from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -40,7 +41,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     result = run(args.catalog, args.workload, args.charts, args.query,
                  pairs(args.source, "--source"), args.out, settings=settings,
-                 master=args.master, progress=say)
+                 master=args.master, progress=False if args.quiet else say)
     _print_summary(args.query, result)
     s = result.summary
     changed = s.get("changed_files", [])
@@ -116,7 +117,7 @@ def add_parsers(sub) -> None:
                    help="relative noise tolerance of measured fidelity (default 0.10)")
     p.add_argument("--tolerance-ms", type=number(low=0), default=50.0,
                    help="absolute noise tolerance of measured fidelity in ms (default 50)")
-    add_policy_arguments(p, estimator="sample")
+    add_policy_arguments(p, estimator=DEFAULT_ESTIMATOR)
     p.add_argument("--deadline", metavar="SECONDS|trigger",
                    help="each round must finish within SECONDS (trigger: the --trigger "
                         "interval): a round the engine model predicts to overrun keeps only the "

@@ -237,3 +237,26 @@ def test_the_console_names_the_verdicts_unit(q2, dec_catalog, dec_toml, workload
     assert table["Q2"]["unit"] == table["Q2"]["verdict"]["unit"] == "the OM model's utility"
     assert table["Q2E"]["verdict"]["unit"] == PREDICTED
     assert table["Q2"]["verdict"]["text"] in out  # the console's words, the same
+
+
+def test_the_run_report_leads_with_its_verdict_and_an_all_shed_alarm(q2, dec_catalog):
+    """cqopt run's report.md opens with the verdict in its unit; a run whose every round
+    was shed whole opens with an ALARM, before anything that reads like success."""
+    from cqopt.spark.run.report import report_markdown, summarize
+
+    om, _ = q2
+    frame = observed_rounds(6)
+    plans = [p.id for p in om.plans]
+    timed = [record(r, plans[0], 1.0, {p: 1.0 + 0.1 * i for i, p in enumerate(plans)},
+                    observed_at(frame, r)) for r in range(6)]
+    summary = summarize("Q2", om, dec_catalog, timed)
+    text = report_markdown(summary)
+    body = text.split("\n", 2)[2]
+    assert body.startswith("- **verdict**: Measured on Spark") and "measured seconds" in body
+    shed = [{**rec, "shadow_seconds": {}, "deadline": {
+        "seconds": 0.5, "kept": 0.0, "dropped": 500.0, "predicted_s": 2.0, "missed": False}}
+        for rec in timed]
+    summary = summarize("Q2", om, dec_catalog, shed)
+    assert summary["deadline"]["all_shed_rounds"] == 6
+    body = report_markdown(summary).split("\n", 2)[2]
+    assert body.startswith("- **ALARM**: Q2 answered nothing: every tuple was shed in all 6")

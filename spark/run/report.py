@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from cqopt.output import write_atomic
+from cqopt.replay.overload import shed_alarm
 from cqopt.replay.verdict import observed_rounds, run_verdict
 from cqopt.spark.run.roundlog import LAG_ROUNDS, lag_growth, rounds_table
 from cqopt.spark.run.settings import RunContext, Tolerance
@@ -64,6 +65,8 @@ def write_report(ctx: RunContext, state: RunState, records: list[dict[str, Any]]
     pending = [] if last is None else list(range(len(records), last + 1))
     summary.update({"stopped_by": stopped_by, "pending_rounds": pending, **state.dropped(),
                     "window_s": ctx.window_s, "start": state.start})
+    for alarm in summary.get("shed_alarms", []):
+        ctx.say(f"{ctx.name}: {alarm['severity']}: {alarm['message']}")
     for alarm in summary.get("alarms", []):
         ctx.say(f"{ctx.name}: warning: {alarm['message']}")
     write_atomic(ctx.out / "rounds.csv", rounds.to_csv(index=False))
@@ -103,6 +106,11 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
         out["plans_run"][rec["plan"]] = out["plans_run"].get(rec["plan"], 0) + 1
     if any(r.get("deadline") for r in records):
         out["deadline"] = _deadline_summary(records)
+        d = out["deadline"]  # answers shed whole: an alarm on the first screen
+        alarm = shed_alarm(d["all_shed_rounds"], d["rounds"], name, d["seconds"],
+                           d["predicted_median_s"], "raise --deadline, or keep a share of each "
+                           "round with --min-kept SHARE")
+        out["shed_alarms"] = [alarm] if alarm else []
     if not records:
         return out
     model = replay(name, chart, catalog, observed_rounds(records), **policy)
@@ -131,7 +139,11 @@ def _deadline_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             "shed_rounds": sum(d["kept"] < 1.0 for d in bounded),
             "unreachable_rounds": sum(bool(d.get("unreachable")) for d in bounded),
             "tuples_dropped": float(sum(d.get("dropped", 0.0) for d in bounded)),
-            "tuples": int(tuples)}
+            "tuples": int(tuples),
+            "all_shed_rounds": sum(d["kept"] <= 0.0 for d in bounded),
+            "predicted_median_s": float(np.nanmedian([np.nan if d.get("predicted_s") is None
+                                                      else d["predicted_s"] for d in bounded]
+                                                     or [np.nan]))}
 
 
 def _measured_summary(shadowed: list[dict[str, Any]], model_rounds: pd.DataFrame,
@@ -170,6 +182,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
     s = summary
     estimator = s.get("policy", {}).get("estimator", "?")
     lines = [f"# cqopt run report: {s['query']}", "",
+             *[f"- **{a['severity']}**: {a['message']}" for a in s.get("shed_alarms", [])],
              *s.get("verdict", {}).get("lines", []),
              f"- rounds run: {s['rounds']} ({s['empty_rounds']} without tuples); stopped by "
              f"{s.get('stopped_by', '?')}; rounds pending (incomplete): "

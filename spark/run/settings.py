@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cqopt.errors import CqoptError
+from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -127,7 +128,7 @@ class RunSettings:
     shadow: bool = False
     max_rounds: int | None = None
     max_files_per_trigger: int | None = None
-    estimator: str = "sample"
+    estimator: str = DEFAULT_ESTIMATOR
     d: int = 5
     decay: float = 0.5
     policy: Mapping[str, Any] = field(default_factory=dict)
