@@ -57,6 +57,9 @@ from cqopt.optimizer.rules.enumerate import enumerate_plans
 __all__ = ["DEFAULT_K", "Axis", "ChartSpec", "candidate_plans", "default_axes", "make_spec",
            "workload_specs"]
 
+# A fixed statistic observed more than this many times off (either way) is outside the chart.
+COVERAGE_FACTOR = 2.0
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -121,6 +124,22 @@ class ChartSpec:
     def centre(self) -> dict[str, float]:
         """The chart's middle: each axis at the middle of its range, the rest as fixed."""
         return {**self.fixed, **{a.statistic: (a.lo + a.hi) / 2 for a in self.axes}}
+
+    def coverage(self, factor: float = COVERAGE_FACTOR) -> tuple[tuple[str, float, float, bool],
+                                                                  ...]:
+        """What the chart covers: ``(statistic, lo, hi, fixed)`` per axis, then per fixed one.
+
+        An axis covers its range; a fixed statistic covers ``factor`` either
+        way of its value. The one box the replay's coverage alarms and the
+        run-time off-chart choice judge rounds by.
+
+        >>> ChartSpec("Q", "SELECT 1", (Axis("rate.S", 10.0, 90.0, 4),),
+        ...           fixed={"jsel.S.T": 0.01}).coverage()
+        (('rate.S', 10.0, 90.0, False), ('jsel.S.T', 0.005, 0.02, True))
+        """
+        return (*((a.statistic, a.lo, a.hi, False) for a in self.axes),
+                *((name, value / factor, value * factor, True)
+                  for name, value in self.fixed.items()))
 
     def centroid_stats(self, flat_cells: np.ndarray) -> dict[str, np.ndarray]:
         """Statistics at the centroids of the given flat (C-order) cell indices."""
