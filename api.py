@@ -177,7 +177,7 @@ def _ranged(workload: Workload, catalog: Catalog, specs, folder: Path,
     """
     import dataclasses
 
-    from cqopt.replay.coverage import observed_ranges
+    from cqopt.charts.ranges import observed_ranges
     from cqopt.replay.rounds import read_round_statistics
 
     where = name("ranges_from", folder)

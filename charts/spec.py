@@ -76,6 +76,9 @@ def axis_cells(values: np.ndarray, lo: Any, hi: Any, k: Any) -> tuple[np.ndarray
     outside = (values < lo) | (values > hi)
     return np.clip(raw, 0, k - 1).astype(np.intp), outside
 
+# A fixed statistic observed more than this many times off (either way) is outside the chart.
+COVERAGE_FACTOR = 2.0
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -153,6 +156,22 @@ class ChartSpec:
                                  for a, g in zip(self.axes, grid)}
         stats.update(self.fixed)
         return stats
+
+    def coverage(self, factor: float = COVERAGE_FACTOR) -> tuple[tuple[str, float, float, bool],
+                                                                  ...]:
+        """What the chart covers: ``(statistic, lo, hi, fixed)`` per axis, then per fixed one.
+
+        An axis covers its range; a fixed statistic covers ``factor`` either
+        way of its value. The one box the replay's coverage alarms and the
+        run-time off-chart choice judge rounds by.
+
+        >>> ChartSpec("Q", "SELECT 1", (Axis("rate.S", 10.0, 90.0, 4),),
+        ...           fixed={"jsel.S.T": 0.01}).coverage()
+        (('rate.S', 10.0, 90.0, False), ('jsel.S.T', 0.005, 0.02, True))
+        """
+        return (*((a.statistic, a.lo, a.hi, False) for a in self.axes),
+                *((name, value / factor, value * factor, True)
+                  for name, value in self.fixed.items()))
 
     def centroid_stats(self, flat_cells: np.ndarray) -> dict[str, np.ndarray]:
         """Statistics at the centroids of the given flat (C-order) cell indices."""

@@ -48,6 +48,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         shared_alarms,
         summary_json,
     )
+    from cqopt.replay.replay import off_chart_line
 
     check_policy_options(args)  # before any work starts
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
@@ -72,6 +73,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                   f"{b['regret']:8.4f} {b['mean_regret']:8.4f} {b['fidelity']:8.3f} "
                   f"{b['near_fidelity']:8.3f} {b.get('moves', ''):>6} {b['switches']:>8}")
         print(f"{'':<10} {headline(s)}")
+        if s.get("off_chart_rounds"):
+            print(f"{'':<10} {off_chart_line(s)}")
         if "deadline" in s:
             print(f"{'':<10} {deadline_line(s['deadline'])}")
         for alarm in query_alarms(s):

@@ -1,7 +1,8 @@
 """The run-time policy options ``cqopt fidelity`` and ``cqopt run`` share.
 
 The estimator (``--estimator``, ``--d``, ``--decay``), the choice
-(``--choice``, ``--residuals``), the regret-aware fallback (``--fallback``)
+(``--choice``, ``--residuals``), what a round off the chart runs
+(``--off-chart``), the regret-aware fallback (``--fallback``)
 and the hysteresis (``--hysteresis`` with ``--margin``/``--hold-rounds`` or
 ``--horizon``): added to a parser in one place, checked in one place, and
 turned into :class:`~cqopt.runtime.adaptive.AdaptiveQuery`'s keyword
@@ -42,6 +43,10 @@ def add_policy_arguments(p: argparse.ArgumentParser,
     p.add_argument("--choice", choices=["point", "expected"], default="point",
                    help="run the chart's plan at the point estimate (OM), or the plan of "
                         "lowest expected cost over recent estimation errors")
+    p.add_argument("--off-chart", choices=["cost", "chart"], default="cost",
+                   help="a round whose statistics the chart does not cover (an axis out of "
+                        "its range, a fixed statistic more than 2x off): cost every plan at "
+                        "them and run the cheapest (default), or run the chart's plan anyway")
     p.add_argument("--residuals", type=number(integer=True, low=1, high=MAX_WINDOW), default=20,
                    metavar="N",
                    help="rounds of estimation errors --choice expected keeps (20)")
@@ -97,7 +102,7 @@ def policy_options(args: argparse.Namespace) -> dict[str, Any]:
                   "priced": PricedSwitch(args.horizon)}[args.hysteresis]
     return {"estimator": args.estimator, "d": args.d, "decay": args.decay,
             "choice": args.choice, "residuals": args.residuals, "fallback": args.fallback,
-            "hysteresis": hysteresis}
+            "hysteresis": hysteresis, "off_chart": args.off_chart == "cost"}
 
 
 def describe_policy(args: argparse.Namespace) -> dict[str, str]:
@@ -105,6 +110,9 @@ def describe_policy(args: argparse.Namespace) -> dict[str, str]:
     return {"estimator": f"{args.estimator} (d = {args.d}, decay = {args.decay})",
             "choice": args.choice + (f" over {args.residuals} rounds' errors"
                                      if args.choice == "expected" else ""),
+            "off-chart": ("cost: rounds the chart does not cover run the plan costed cheapest "
+                          "at their statistics" if args.off_chart == "cost" else
+                          "chart: the chart's plan runs even where it does not cover a round"),
             "fallback": f"{args.fallback} rounds" if args.fallback else "none",
             "hysteresis": args.hysteresis + (f" (horizon {args.horizon:g} rounds)"
                                              if args.hysteresis == "priced" else

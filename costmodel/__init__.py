@@ -27,6 +27,7 @@ from cqopt.costmodel.base import (
 from cqopt.costmodel.engine import Engine
 from cqopt.costmodel.om import OM
 from cqopt.costmodel.pipes import PIPES
+from cqopt.costmodel.point import PointUtilities, point_utilities
 from cqopt.costmodel.registry import (
     MODELS,
     Constant,
@@ -73,17 +74,15 @@ def plan_utilities(model, utility: Utility, plans: Sequence,
         A plan's cost needs a statistic ``stats`` lacks.
     """
     if plans and is_point(stats) and hasattr(model, "point_cost"):
-        # One point: every plan's costs from the generated scalar path and its utility in
-        # floats (the same formulas and floats as the grid path, without numpy's per-call
-        # overhead, which a handful of plans would not amortise).
-        point_cost, of = model.point_cost, utility.of
-        return np.array([of(*point_cost(plan, stats)[:3], xp=SCALARS) for plan in plans],
-                        dtype=np.float64)
+        # One point: every plan's utility from code generated for the plan set (the same
+        # formulas and floats as the grid path, without numpy's per-call overhead, which
+        # a handful of plans would not amortise; see cqopt.costmodel.point).
+        return point_utilities(model, utility, plans, stats)
     scores = [utility(model.cost(plan, stats)) for plan in plans]
     return np.stack(np.broadcast_arrays(*scores))
 
 
 __all__ = ["Constant", "CostModel", "CostModelError", "DEFAULT_WEIGHTS", "Engine", "MODELS",
-           "MissingStatisticError", "ModelEntry", "OM", "OperatorCost", "PIPES", "PlanCost",
+           "MissingStatisticError", "ModelEntry", "OM", "OperatorCost", "PIPES", "PlanCost", "PointUtilities",
            "Utility", "make_model", "model_entry", "model_names", "plan_utilities",
            "register_model", "unregister_model"]

@@ -305,11 +305,15 @@ class _Symbols:
         factors = list(factors)
         if not any(isinstance(f, _Symbol) for f in factors):
             return SCALARS.product(factors)
+        if any(not isinstance(f, _Symbol) and f == 0 for f in factors):
+            return 0.0  # a constant 0 makes the product 0, whatever the others
+        # x · 1 is x exactly, and a constant other than 0 never makes the product 0
+        factors = [f for f in factors if isinstance(f, _Symbol) or not _is_one(f)]
         names = [self.code(f) for f in factors]
         # SCALARS.product's order, ((1.0 · f1) · f2) ..., where 1.0 · f1 is f1 exactly
         product = " * ".join(names if isinstance(factors[0], (float, _Symbol)) else
                              ["1.0", *names])
-        zero = " or ".join(f"{n} == 0" for n in names)
+        zero = " or ".join(f"{self.code(f)} == 0" for f in factors if isinstance(f, _Symbol))
         return self.emit(f"0.0 if {zero} else {product}")
 
     @staticmethod

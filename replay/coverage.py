@@ -28,15 +28,16 @@ rate.S left the chart in 20% of 100 rounds (observed 500 to 3000; the chart cove
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from cqopt.charts.ranges import observed_ranges  # noqa: F401 - its home before charts had it
+from cqopt.charts.spec import COVERAGE_FACTOR as FACTOR  # a fixed value this many times off
+
 SHARE = 0.10  # alarm when more than this share of rounds leave the chart
-FACTOR = 2.0  # a fixed statistic is contradicted by a value this many times off
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,7 @@ def coverage_alarms(spec, observed: Mapping[str, ArrayLike], *, share: float = S
         In the chart's order: axes first, then fixed statistics.
     """
     alarms = []
-    limits = [(a.statistic, a.lo, a.hi, False) for a in spec.axes]
-    limits += [(name, value / factor, value * factor, True) for name, value in spec.fixed.items()]
-    for name, lo, hi, fixed in limits:
+    for name, lo, hi, fixed in spec.coverage(factor):
         if name not in observed:
             continue
         x = np.asarray(observed[name], dtype=np.float64)
@@ -108,44 +107,3 @@ def coverage_alarms(spec, observed: Mapping[str, ArrayLike], *, share: float = S
                        "workload")
         alarms.append(CoverageAlarm(name, outside, len(x), (p5, p95), covered, fixed, message))
     return alarms
-
-
-def observed_ranges(spec, observed: Mapping[str, ArrayLike],
-                    percentiles: tuple[float, float] = (5.0, 95.0)
-                    ) -> dict[str, tuple[float, float, int]]:
-    """Each axis of ``spec`` as the data saw it: the ``percentiles`` of its finite values.
-
-    What ``cqopt build --ranges-from`` sets a chart's axes to. An axis whose
-    values are all one number gets ±10% around it (an axis needs lo < hi);
-    an axis the data never defines is left out.
-
-    Returns
-    -------
-    dict
-        Statistic to ``(lo, hi, rounds)``, ``rounds`` the rounds that define it.
-
-    Examples
-    --------
-    >>> from cqopt.charts.spec import Axis, ChartSpec
-    >>> spec = ChartSpec("Q", "SELECT 1", (Axis("rate.S", 100.0, 1000.0, 4),))
-    >>> observed_ranges(spec, {"rate.S": np.arange(1.0, 101.0)})
-    {'rate.S': (5.95, 95.05, 100)}
-    """
-    lo_q, hi_q = percentiles
-    if not 0 <= lo_q < hi_q <= 100:
-        raise ValueError(f"percentiles must be 0 <= lo < hi <= 100, got {percentiles}")
-    out = {}
-    for axis in spec.axes:
-        if axis.statistic not in observed:
-            continue
-        x = np.asarray(observed[axis.statistic], dtype=np.float64)
-        x = x[np.isfinite(x)]
-        if not len(x):
-            continue
-        lo, hi = (float(v) for v in np.percentile(x, [lo_q, hi_q]))
-        if hi <= lo:
-            # A selectivity stays within [0, 1].
-            top = 1.0 if not axis.statistic.startswith("rate.") else math.inf
-            lo, hi = lo * 0.9, min(hi * 1.1 if hi > 0 else 1e-9, top)
-        out[axis.statistic] = (round(lo, 12), round(hi, 12), int(len(x)))
-    return out

@@ -12,7 +12,13 @@ For each round of observed statistics (from :mod:`cqopt.spark.round_stats`):
   mean of ``cost(chosen) / cost(optimal) − 1`` beside it as ``mean_regret``,
   and ``near_fidelity``, the share of rounds within 1% of the optimum
   (:func:`cqopt.replay.baselines.score`);
-- **move** and **switch** as counted by the adaptive query.
+- **move** and **switch** as counted by the adaptive query;
+- **off-chart** rounds: the chart did not cover the statistics the plan was
+  chosen at (an axis out of its range, a fixed statistic more than 2x off),
+  so every plan was costed there and the cheapest ran
+  (:mod:`cqopt.runtime.offchart`); each round says so and why
+  (``off_chart``, ``off_chart_reason``), and the summary counts them
+  (``off_chart_rounds``). ``off_chart=False`` runs the chart's plan anyway.
 
 Every cost is in the unit of the chart's model (``summary["unit"]``: the OM or
 PIPES model's utility, or predicted seconds for a chart of the engine model),
@@ -109,7 +115,8 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
            estimator: str = DEFAULT_ESTIMATOR, d: int = 5, decay: float = 0.5, seed: int = 0,
            hysteresis: Hysteresis | PricedSwitch | None = None,
            utilities: np.ndarray | None = None, choice: str = "point",
-           residuals: int = 20, fallback: int | None = None) -> Replay:
+           residuals: int = 20, fallback: int | None = None,
+           off_chart: bool = True) -> Replay:
     """Replay observed rounds through the chart and every baseline.
 
     ``utilities`` (from :func:`exact_utilities`) spares recosting every plan when
@@ -118,8 +125,8 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     :data:`~cqopt.runtime.estimators.DEFAULT_ESTIMATOR`) chooses each round's plan at that round's own statistics as a sampler of
     ``RATIO`` of its tuples would measure them (:mod:`cqopt.replay.sampling`),
     not at a prediction from earlier rounds (``"decay"``, OM's, and the others). ``choice``,
-    ``residuals``, ``fallback`` and ``hysteresis`` are
-    :class:`~cqopt.runtime.adaptive.AdaptiveQuery`'s options.
+    ``residuals``, ``fallback``, ``hysteresis`` and ``off_chart`` are
+    :meth:`AdaptiveQuery.costed <cqopt.runtime.adaptive.AdaptiveQuery.costed>`'s options.
     """
     spec = chart.spec
     plans = list(chart.plans)
@@ -138,11 +145,14 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         estimator = "decay"
     adaptive = AdaptiveQuery.costed(chart, catalog, estimator=estimator, d=d, decay=decay,
                                     hysteresis=hysteresis, choice=choice,
-                                    residuals=residuals, fallback=fallback)
+                                    residuals=residuals, fallback=fallback,
+                                    off_chart=off_chart)
     position = {id(p): i for i, p in enumerate(plans)}
     chosen = np.empty(n, dtype=np.intp)
     moves = np.zeros(n, dtype=bool)
     switches = np.zeros(n, dtype=bool)
+    off = np.zeros(n, dtype=bool)
+    reasons = np.full(n, "", dtype=object)
     estimates = {a.statistic: np.empty(n) for a in spec.axes}
     # The estimators see what was observed (nothing where a round defines a statistic
     # not, NaN in the rounds table); the filled-in values serve only to cost the optimum.
@@ -154,6 +164,7 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
                                 measured=measured)
         chosen[t] = position[id(outcome.plan)]
         moves[t], switches[t] = outcome.move, outcome.switch
+        off[t], reasons[t] = outcome.off_chart, outcome.off_chart_reason
         for k in estimates:
             estimates[k][t] = outcome.estimate[k]
     hit, regret = baselines.outcome(utilities, chosen, best)
@@ -178,7 +189,7 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         **{f"actual:{k}": v for k, v in actual.items()},
         **{f"estimate:{k}": v for k, v in estimates.items()},
         "plan": ids[chosen], "optimal": ids[best], "hit": hit, "regret": regret,
-        "move": moves, "switch": switches,
+        "move": moves, "switch": switches, "off_chart": off, "off_chart_reason": reasons,
         "oracle_plan": ids[oracle.plan_index], "oracle_hit": hits["oracle_chart"],
         "rand_hit": hits["rand"], "rate_hit": hits["rate"],
         "best_static_hit": hits["best_static"],
@@ -201,6 +212,8 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         **chart_score,
         "moves": int(moves.sum()),
         "switches": int(switches.sum()),
+        "off_chart_rounds": int(off.sum()),
+        "off_chart_example": str(reasons[np.argmax(off)]) if off.any() else "",
         "headroom": scored["best_static"]["regret"],
         "no_headroom": bool(scored["best_static"]["regret"] < baselines.NO_HEADROOM),
         "plans_used": int(len(np.unique(chosen))),
@@ -212,6 +225,21 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
         "alarms": [a.to_dict() for a in coverage_alarms(spec, observed)],
     }
     return Replay(name, rounds, summary, tuple(ids))
+
+
+def off_chart_line(summary: dict[str, Any]) -> str:
+    """One sentence on the rounds the chart did not cover, from a replay's summary.
+
+    >>> off_chart_line({"rounds": 120, "off_chart_rounds": 30,
+    ...                 "off_chart_example": "jsel.S.T = 0.2 is 200x the 0.001 the chart fixes"})
+    '30 of 120 rounds were off the chart and ran the plan costed cheapest at their statistics (first: jsel.S.T = 0.2 is 200x the 0.001 the chart fixes).'
+    """
+    n = summary.get("off_chart_rounds", 0)
+    if not n:
+        return f"All {summary['rounds']} rounds were inside the chart."
+    example = summary.get("off_chart_example")
+    return (f"{n} of {summary['rounds']} rounds were off the chart and ran the plan costed "
+            f"cheapest at their statistics{f' (first: {example})' if example else ''}.")
 
 
 def local_chart(spec: ChartSpec, catalog: Catalog) -> QueryChart:

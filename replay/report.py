@@ -39,7 +39,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from cqopt.charts.diagram import fixed_text, plan_numbers, plan_diagram
-from cqopt.replay.replay import BASELINES, Replay, fidelity_over_time
+from cqopt.replay.replay import BASELINES, Replay, fidelity_over_time, off_chart_line
 from cqopt.replay.verdict import replay_verdict
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -83,6 +83,9 @@ GLOSSARY: tuple[tuple[tuple[str, ...], str], ...] = (
     (("oracle fidelity",), "ORACLE-CHART's fidelity for that k."),
     (("headroom",), "BEST-STATIC's regret: the most any switching between plans can save "
                     "on this trace. Below 0.1%, no chart can help."),
+    (("off-chart rounds",), "rounds whose statistics the chart does not cover (an axis "
+                            "out of its range, a fixed statistic more than 2x off): every "
+                            "plan was costed at them and the cheapest ran."),
     (("moves",), "rounds in which the estimate fell in another chart region than the round "
                  "before."),
     (("switches",), "rounds in which the running plan changed; a switch hands the join "
@@ -492,7 +495,7 @@ def _settings(chart) -> str:
     return text + (f", fixed {fixed_text(spec)}" if spec.fixed else "")
 
 
-POLICY_KEYS = ("estimator", "choice", "fallback", "hysteresis")
+POLICY_KEYS = ("estimator", "choice", "off-chart", "fallback", "hysteresis")
 
 
 def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
@@ -565,6 +568,8 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
                         "score.")
         if s.get("fallbacks"):
             details += f" The fallback ran the best fixed plan in {s['fallbacks']} rounds."
+        if s.get("off_chart_rounds"):
+            details += " " + off_chart_line(s)
         queries.append({
             "name": name, "verdict": verdict_sentence(s, policy, sweep),
             "settings": _settings(chart), "details": details, "tables": tables,

@@ -18,7 +18,10 @@ estimate) for ``rounds`` rounds in a row; a
 :class:`~cqopt.runtime.choice.PricedSwitch` instead switches when the saving
 over the next rounds pays for handing over the new plan's join state.
 ``choice="expected"`` and ``fallback=ROUNDS`` add uncertainty-aware choice and
-regret-aware fallback (see :mod:`cqopt.runtime.choice`).
+regret-aware fallback (see :mod:`cqopt.runtime.choice`). With an
+:class:`~cqopt.runtime.offchart.OffChart` (:meth:`AdaptiveQuery.costed`'s
+default), a round whose statistics the chart does not cover runs the plan
+costed cheapest at them, and is counted in ``off_chart_rounds``.
 
 >>> from types import SimpleNamespace as Plan
 >>> from cqopt.charts.spec import Axis, ChartSpec
@@ -58,6 +61,7 @@ from cqopt.runtime.estimators import (
     ThresholdHistograms,
     make_estimator,
 )
+from cqopt.runtime.offchart import OffChart, OffChartChoice
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class RoundOutcome(NamedTuple):
     move: bool
     switch: bool
     dropped: tuple[str, ...] = ()  # invalid observations left out (on_invalid="drop")
+    off_chart: bool = False  # the chart did not cover the estimate: the plans were costed
+    off_chart_reason: str = ""  # what left the chart, when off_chart
 
 
 class AdaptiveQuery:
@@ -92,7 +98,7 @@ class AdaptiveQuery:
                  cost: Callable | None = None,
                  on_invalid: str = "raise", choice: str = "point", residuals: int = 20,
                  fallback: int | None = None, plan_costs: Callable | None = None,
-                 switch_cost: Callable | None = None):
+                 switch_cost: Callable | None = None, off_chart: OffChart | None = None):
         """Start a query on its chart.
 
         Parameters
@@ -130,6 +136,10 @@ class AdaptiveQuery:
             arrays of statistics; :func:`cqopt.runtime.choice.chart_costing` makes
             it, and ``switch_cost`` ``(plan_a, plan_b, stats) -> utility``, from a
             catalog.
+        off_chart : OffChart, optional
+            Decides rounds the chart does not cover (an axis out of its range,
+            a fixed statistic more than 2x off): every plan is costed at the
+            estimate and the cheapest runs (:mod:`cqopt.runtime.offchart`).
         on_invalid : {"raise", "drop"}
             What :meth:`step` does with an observation that is no valid value
             (NaN, an infinite or negative rate, a selectivity outside [0, 1],
@@ -161,7 +171,8 @@ class AdaptiveQuery:
                          jsel_threshold)
         self._limits = tuple((name, self._upper[name]) for name in self._names)
         self._policies(choice, residuals, fallback, plan_costs, switch_cost)
-        self.rounds = self.moves = self.switches = 0
+        self.off_chart = off_chart
+        self.rounds = self.moves = self.switches = self.off_chart_rounds = 0
         self.cell: tuple[int, ...] | None = None
         self.plan = None
         self._pending = 0  # rounds the chart has preferred another plan (hysteresis)
@@ -171,9 +182,11 @@ class AdaptiveQuery:
                **options: Any) -> AdaptiveQuery:
         """An adaptive query whose policies cost plans with the chart's model on ``catalog``.
 
-        The hysteresis, expected-cost choice, fallback and priced switches need
-        plan costs; this gives them the chart's own (its model, memory unit and
-        weights), so any of :class:`AdaptiveQuery`'s options can be passed.
+        The hysteresis, expected-cost choice, fallback, priced switches and
+        off-chart choice need plan costs; this gives them the chart's own (its
+        model, memory unit and weights), so any of :class:`AdaptiveQuery`'s
+        options can be passed. Rounds the chart does not cover are costed at
+        their point unless ``off_chart=False``.
 
         Parameters
         ----------
@@ -183,7 +196,8 @@ class AdaptiveQuery:
             The catalog the chart was built with (``charts.catalog``).
         **options :
             :class:`AdaptiveQuery`'s keyword options (estimator, d, decay,
-            hysteresis, choice, residuals, fallback, on_invalid, ...).
+            hysteresis, choice, residuals, fallback, on_invalid, ...), and
+            ``off_chart`` (bool, default True).
 
         Returns
         -------
@@ -193,8 +207,10 @@ class AdaptiveQuery:
 
         query_chart = _query_chart(chart, query)
         plan_costs, switch_cost, cost = chart_costing(query_chart, catalog)
+        off_chart = OffChart(query_chart, catalog) if options.pop("off_chart", True) else None
         return cls(query_chart, cost=cost if options.get("hysteresis") else None,
-                   plan_costs=plan_costs, switch_cost=switch_cost, **options)
+                   plan_costs=plan_costs, switch_cost=switch_cost, off_chart=off_chart,
+                   **options)
 
     @property
     def statistics(self) -> tuple[str, ...]:
@@ -267,16 +283,28 @@ class AdaptiveQuery:
 
     def choose(self, current: list[float] | None = None) -> tuple[dict[str, float], Any]:
         """The estimate (by default the next round's) and the chart's choice there."""
+        estimate, choice, _ = self._choose(current)
+        return estimate, choice
+
+    def _choose(self, current: list[float] | None = None
+                ) -> tuple[dict[str, float], Any, OffChartChoice | None]:
+        """:meth:`choose`, and the off-chart decision when the chart did not cover it."""
         if current is None:
             current = self._current
         estimate = dict(zip(self._names, current))
         choice = self.chart.locate(self._axis_values(current))
+        if self.off_chart is not None:
+            decided = self.off_chart.choose(estimate, choice)
+            if decided.off_chart:  # costed at the point: the chart's cells say nothing here
+                if decided.plan is not choice.plan:
+                    choice = choice._replace(plan=decided.plan, plan_id=decided.plan_id)
+                return estimate, choice, decided
         if self.expected is not None:
             index = self.expected.choose(estimate)
             if index is not None and self.chart.plans[index] is not choice.plan:
                 plan = self.chart.plans[index]
                 choice = choice._replace(plan=plan, plan_id=_id(plan))
-        return estimate, choice
+        return estimate, choice, None
 
     def observe(self, actual: Mapping[str, float]) -> None:
         """Feed a round's observed statistics (valid values) to the estimators."""
@@ -374,7 +402,7 @@ class AdaptiveQuery:
             current = [x if x == x else c for x, c in zip(now, current)]
         elif self.own_statistics:  # the round's own statistics are the ones given
             current = [x if x == x else c for x, c in zip(values, current)]
-        estimate, choice = self.choose(current)
+        estimate, choice, off_chart = self._choose(current)
         plan = choice.plan
         previous, cell = self.plan, choice.cell
         if self.fallback is not None and (fixed := self.fallback.plan()) is not None:
@@ -389,9 +417,12 @@ class AdaptiveQuery:
         move = self.cell is not None and cell != self.cell
         switch = previous is not None and plan is not previous
         # _make: tuple.__new__ without the named arguments' parsing, a third of the cost.
+        chart_plan_id = choice.plan_id if off_chart is None else off_chart.chart_plan_id
         outcome = RoundOutcome._make((self.rounds, estimate, cell, plan,
                                       choice.plan_id if plan is choice.plan else _id(plan),
-                                      choice.plan_id, move, switch, dropped))
+                                      chart_plan_id, move, switch, dropped,
+                                      off_chart is not None,
+                                      "" if off_chart is None else off_chart.reason))
         # From here on, float arithmetic on values within their bounds: nothing can fail.
         self._observe(values)
         if learn is not None:
@@ -399,6 +430,7 @@ class AdaptiveQuery:
         self._pending = pending
         self.moves += move
         self.switches += switch
+        self.off_chart_rounds += off_chart is not None
         self.cell, self.plan = cell, plan
         self.rounds += 1
         return outcome

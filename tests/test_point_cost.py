@@ -15,8 +15,9 @@ import pytest
 
 from cqopt.catalog import load_catalog
 from cqopt.charts.workload import load_workload
-from cqopt.costmodel import OM, PIPES, Utility, plan_utilities
+from cqopt.costmodel import OM, PIPES, Engine, PointUtilities, Utility, plan_utilities
 from cqopt.costmodel.base import ARRAYS, SCALARS, compile_point_cost
+from cqopt.costmodel.point import compile_point_utilities
 from cqopt.optimizer.query.logical import parse_query
 from cqopt.optimizer.rules.enumerate import enumerate_plans
 
@@ -139,3 +140,49 @@ def test_scalar_namespace_mirrors_numpy_on_edge_values():
             assert _bits(SCALARS.expm1(x)) == _bits(np.expm1(x))
             if x >= -1.0 or np.isnan(x):
                 assert _bits(SCALARS.log1p(x)) == _bits(np.log1p(x))
+
+
+@pytest.mark.parametrize("model_class", [OM, PIPES, Engine])
+@pytest.mark.parametrize("utility", [Utility(0.4, 0.6), Utility(0.2, 0.5, 3.0),
+                                     Utility(1.0, 0.0, zero_output="infinite")])
+def test_one_function_for_all_plans_is_the_grid_column(examples, model_class, utility):
+    """The plan set's generated utilities (shared terms computed once, unread ones dropped)
+    are the grid kernel's doubles at every point, for every model and weighting."""
+    for catalog, sql in _queries(examples):
+        query = parse_query(sql, catalog)
+        plans = enumerate_plans(query, catalog=catalog)
+        points = _points(query)
+        grid = {name: np.array([p[name] for p in points]) for name in query.statistics}
+        model = model_class(catalog)
+        whole = np.broadcast_to(plan_utilities(model, utility, plans, grid),
+                                (len(plans), len(points)))
+        at = PointUtilities(model, utility, plans)
+        for i, point in enumerate(points):
+            assert [_bits(x) for x in at(point)] == [_bits(x) for x in whole[:, i]], sql
+
+
+def test_one_function_shares_terms_and_drops_what_no_utility_reads(examples):
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    plans = enumerate_plans(parse_query(MORE[4], catalog))
+    model = OM(catalog)
+    alone = sum(compile_point_cost(lambda s, xp, p=p: model._cost(p, s, xp)).source.count("\n")
+                for p in plans)
+    together = compile_point_utilities(model, Utility(0.4, 0.6), plans).source
+    assert together.count("float(stats['rate.TCP'])") == 1
+    assert together.count("\n") < alone  # fewer lines than the plans' own functions
+    with_cpu = compile_point_utilities(model, Utility(0.4, 0.6, 1.0), plans).source
+    assert with_cpu.count("\n") > together.count("\n")  # CPU terms only when weighed
+
+
+def test_the_kernel_at_a_point_keeps_each_plan_sets_code(examples):
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    plans = enumerate_plans(parse_query(MORE[4], catalog))
+    model, utility = OM(catalog), Utility()
+    point = {name: 0.3 for name in parse_query(MORE[4], catalog).statistics}
+    first = plan_utilities(model, utility, plans, point)  # costed plan by plan
+    for _ in range(3):
+        assert plan_utilities(model, utility, plans, point).tolist() == first.tolist()
+    generated = [e for e in model._point_utilities.values() if isinstance(e, PointUtilities)]
+    assert len(generated) == 1 and generated[0].plans == tuple(plans)
+    with pytest.raises(Exception, match="needs statistic"):
+        plan_utilities(model, utility, plans, {"rate.TCP": 1.0})
