@@ -33,7 +33,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                            estimator=policy.pop("estimator"), d=policy.pop("d"),
                            decay=policy.pop("decay"), policy=policy,
                            tolerance=Tolerance(args.tolerance, args.tolerance_ms / 1000),
-                           deadline=deadline, min_kept=args.min_kept)
+                           deadline=deadline, min_kept=args.min_kept, refresh=args.refresh)
 
     def say(line: str) -> None:
         if not args.quiet:
@@ -126,6 +126,11 @@ def add_parsers(sub) -> None:
                         "was shed (default: no deadline, nothing shed)")
     p.add_argument("--min-kept", type=number(low=0, high=1), default=0.0, metavar="SHARE",
                    help="with --deadline: the least share of a round's input kept (default 0)")
+    p.add_argument("--refresh", type=number(integer=True, low=1), metavar="ROUNDS",
+                   help="rebuild the chart in the background from the run's own rounds (as "
+                        "build --ranges-from does) once ROUNDS rounds have passed and more "
+                        "than 10%% of them left the chart, and swap it in between rounds; a "
+                        "failed rebuild is said once and the run goes on with its chart")
     p.add_argument("--master", type=options.master, default="local[*]",
                    help="Spark master URL (default local[*])")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -130,3 +130,33 @@ def test_a_rebuild_that_gives_no_chart_fails_too(q2, catalog):
     refresher.observe(_round(np.random.default_rng(3), 0.2))
     assert refresher.wait(30)
     assert refresher.current() is q2 and refresher.failures == 1 and len(said) == 1
+
+
+def test_the_runs_rounds_rebuild_the_chart_and_swap_it_in_between_rounds(
+        q2, catalog, examples, tmp_path):
+    """cqopt run --refresh: rounds whose join selectivities leave the chart start a rebuild;
+    the next round is chosen from the rebuilt chart, which covers them."""
+    from cqopt.charts.workload import load_workload
+    from cqopt.spark.run.roundlog import RoundLog
+    from cqopt.spark.run.rounds import RoundRunner
+    from cqopt.spark.run.settings import RunContext, RunSettings
+    from cqopt.spark.run.staging import Staging
+    from cqopt.spark.run.state import RunState
+
+    query = next(q for s, q in workload_specs(load_workload(examples / "workload.toml"),
+                                               catalog) if s.name == "Q2")
+    said: list[str] = []
+    ctx = RunContext(None, "Q2", query, q2, catalog, RunSettings(window_s=1.0, refresh=5),
+                     1.0, tmp_path, said.append)
+    state = RunState.open(tmp_path, {"query": "Q2"}, None)
+    runner = RoundRunner(ctx, state, Staging(ctx, state), RoundLog(ctx))
+    rng = np.random.default_rng(1)
+    first = [runner.choose(_round(rng, 0.2)) for _ in range(5)]
+    assert all(o.off_chart for o in first)  # jsel 0.2 where the chart fixed 0.001
+    assert runner.refresher.wait(120) and runner.refresher.generation == 1
+    after = runner.choose(_round(rng, 0.2))
+    assert runner.generation == 1 and runner.adaptive_chart is not q2
+    # the rebuilt chart fixes the join selectivities at what the rounds measure
+    assert "jsel" not in after.off_chart_reason
+    assert all("jsel" in o.off_chart_reason for o in first)
+    assert any("swapped in (generation 1)" in line for line in said)

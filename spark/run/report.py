@@ -92,6 +92,7 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
                            "tolerance": str(tolerance),
                            "plans_run": {}, "switches": sum(r["switch"] for r in records),
                            "moves": sum(r["move"] for r in records),
+                           "off_chart_rounds": sum(bool(r.get("off_chart")) for r in records),
                            "plan_seconds_total": float(sum(r["plan_seconds"] for r in records)),
                            # older logs lack it: their statistics' cost is unknown, not 0
                            "statistics_seconds_total": float(sum(
@@ -198,7 +199,9 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"- lag behind the newest complete round: last {s['lag_s']['last']:.1f} s, "
              f"highest {s['lag_s']['highest']:.1f} s; rounds where it had grown "
              f"{LAG_ROUNDS} rounds in a row: {s['lag_warnings']}",
-             f"- moves: {s['moves']}, switches: {s['switches']}",
+             f"- moves: {s['moves']}, switches: {s['switches']}; off-chart rounds (the chart "
+             f"did not cover their statistics, so every plan was costed at them): "
+             f"{s.get('off_chart_rounds', 0)}",
              f"- chosen plans' wall time (result written to Parquet): "
              f"{s['plan_seconds_total']:.3f} s; rows out: {s['rows_out_total']}",
              f"- measuring each round's statistics (the estimator {estimator}): "

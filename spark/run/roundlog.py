@@ -117,6 +117,9 @@ class RoundLog:
             "cell": list(outcome.cell), "plan": outcome.plan_id,
             "chart_plan": outcome.chart_plan_id, "move": outcome.move,
             "switch": outcome.switch, "rows_out": rows_out, "plan_seconds": seconds,
+            # the chart did not cover the round: its plans were costed at the round's point
+            "off_chart": bool(getattr(outcome, "off_chart", False)),
+            "off_chart_reason": getattr(outcome, "off_chart_reason", ""),
             "statistics_seconds": statistics_s,
             "deadline": None if deadline is None else {
                 "seconds": deadline, **(shed or {"kept": 1.0}), "missed": seconds > deadline},

@@ -57,6 +57,10 @@ if TYPE_CHECKING:
     from cqopt.optimizer.query.logical import ContinuousQuery
 
 
+# Rounds whose observations warm the adaptive query made on a rebuilt chart.
+WARM_ROUNDS = 50
+
+
 class RoundRunner:
     """Runs a run's complete rounds in round order; holds the adaptive query."""
 
@@ -71,9 +75,47 @@ class RoundRunner:
             self.engine = Engine(ctx.catalog)
         self.unreachable_said = False
         self.profiling = ctx.settings.shadow  # per-operator metrics of each timed plan
+        self.refresher = self._refresher()
         # The logged rounds' observations bring the adaptive query to where it stopped.
         for record in log.records:
             self.choose(record["observed"])
+
+    def _refresher(self):
+        """``--refresh N``: the chart rebuilt in the background from the run's rounds
+        (``adaptive_chart`` is the one rounds are chosen from, of ``generation``)."""
+        self.adaptive_chart, self.generation = self.ctx.chart, 0
+        if self.ctx.settings.refresh is None:
+            return None
+        from cqopt.runtime.refresh import ChartRefresher
+
+        name = self.ctx.name
+        return ChartRefresher(self.ctx.chart, self.ctx.catalog, every=self.ctx.settings.refresh,
+                              say=lambda line: self.ctx.say(f"{name}: {line}"))
+
+    def _swap(self) -> None:
+        """Between rounds: take the refresher's newest chart, if its plans are the run's.
+
+        A rebuilt chart with other candidate plans (an engine chart's strategies are
+        chosen over its box) is not taken: the round log and the shadow timings
+        compare the same plans in every round. The adaptive query is made anew on
+        the new chart and warmed on the last rounds' observations, as on resumption.
+        """
+        new = self.refresher.current()
+        if self.refresher.generation == self.generation:
+            return
+        self.generation = self.refresher.generation
+        if [p.id for p in new.plans] != [p.id for p in self.adaptive_chart.plans]:
+            self.ctx.say(f"{self.ctx.name}: the chart rebuilt from the run's rounds has other "
+                         "candidate plans; the run goes on with its chart")
+            return
+        self.adaptive_chart = new
+        self.adaptive = AdaptiveQuery.costed(new, self.ctx.catalog,
+                                             **self.ctx.settings.adaptive_options)
+        for record in self.log.records[-WARM_ROUNDS:]:
+            self.choose(record["observed"], refresh=False)
+        changes = "; ".join(self.refresher.changes) or "no range changed"
+        self.ctx.say(f"{self.ctx.name}: chart rebuilt from the run's rounds and swapped in "
+                     f"(generation {self.generation}): {changes}")
 
     def run(self, tagged: DataFrame | None, batch_id: int | None, stop: int,
             local=None) -> None:
@@ -161,7 +203,7 @@ class RoundRunner:
         for index in range(len(groups)):
             remove(results / f".tmp-group-{first:06d}-{index}")
 
-    def choose(self, observed: Mapping[str, float | None]):
+    def choose(self, observed: Mapping[str, float | None], refresh: bool = True):
         """Algorithm 2's step for a round observed as ``observed``: its outcome.
 
         With ``sample`` (the round's own statistics), the plan is chosen at
@@ -169,9 +211,14 @@ class RoundRunner:
         tuples defines no selectivity: the estimators see what was observed
         (as in :func:`cqopt.replay.replay.replay`).
         """
+        if refresh and self.refresher is not None:
+            self._swap()
         seen = observed_statistics(observed, self.adaptive.statistics)
         own = self.ctx.settings.own_statistics
-        return self.adaptive.step(seen, measured=seen if own else None)
+        outcome = self.adaptive.step(seen, measured=seen if own else None)
+        if refresh and self.refresher is not None:
+            self.refresher.observe(seen)
+        return outcome
 
     def _run_round(self, r: int, tuples: dict[str, DataFrame], observed: dict[str, float],
                    batch_id: int | None, lag_s: float, statistics_s: float) -> None:

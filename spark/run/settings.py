@@ -136,9 +136,14 @@ class RunSettings:
     tolerance: Tolerance = Tolerance()
     deadline: float | str | None = None
     min_kept: float = 0.0
+    refresh: int | None = None
 
     def __post_init__(self) -> None:
         judged = object.__setattr__
+        if self.refresh is not None and not _whole(self.refresh):
+            raise StreamingRunError(f"--refresh {self.refresh}: needs a whole number of rounds "
+                                    ">= 1 (how often the chart may be rebuilt from the run's "
+                                    "rounds)")
         if self.window_s is not None:
             if not (isinstance(self.window_s, (int, float)) and math.isfinite(self.window_s)
                     and self.window_s > 0):
