@@ -162,12 +162,10 @@ def cmd_show(args: argparse.Namespace) -> int:
                          "trees, or both")
     if args.out is not None and Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise CqoptError(f"--out {args.out}: the diagram is written as .png, .svg or .pdf")
-    if args.out is not None and (Path(args.out).is_dir() or not Path(args.out).parent.is_dir()):
-        folder = Path(args.out) if Path(args.out).is_dir() else Path(args.out).parent
-        raise CqoptError(f"--out {args.out}: " + ("is a folder; name the image file to write"
-                                                  if folder == Path(args.out) else
-                                                  f"the folder {folder} does not exist; create "
-                                                  "it first"))
+    if args.out is not None:
+        from cqopt.owned_file import check_owned_target
+
+        check_owned_target(args.out)  # before any work: an image of cqopt's, or a new one
     chart_set = charts.load(args.charts)
     chart = chart_set[args.query]
     at = dict(args.at or [])
@@ -281,7 +279,8 @@ def add_parsers(sub) -> None:
                     "title saying which and why. --plans prints each plan's tree.")
     p.add_argument("--charts", required=True, metavar="DIR", help="chart set directory")
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
-    p.add_argument("--out", metavar="FILE.png", help="image to write (.png, .svg or .pdf)")
+    p.add_argument("--out", metavar="FILE.png", help="image to write (.png, .svg or .pdf); "
+                   "an existing file is replaced only if cqopt wrote it")
     p.add_argument("--plans", action="store_true",
                    help="print each plan's number (P1 covers the most area), its share of the "
                         "chart and its tree, as the diagram's legend numbers them")

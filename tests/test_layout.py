@@ -13,7 +13,7 @@ import cqopt
 
 # Bottom to top; a package may import itself and any package before it.
 # The optimizer's rooms are layers too: the query front end, then plans, then the rules.
-LAYERS = ["cqopt.errors", "cqopt.output", "cqopt.examples", "cqopt.catalog",
+LAYERS = ["cqopt.errors", "cqopt.output", "cqopt.owned_file", "cqopt.examples", "cqopt.catalog",
           "cqopt.optimizer.query", "cqopt.optimizer.plans", "cqopt.optimizer.rules",
           "cqopt.optimizer", "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay",
           "cqopt.spark", "cqopt.api", "cqopt.cli"]
