@@ -123,7 +123,7 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     if engine not in ("auto", "local", "spark"):
         raise CqoptError(f"{name('engine', engine)}: expected auto, local or spark")
     if out is not None:
-        check_writable(Path(out), force)  # before any work
+        check_writable(Path(out), force, kind="chart set")  # before any work
     given = {"k": k, "model": model, "weights": weights, "refine": refine, "depth": depth,
              "reduce": reduce}
     options = judge_options(given, name, CqoptError)
@@ -298,8 +298,14 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
 
     catalog = _catalog(catalog)
     chosen = []
-    for stream_name in streams or list(catalog.streams):
+    if streams is not None and (not streams or any(not s.strip() for s in streams)):
+        raise CqoptError(f"{name('streams', ','.join(streams))}: names an empty stream; give "
+                         "streams of the catalog, e.g. " + ",".join(catalog.streams))
+    for stream_name in list(catalog.streams) if streams is None else streams:
         stream = catalog.stream(stream_name)
+        if stream is not None and stream.name in [c.name for c in chosen]:
+            raise CqoptError(f"{name('streams', ','.join(streams or []))}: names "
+                             f"{stream.name} twice; give each stream once")
         if stream is None:
             raise CqoptError(f"{name('streams', ','.join(streams or []))}: the catalog has no "
                              f"stream {stream_name!r}; it has " + ", ".join(catalog.streams))

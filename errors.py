@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import errno
 import io
+import json
 import math
 import os
 import re
@@ -95,6 +96,56 @@ def read_text_file(path: str | os.PathLike, limit: int = MAX_TEXT_FILE) -> str:
     check_regular_file(path, limit)
     with open(path, encoding="utf-8") as f:
         return f.read(limit + 1)
+
+
+MAX_JSON_DEPTH = 64  # a manifest, marker or run state nests a few levels
+MAX_JSON_DIGITS = 40  # a seed or a count; 10^400 is no number cqopt wrote
+
+
+def _json_number(text: str) -> int | float:
+    digits = text.lstrip("-").partition(".")[0].partition("e")[0].partition("E")[0]
+    if len(digits) > MAX_JSON_DIGITS:
+        raise ValueError(f"a number of {len(digits):,} digits")
+    value = float(text) if any(c in text for c in ".eE") else int(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _json_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str | bytes) -> object:
+    """JSON as cqopt writes it, strictly: no NaN or Infinity, no number out of a float's
+    range or of more than :data:`MAX_JSON_DIGITS` digits, at most :data:`MAX_JSON_DEPTH`
+    levels of nesting. Anything else is a ValueError (never a RecursionError).
+
+    >>> parse_json('{"k": [4, 2.5]}')
+    {'k': [4, 2.5]}
+    >>> parse_json("[" * 200_000)
+    Traceback (most recent call last):
+    ...
+    ValueError: nested deeper than 64 levels
+    >>> parse_json('{"lo": 1e400}')
+    Traceback (most recent call last):
+    ...
+    ValueError: the number 1e400 is out of range
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    depth = deepest = 0
+    outside = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)  # brackets outside strings only
+    for char in re.sub(r"[^][{}]", "", outside):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+        elif char in "]}":
+            depth -= 1
+    return json.loads(text, parse_int=_json_number, parse_float=_json_number,
+                      parse_constant=_json_constant)
 
 
 def check_regular_file(path: str | os.PathLike, limit: int) -> int:

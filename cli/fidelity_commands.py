@@ -36,7 +36,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from cqopt.api import generate
 
     out = generate(args.catalog, args.out,
-                   streams=args.streams.split(",") if args.streams else None,
+                   streams=args.streams.split(",") if args.streams is not None else None,
                    duration=args.duration, seed=args.seed, rate_cv=args.rate_cv,
                    interarrivals=args.interarrivals, offset=args.offset,
                    rate_scale=_pairs(args.rate_scale, "--rate-scale"), steady=args.steady,

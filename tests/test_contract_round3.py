@@ -1,0 +1,163 @@
+"""The user's contract, third audit: no user file overwritten by any command, no hang on a
+FIFO or device, no traceback, every check before Spark starts, and nonsense refused."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cqopt.charts as charts
+from cqopt.cli.main import main
+from cqopt.output import MARKER, OutputError, recover, staged_directory
+from cqopt.spark import calibrate as cal
+
+
+def _error(capsys, code: int) -> str:
+    """The one error line of a refused command (exit 2, no traceback)."""
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    assert captured.err.startswith("cqopt: error: ") and captured.err.count("\n") == 1, \
+        captured.err
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+def _cli(*args: str, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cqopt", *args], capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="module")
+def chart_set(dec_toml, workload_toml, tmp_path_factory):
+    out = tmp_path_factory.mktemp("round3") / "charts"
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out",
+                 str(out), "--engine", "local", "--k", "3", "--quiet"]) == 0
+    return out
+
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    """calibrate's Spark parts replaced: the command's own checks and writes, no JVM."""
+    rates = {"selection_equality": 2e7, "selection_range": 1.5e7, "projection": 3e7,
+             "equi_join": 4e6, "aggregate": 1e7}
+
+    def measure(spark, catalog, max_rows, sizes, repeats, say):
+        rows = [max_rows >> i for i in reversed(range(sizes))]
+        return {kind: [(n, 0.08 + n / rate) for n in rows] for kind, rate in rates.items()}
+
+    monkeypatch.setattr(cal, "measure", measure)
+    monkeypatch.setattr(cal, "describe_spark", lambda spark: "Spark test")
+    monkeypatch.setattr("cqopt.spark.session.running_session",
+                        lambda master, progress, conf=None: contextlib.nullcontext(None))
+
+
+# -- data lost or overwritten ---------------------------------------------------------------
+def test_show_never_overwrites_a_users_file_or_writes_through_a_link(chart_set, tmp_path,
+                                                                     capsys):
+    photo = tmp_path / "photo.png"
+    photo.write_bytes(b"\x89PNG\r\n\x1a\nmy holiday")
+    show = ["show", "--charts", str(chart_set), "--query", "Q1", "--out"]
+    err = _error(capsys, main([*show, str(photo)]))
+    assert "cqopt did not write it" in err and "choose another --out" in err
+    assert photo.read_bytes() == b"\x89PNG\r\n\x1a\nmy holiday"
+    doc = tmp_path / "doc.txt"
+    doc.write_text("my thesis")
+    (tmp_path / "doc.png").symlink_to(doc)
+    err = _error(capsys, main([*show, str(tmp_path / "doc.png")]))
+    assert "symbolic link" in err and doc.read_text() == "my thesis"
+    # An image cqopt wrote is replaced (a rerun); once edited, it is the user's.
+    ours = tmp_path / "q1.svg"
+    assert main([*show, str(ours)]) == 0 and main([*show, str(ours)]) == 0
+    ours.write_bytes(ours.read_bytes().replace(b"<svg", b"<svg data-mine='1'", 1))
+    capsys.readouterr()
+    assert "did not write it" in _error(capsys, main([*show, str(ours)]))
+    assert b"data-mine" in ours.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["doc.png", "doc.txt", "photo.png",
+                                                          "q1.svg"]
+
+
+@pytest.mark.parametrize("target", ["/proc/version.png", "/sys/x.png"])
+def test_show_into_a_folder_it_cannot_write_is_one_line(chart_set, capsys, target):
+    if not Path(target).parent.is_dir():
+        pytest.skip(f"no {Path(target).parent} here")
+    err = _error(capsys, main(["show", "--charts", str(chart_set), "--query", "Q1",
+                               "--out", target]))
+    assert target in err
+
+
+def test_calibrate_never_overwrites_an_edited_catalog_or_its_own_input(no_spark, dec_toml,
+                                                                       tmp_path, capsys):
+    out = tmp_path / "cal.toml"
+    calibrate = ["calibrate", "--catalog", dec_toml, "--rows", "8000", "--quiet", "--out"]
+    assert main([*calibrate, str(out)]) == 0 and main([*calibrate, str(out)]) == 0
+    edited = out.read_text().replace("[operators]", "[operators]\n# my note", 1)
+    out.write_text(edited)
+    capsys.readouterr()
+    err = _error(capsys, main([*calibrate, str(out)]))
+    assert "did not write it (or it was edited since)" in err and out.read_text() == edited
+    shutil.copy(out, tmp_path / "again.toml")
+    out.write_text(edited.replace("\n# my note", ""))  # the signed text again, unedited
+    assert main(["calibrate", "--catalog", str(out), "--rows", "8000", "--quiet",
+                 "--out", str(out)]) == 2
+    assert "is the file this command reads" in capsys.readouterr().err
+
+
+def test_calibrate_scratch_is_fresh_and_never_followed(no_spark, dec_toml, tmp_path, capsys):
+    out = tmp_path / "cal.toml"
+    diary = tmp_path / "diary.txt"
+    diary.write_text("dear diary")
+    (tmp_path / ".cal.toml.tmp").symlink_to(diary)
+    mine = tmp_path / "notes"
+    mine.write_text("mine")
+    assert main(["calibrate", "--catalog", dec_toml, "--rows", "8000", "--quiet", "--out",
+                 str(out)]) == 0
+    assert diary.read_text() == "dear diary" and (tmp_path / ".cal.toml.tmp").is_symlink()
+    assert not out.is_symlink() and "[operators]" in out.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".cal.toml.tmp", "cal.toml",
+                                                          "diary.txt", "notes"]
+
+
+def test_a_copied_staging_folder_is_not_taken_for_cqopts_scratch(tmp_path):
+    out = tmp_path / "o"
+    with pytest.raises(RuntimeError):
+        with staged_directory(out, kind="chart set") as tmp:
+            real = tmp
+            (tmp / "half.parquet").write_bytes(b"half")
+            shutil.copytree(tmp, tmp_path / ".o.tmp-999998-x")  # the user's copy
+            marker = json.loads((tmp / MARKER).read_text())
+            raise RuntimeError("stop")
+    assert not real.exists()
+    copy = tmp_path / ".o.tmp-999998-x"
+    body = json.loads((copy / MARKER).read_text())
+    (copy / MARKER).write_text(json.dumps({**body, "id": "x"}))
+    (copy / "thesis.tex").write_text("mine")
+    assert marker["state"] == "staging"
+    said = []
+    assert recover(out, said.append) == [copy]
+    assert (copy / "thesis.tex").read_text() == "mine" and len(said) == 1
+
+
+def test_force_does_not_replace_another_kind_of_output(chart_set, dec_toml, tmp_path, capsys):
+    out = tmp_path / "charts"
+    shutil.copytree(chart_set, out)
+    err = _error(capsys, main(["generate", "--catalog", dec_toml, "--out", str(out),
+                               "--duration", "2", "--force"]))
+    assert "is a chart set cqopt wrote, not a trace set" in err
+    assert charts.load(out)["Q1"] is not None
+
+
+@pytest.mark.parametrize("streams,says", [("TCP,TCP", "TCP twice"), ("", "empty stream"),
+                                          ("TCP,", "empty stream")])
+def test_generate_refuses_a_stream_named_twice_or_empty(dec_toml, tmp_path, capsys, streams,
+                                                        says):
+    out = tmp_path / "traces"
+    err = _error(capsys, main(["generate", "--catalog", dec_toml, "--out", str(out),
+                               "--duration", "2", "--streams", streams]))
+    assert says in err and not out.exists()
