@@ -93,9 +93,36 @@ def read_text_file(path: str | os.PathLike, limit: int = MAX_TEXT_FILE) -> str:
     ...
     OSError: [Errno 22] not a regular file (a FIFO, device or directory): '/dev/zero'
     """
-    check_regular_file(path, limit)
-    with open(path, encoding="utf-8") as f:
-        return f.read(limit + 1)
+    with open_regular(path, limit) as f:
+        return io.TextIOWrapper(f, encoding="utf-8").read(limit + 1)
+
+
+def open_regular(path: str | os.PathLike, limit: int) -> io.BufferedReader:
+    """``path`` opened for reading, checked to be a regular file of at most ``limit`` bytes
+    on the open file itself, before a byte is read; else an OSError.
+
+    Opened without waiting (a FIFO does not block the open) and read without
+    waiting (``/proc/kmsg``, a regular file with nothing to say yet, fails at
+    once instead of blocking).
+
+    >>> open_regular("/dev/zero", 1 << 20)
+    Traceback (most recent call last):
+    ...
+    OSError: [Errno 22] not a regular file (a FIFO, device or directory): '/dev/zero'
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or directory)",
+                          str(path))
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, "rb")
 
 
 MAX_JSON_DEPTH = 64  # a manifest, marker or run state nests a few levels

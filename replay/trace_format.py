@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cqopt.errors import CqoptError, did_you_mean
+from cqopt.errors import CqoptError, check_regular_file, did_you_mean
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -291,6 +291,10 @@ def read_trace_frame(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
 
 
 def _read_file(found: TraceFormat, path: Path) -> pd.DataFrame:
+    try:
+        check_regular_file(path, 1 << 50)  # a FIFO or device: refused, never waited on
+    except OSError as err:
+        raise TraceError(str(path), f"{err.strerror}; name a trace file") from None
     try:
         return found.read(path)
     except TraceError:

@@ -161,3 +161,41 @@ def test_generate_refuses_a_stream_named_twice_or_empty(dec_toml, tmp_path, caps
     err = _error(capsys, main(["generate", "--catalog", dec_toml, "--out", str(out),
                                "--duration", "2", "--streams", streams]))
     assert says in err and not out.exists()
+
+
+# -- hangs: only regular files are read or replaced ---------------------------------------
+def _fifo(tmp_path: Path) -> Path:
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    return fifo
+
+
+@pytest.mark.parametrize("target", ["fifo", "/dev/zero", "link to /dev/zero"])
+def test_calibrate_out_at_a_fifo_or_device_is_refused_at_once(dec_toml, tmp_path, target):
+    out = {"fifo": lambda: _fifo(tmp_path), "/dev/zero": lambda: Path("/dev/zero"),
+           "link to /dev/zero": lambda: (tmp_path / "z.toml").symlink_to("/dev/zero")
+           or tmp_path / "z.toml"}[target]()
+    done = _cli("calibrate", "--catalog", dec_toml, "--out", str(out), timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr and "starting Spark" not in done.stderr
+
+
+@pytest.mark.parametrize("where", ["/proc/kmsg", "fifo"])
+def test_explain_never_waits_on_a_catalog_that_is_no_regular_file(workload_toml, tmp_path,
+                                                                  where):
+    catalog = "/proc/kmsg" if where == "/proc/kmsg" else str(_fifo(tmp_path))
+    if where == "/proc/kmsg" and not os.path.exists(catalog):
+        pytest.skip("no /proc/kmsg here")
+    done = _cli("explain", "--catalog", catalog, "--sql",
+                "SELECT * FROM TCP [NOW] WHERE TCP.dest_port = 80", timeout=60)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr and catalog in done.stderr
+
+
+def test_a_trace_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
+    from cqopt.replay.trace_format import TraceError, read_trace_frame
+
+    fifo = tmp_path / "TCP.csv"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceError, match="not a regular file"):
+        read_trace_frame(fifo)
