@@ -125,7 +125,7 @@ def open_regular(path: str | os.PathLike, limit: int) -> io.BufferedReader:
     return open(fd, "rb")
 
 
-MAX_JSON_DEPTH = 64  # a manifest, marker or run state nests a few levels
+MAX_JSON_DEPTH = 200  # a manifest, marker or run state nests a few levels, a plan a dozen
 MAX_JSON_DIGITS = 40  # a seed or a count; 10^400 is no number cqopt wrote
 
 
@@ -143,17 +143,18 @@ def _json_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def parse_json(text: str | bytes) -> object:
-    """JSON as cqopt writes it, strictly: no NaN or Infinity, no number out of a float's
-    range or of more than :data:`MAX_JSON_DIGITS` digits, at most :data:`MAX_JSON_DEPTH`
-    levels of nesting. Anything else is a ValueError (never a RecursionError).
+def parse_json(text: str | bytes, nan: bool = False) -> object:
+    """JSON as cqopt writes it, strictly: no NaN or Infinity (unless ``nan``: a manifest
+    may hold them, for its own checks to judge), no number out of a float's range or of
+    more than :data:`MAX_JSON_DIGITS` digits, at most :data:`MAX_JSON_DEPTH` levels of
+    nesting. Anything else is a ValueError (never a RecursionError).
 
     >>> parse_json('{"k": [4, 2.5]}')
     {'k': [4, 2.5]}
     >>> parse_json("[" * 200_000)
     Traceback (most recent call last):
     ...
-    ValueError: nested deeper than 64 levels
+    ValueError: nested deeper than 200 levels
     >>> parse_json('{"lo": 1e400}')
     Traceback (most recent call last):
     ...
@@ -172,7 +173,7 @@ def parse_json(text: str | bytes) -> object:
         elif char in "]}":
             depth -= 1
     return json.loads(text, parse_int=_json_number, parse_float=_json_number,
-                      parse_constant=_json_constant)
+                      parse_constant=float if nan else _json_constant)
 
 
 def check_regular_file(path: str | os.PathLike, limit: int) -> int:

@@ -87,6 +87,8 @@ MAX_MARKER = 64 << 20  # an inventory of 100,000 files is a few MB
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 AT_FDCWD = -100
 STAGING, ASIDE, COMPLETE = "staging", "aside", "complete"
+NAME_MAX = 255  # bytes of one file name on Linux, macOS and Windows file systems
+SCRATCH_ROOM = 40  # ".NAME.tmp-<pid>-<id>" adds a dot, ".tmp-", a pid and an 8-letter id
 
 
 class OutputError(CqoptError):
@@ -345,6 +347,18 @@ def check_writable(out: Path, force: bool, kind: str = "output") -> Marker | Non
     cqopt.output.OutputError: cannot replace /: it is the root directory; choose another --out
     """
     out = Path(out)
+    if len(os.fsencode(out.name)) + SCRATCH_ROOM > NAME_MAX:
+        raise OutputError(f"--out {printable(out.name)[:60]}...: a name of "
+                          f"{len(os.fsencode(out.name))} bytes; cqopt writes beside it under a "
+                          f"name {SCRATCH_ROOM} bytes longer, and a name holds at most "
+                          f"{NAME_MAX}: choose a shorter --out")
+    try:
+        return _check_writable(out, force, kind)
+    except OSError as err:
+        raise OutputError(f"cannot write {out}: {err.strerror}; choose another --out") from None
+
+
+def _check_writable(out: Path, force: bool, kind: str) -> Marker | None:
     why = _protected(out)
     if why:
         raise OutputError(f"cannot replace {out}: {why}; choose another --out")

@@ -199,3 +199,147 @@ def test_a_trace_that_is_a_fifo_is_refused_not_waited_on(tmp_path):
     os.mkfifo(fifo)
     with pytest.raises(TraceError, match="not a regular file"):
         read_trace_frame(fifo)
+
+
+# -- tracebacks become one line -----------------------------------------------------------
+def test_a_depth_too_deep_to_print_is_refused_in_one_line(dec_toml, workload_toml, tmp_path,
+                                                          capsys):
+    err = _error(capsys, main(["build", "--catalog", dec_toml, "--workload", workload_toml,
+                               "--out", str(tmp_path / "o"), "--engine", "local",
+                               "--refine", "8", "--depth", "100000", "--quiet"]))
+    assert "depth 100000" in err and "give a depth from 0 to" in err
+
+
+def test_an_out_name_too_long_for_its_scratch_is_refused_before_any_work(
+        dec_toml, workload_toml, tmp_path, capsys):
+    for length in (230, 300):
+        err = _error(capsys, main(["build", "--catalog", dec_toml, "--workload",
+                                   workload_toml, "--out", str(tmp_path / ("a" * length)),
+                                   "--engine", "local", "--k", "3", "--quiet"]))
+        assert "choose a shorter --out" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_deeply_nested_marker_is_refused_not_a_recursion(tmp_path, capsys, dec_toml,
+                                                            workload_toml):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / MARKER).write_text("[" * 200_000)
+    err = _error(capsys, main(["build", "--catalog", dec_toml, "--workload", workload_toml,
+                               "--out", str(out), "--engine", "local", "--k", "3", "--quiet",
+                               "--force"]))
+    assert "nested deeper" in err and (out / MARKER).exists()
+
+
+def _crafted(chart_set, tmp_path, edit=None, text=None) -> Path:
+    """A copy of ``chart_set`` whose manifest is ``edit``ed (checksum made valid) or is
+    ``text``."""
+    from cqopt.charts.store import MANIFEST_CHECKSUM, manifest_checksum
+
+    copy = tmp_path / "crafted"
+    shutil.copytree(chart_set, copy)
+    if text is None:
+        manifest = json.loads((copy / "manifest.json").read_text())
+        edit(manifest)
+        manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
+        text = json.dumps(manifest, allow_nan=True)
+    (copy / "manifest.json").write_text(text)
+    return copy
+
+
+def _axis(**values):
+    def edit(manifest):
+        manifest["queries"]["Q1"]["axes"][0].update(values)
+    return edit
+
+
+def _nested_plans(manifest_dir):
+    import hashlib
+
+    def edit(manifest):
+        (manifest_dir / "Q1.plans.json").write_text("[" * 200_000)
+        manifest["queries"]["Q1"]["plans_sha256"] = hashlib.sha256(
+            b"[" * 200_000).hexdigest()
+    return edit
+
+
+def _rename(key, name):
+    def edit(manifest):
+        entry = manifest["queries"].pop("Q1")
+        manifest["queries"][key] = {**entry, "name": name}
+    return edit
+
+
+def _set(field, value, query=True):
+    def edit(manifest):
+        (manifest["queries"]["Q1"] if query else manifest)[field] = value
+    return edit
+
+
+@pytest.mark.parametrize("case", [
+    "nested manifest", "5000 digits", "nested plans", "k overflows", "k infinite",
+    "lo 10^400", "format_version true", "k 3.5", "k text", "name differs", "path name",
+    "escape name", "unknown axis", "repeated axis", "huge weights"])
+def test_a_crafted_manifest_is_one_line_at_load_and_choose(chart_set, tmp_path, capsys, case):
+    from cqopt.charts.store import ChartSetError
+
+    crafted = tmp_path / "crafted"
+    edits = {
+        "nested manifest": dict(text="[" * 200_000),
+        "5000 digits": dict(text='{"format": ' + "9" * 5000 + "}"),
+        "nested plans": dict(edit=_nested_plans(crafted)),
+        "k overflows": dict(edit=lambda m: [m["queries"]["Q1"]["axes"][i].update(k=k)
+                                            for i, k in enumerate([2**62 + 25, 4])]),
+        "k infinite": dict(edit=_axis(k=float("inf"))),
+        "lo 10^400": dict(edit=_axis(lo=10**400)),
+        "format_version true": dict(edit=_set("format_version", True, query=False)),
+        "k 3.5": dict(edit=_axis(k=3.5)),  # int() would read 3, the data's
+        "k text": dict(edit=_axis(k="3")),
+        "name differs": dict(edit=_set("name", "Q2")),
+        "path name": dict(edit=_rename("../../etc/passwd", "../../etc/passwd")),
+        "escape name": dict(edit=_rename("Q\n1\x1b[31m", "Q\n1\x1b[31m")),
+        "unknown axis": dict(edit=_axis(statistic="sel.UDP")),
+        "repeated axis": dict(edit=_axis(statistic="rate.TCP")),
+        "huge weights": dict(edit=_set("weights", [1e308, 1e308])),
+    }[case]
+    if case == "nested plans":
+        shutil.copytree(chart_set, crafted)
+        edits = {"edit": edits["edit"]}
+        from cqopt.charts.store import MANIFEST_CHECKSUM, manifest_checksum
+        manifest = json.loads((crafted / "manifest.json").read_text())
+        edits["edit"](manifest)
+        manifest[MANIFEST_CHECKSUM] = manifest_checksum(manifest)
+        (crafted / "manifest.json").write_text(json.dumps(manifest))
+    else:
+        crafted = _crafted(chart_set, tmp_path, **edits)
+    with pytest.raises(ChartSetError) as info:
+        charts.load(crafted)
+    assert "\n" not in str(info.value) and "\x1b" not in str(info.value)
+    err = _error(capsys, main(["choose", "--charts", str(crafted), "--query", "Q1", "--stat",
+                               "sel.TCP=0.1", "--stat", "rate.TCP=100"]))
+    assert "\x1b" not in err
+
+
+@pytest.mark.parametrize("value", ["\u0661\u0660\u0660", "1_00", b"100", True])
+def test_the_python_api_reads_statistic_values_as_the_cli_does(chart_set, value):
+    from cqopt.errors import CqoptError
+    from cqopt.runtime.adaptive import AdaptiveQuery
+
+    chart = charts.load(chart_set)["Q1"]
+    with pytest.raises(CqoptError, match="rate.TCP"):
+        chart.choose({"sel.TCP": 0.5, "rate.TCP": value})
+    with pytest.raises(CqoptError, match="rate.TCP"):
+        chart.choose_many({"sel.TCP": [0.5, 0.5], "rate.TCP": [value, value]})
+    aq = AdaptiveQuery(charts.load(chart_set), "Q1", estimator="last")
+    with pytest.raises(CqoptError, match="rate.TCP"):
+        aq.step({"sel.TCP": 0.5, "rate.TCP": value})
+    assert chart.choose({"sel.TCP": "0.5", "rate.TCP": 100}).plan_id  # text a user types
+
+
+def test_an_unknown_statistics_name_is_quoted_without_its_newlines(chart_set):
+    from cqopt.errors import CqoptError
+
+    with pytest.raises(CqoptError) as info:
+        charts.load(chart_set)["Q1"].choose({"sel.TCP": 0.5, "rate.TCP": 1.0,
+                                              "rate\n\x1b[31mX": 1.0})
+    assert "\n" not in str(info.value) and "\x1b" not in str(info.value)
