@@ -676,6 +676,10 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     if not chosen:
         raise CqoptError(f"no query of {workload.source} has a trace for all its streams; "
                          f"traces were given for {', '.join(paths)}")
+    from cqopt.replay.trace_format import check_trace_files
+
+    for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
+        check_trace_files(paths[stream])  # missing, empty, truncated: before Spark starts
     chart_set = chart_sets.load(charts) if charts else None
     if chart_set is not None:
         fresh = chart_set.check(catalog)

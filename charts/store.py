@@ -481,7 +481,7 @@ def _read_columns(snapshot: DirectorySnapshot, name: str, entry: dict[str, Any],
                                 f"has {', '.join(parquet.schema_arrow.names)}), which query "
                                 f"{name}'s layout {entry.get('layout', 'grid')!r} needs; "
                                 "rebuild the chart set")
-        table = parquet.read(columns=names)
+        table = parquet.read(columns=names, use_threads=False)  # no pool left at exit
     except (pa.ArrowException, OSError) as err:
         raise ChartSetError(f"{data}: damaged: not a readable chart Parquet file ({err})") \
             from None

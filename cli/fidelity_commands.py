@@ -98,7 +98,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 def _int_list(text: str, option: str) -> list[int]:
     """``--k-sweep 2,5,10`` as numbers; :func:`cqopt.api.fidelity` judges each as a k."""
     try:
-        values = [parse_number(v, "", integer=True) for v in text.split(",") if v.strip()]
+        values = [parse_number(v, "", integer=True) for v in text.split(",")]  # no "2,,5"
     except CqoptError:
         raise CqoptError(f"{option} {shorten(text, 60)!r}: expected whole numbers in ASCII "
                          "digits, like 2,5,10") from None

@@ -14,7 +14,10 @@ from cqopt.cli.policy_options import (
     check_policy_options,
     policy_options,
 )
-from cqopt.errors import CqoptError, parse_number
+from cqopt.errors import CqoptError, parse_json, parse_number, read_text_file
+
+MIN_TRIGGER_S = 0.001  # Spark counts a processing-time trigger in milliseconds
+MAX_TRIGGER_S = 7 * 86400.0  # a round a week apart: beyond, Spark's interval overflows
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -51,6 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise CqoptError(f"--charts {args.charts}: its query {args.query} is not the one in "
                          f"{workload.source}; rebuild the charts with cqopt build")
     given = _pairs(args.source, "--source")
+    _check_sources_named_once(args.source or [])
     if not given:
         raise CqoptError("no --source given: pass --source STREAM=DIR (or STREAM=rate:N) for "
                          f"each stream of {args.query}: {', '.join(query.stream_names)}")
@@ -69,7 +73,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                          f"{missing[0]}=DIR (or {missing[0]}=rate:N)")
     check_run_folder(Path(args.out))
     if args.trigger not in TRIGGERS:
-        parse_number(args.trigger, "--trigger (once, available-now or seconds)", above=0)
+        parse_number(args.trigger, "--trigger (once, available-now or seconds)",
+                     low=MIN_TRIGGER_S, high=MAX_TRIGGER_S)
+    check_source_files(sources.values(), catalog, args.trigger not in TRIGGERS)
     tolerance = Tolerance(args.tolerance, args.tolerance_ms / 1000)
 
     def say(line: str) -> None:
@@ -125,13 +131,57 @@ def check_run_folder(out: Path) -> None:
     """Refuse an ``--out`` that is no run folder cqopt wrote, before Spark starts.
 
     A new or empty folder starts a run and a folder with a run's ``state.json``
-    resumes it; anything else (a file, a user's folder) is left alone.
+    (a JSON table) resumes it; anything else (a file, a user's folder) is left alone.
     """
     if out.exists() and not out.is_dir():
         raise CqoptError(f"--out {out}: is a file, not a directory; pick a new --out")
     if out.is_dir() and not (out / "state.json").is_file() and any(out.iterdir()):
         raise CqoptError(f"--out {out}: exists and is not a cqopt run folder (no state.json); "
                          "cqopt leaves it alone: pick a new --out")
+    if (out / "state.json").is_file():
+        try:
+            state = parse_json(read_text_file(out / "state.json"), nan=True)
+        except (OSError, ValueError) as err:
+            state = err
+        if not isinstance(state, dict):
+            raise CqoptError(f"--out {out}: its state.json is no run's state ("
+                             f"{state if isinstance(state, Exception) else 'not a table'}); "
+                             "the folder was edited: resume from a copy, or pick a new --out")
+
+
+def _check_sources_named_once(items: list[str]) -> None:
+    seen: dict[str, str] = {}
+    for item in items:
+        stream = item.partition("=")[0]
+        if stream.lower() in seen:
+            raise CqoptError(f"--source {item} and --source {seen[stream.lower()]}: one source "
+                             f"per stream; give {stream} once")
+        seen[stream.lower()] = item
+
+
+def check_source_files(sources, catalog, timed_trigger: bool) -> None:
+    """Each source's files whole and of its stream's layout, and a rate source under a
+    trigger that ends its rounds, before Spark starts (Spark would fail on them later)."""
+    from cqopt.replay.trace_format import TraceError, check_trace_files
+    from cqopt.spark.streaming import _TIME_NAMES, _check_layouts, _file_columns
+
+    for source in sources:
+        where = f"--source {source.stream}={source.path or f'rate:{source.rows_per_second}'}"
+        if source.kind == "rate":
+            if not timed_trigger:
+                raise CqoptError(f"{where}: a rate source never ends, so once or "
+                                 "available-now never closes a round; give --trigger SECONDS "
+                                 "(and --max-rounds N to stop)")
+            continue
+        try:
+            check_trace_files(source.path)
+        except TraceError as err:
+            raise CqoptError(f"{where}: {err}; move the file out of the directory (or "
+                             "repair it)") from None
+        stream = catalog.stream(source.stream)
+        times = [c.name for c in stream.columns if c.type == "timestamp"][:1]
+        _check_layouts(source, _file_columns(source), [c.name for c in stream.columns],
+                       [*times, *_TIME_NAMES])
 
 
 def add_parsers(sub) -> None:

@@ -343,3 +343,84 @@ def test_an_unknown_statistics_name_is_quoted_without_its_newlines(chart_set):
         charts.load(chart_set)["Q1"].choose({"sel.TCP": 0.5, "rate.TCP": 1.0,
                                               "rate\n\x1b[31mX": 1.0})
     assert "\n" not in str(info.value) and "\x1b" not in str(info.value)
+
+
+# -- checked before Spark starts ----------------------------------------------------------
+@pytest.fixture
+def no_spark_start(monkeypatch):
+    """Spark's start replaced by a failure: a check that passes reaches it."""
+    def start(*args, **kwargs):
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr("cqopt.spark.session.running_session", start)
+
+
+@pytest.fixture(scope="module")
+def tcp_files(dec_toml, tmp_path_factory):
+    out = tmp_path_factory.mktemp("round3-traces") / "gen"
+    assert main(["generate", "--catalog", dec_toml, "--out", str(out), "--duration", "3",
+                 "--file-per-round", "1", "--streams", "TCP", "--format", "parquet"]) == 0
+    return out / "TCP"
+
+
+def _run(dec_toml, workload_toml, chart_set, out, *more) -> list[str]:
+    return ["run", "--catalog", dec_toml, "--workload", workload_toml, "--charts",
+            str(chart_set), "--query", "Q1", "--out", str(out), "--quiet", *more]
+
+
+@pytest.mark.parametrize("case", ["rate without a timed trigger", "trigger 1e308",
+                                  "trigger 1e-300", "source twice", "source is a chart set",
+                                  "empty file", "truncated file", "wrong columns",
+                                  "state.json is a list"])
+def test_run_refuses_before_spark_starts(no_spark_start, dec_toml, workload_toml, chart_set,
+                                         tcp_files, tmp_path, capsys, case):
+    source = tmp_path / "TCP"
+    shutil.copytree(tcp_files, source)
+    good = ["--source", f"TCP={source}"]
+    out = tmp_path / "run"
+    argv = {
+        "rate without a timed trigger": ["--source", "TCP=rate:100"],
+        "trigger 1e308": [*good, "--trigger", "1e308"],
+        "trigger 1e-300": [*good, "--trigger", "1e-300"],
+        "source twice": [*good, "--source", f"tcp={source}"],
+        "source is a chart set": ["--source", f"TCP={chart_set}"],
+    }.get(case, good)
+    if case == "empty file":
+        (source / "part-00009.parquet").write_bytes(b"")
+    if case == "truncated file":
+        data = (source / "part-00000.parquet").read_bytes()
+        (source / "part-00009.parquet").write_bytes(data[: len(data) // 2])
+    if case == "wrong columns":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.table({"ts": [1.0], "colour": ["red"]}), source / "part-00009.parquet")
+    if case == "state.json is a list":
+        out.mkdir()
+        (out / "state.json").write_text("[]")
+    err = _error(capsys, main(_run(dec_toml, workload_toml, chart_set, out, *argv)))
+    assert "Spark started" not in err
+
+
+@pytest.mark.parametrize("case", ["missing", "a folder without traces", "binary", "empty",
+                                  "truncated"])
+def test_fidelity_refuses_a_bad_trace_before_spark_starts(no_spark_start, dec_toml,
+                                                          workload_toml, tcp_files, tmp_path,
+                                                          capsys, case):
+    trace = {"missing": tmp_path / "missing.parquet", "a folder without traces":
+             tmp_path / "adir", "binary": tmp_path / "binary.csv",
+             "empty": tmp_path / "empty.parquet", "truncated": tmp_path / "cut.parquet"}[case]
+    if case == "a folder without traces":
+        trace.mkdir()
+        (trace / "notes.md").write_text("mine")
+    if case == "binary":
+        trace.write_bytes(bytes(range(256)) * 4)
+    if case == "empty":
+        trace.write_bytes(b"")
+    if case == "truncated":
+        data = (tcp_files / "part-00000.parquet").read_bytes()
+        trace.write_bytes(data[: len(data) - 10])
+    err = _error(capsys, main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml,
+                               "--out", str(tmp_path / "report"), "--trace", f"TCP={trace}",
+                               "--query", "Q1", "--quiet"]))
+    assert str(trace) in err and "Spark started" not in err
+    assert not (tmp_path / "report").exists()
