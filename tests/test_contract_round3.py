@@ -424,3 +424,19 @@ def test_fidelity_refuses_a_bad_trace_before_spark_starts(no_spark_start, dec_to
                                "--query", "Q1", "--quiet"]))
     assert str(trace) in err and "Spark started" not in err
     assert not (tmp_path / "report").exists()
+
+
+def test_loading_a_chart_set_leaves_no_arrow_worker_thread_to_abort_the_exit(chart_set):
+    """A pool thread alive at exit made 1 of ~100 ``cqopt choose`` runs abort (exit 134,
+    "terminate called without an active exception") after printing the right answer."""
+    script = ("import os, sys, pyarrow, cqopt.charts as charts\n"
+              "count = lambda: len(os.listdir('/proc/self/task'))\n"
+              "before = count()\n"
+              "charts.load(sys.argv[1]).choose('Q1', {'sel.TCP': 0.1, 'rate.TCP': 100.0})\n"
+              "print(before, count())\n")
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("no /proc/self/task to count threads")
+    done = subprocess.run([sys.executable, "-c", script, str(chart_set)], capture_output=True,
+                          text=True, timeout=120)
+    before, after = map(int, done.stdout.split())
+    assert done.returncode == 0 and after == before, done.stderr
