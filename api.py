@@ -338,6 +338,10 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
         rate = (sum(stream.rate) / 2 if gaps is None
                 else 1.0 / max(float(np.mean(gaps)), np.finfo(float).tiny))
         expected = duration * rate * scales.get(stream.name, 1.0)
+        if not expected >= 1:
+            raise CqoptError(f"{name('duration', f'{duration:g}')}: {stream.name} would get "
+                             f"about {expected:.3g} tuples ({rate * scales.get(stream.name, 1.0):.3g}"
+                             "/s): not one; lengthen the duration or raise the rate scale")
         if not expected <= MAX_GENERATED_TUPLES:
             raise CqoptError(f"{name('duration', f'{duration:g}')}: {stream.name} would get "
                              f"about {expected:.3g} tuples ({rate:.3g}/s); at most "

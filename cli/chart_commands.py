@@ -11,7 +11,7 @@ from typing import Any
 
 from cqopt.charts.settings import judge_options
 from cqopt.cli import options
-from cqopt.cli.options import dialect, number, whole_number
+from cqopt.cli.options import dialect, number, whole_number, with_parent
 from cqopt.costmodel import model_names
 from cqopt.errors import CqoptError, parse_number, shorten
 from cqopt.optimizer.plans.sql import plan_sql
@@ -88,7 +88,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     charts = build(args.catalog, args.workload, args.out, engine=args.engine, k=args.k,
                    model=args.model, weights=parse_weights(args.weights), refine=args.refine,
                    depth=args.depth, reduce=args.reduce, ranges_from=args.ranges_from,
-                   percentiles=tuple(args.percentiles), master=args.master, force=args.force,
+                   percentiles=tuple(with_parent(args, "--percentiles", "--ranges-from",
+                                                 (5.0, 95.0))),
+                   master=args.master, force=args.force,
                    progress=not args.quiet, name=lambda key, _: option_text(args, key))
     out = Path(args.out)
     total = time.perf_counter() - start
@@ -114,6 +116,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_choose(args: argparse.Namespace) -> int:
     import cqopt.charts as charts
 
+    with_parent(args, "--allow-stale", "--catalog", False)
     chart_set = charts.load(args.charts)
     stats = dict(args.stat or [])
     if args.catalog is not None:
@@ -219,7 +222,7 @@ def add_parsers(sub) -> None:
                         "(STREAM.csv, STREAM.parquet, ...; their per-round statistics computed "
                         "on Spark) or of per-round statistics, one QUERY.parquet per query "
                         "(cqopt fidelity writes REPORT/rounds); each range set is said")
-    p.add_argument("--percentiles", metavar="LO,HI", type=_percentiles, default=(5.0, 95.0),
+    p.add_argument("--percentiles", metavar="LO,HI", type=_percentiles,
                    help="with --ranges-from: the percentiles an axis spans (default 5,95)")
     p.add_argument("--model", metavar="MODEL",
                    help=f"cost model: {', '.join(model_names())} (default: the workload's, "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cqopt.catalog import load_catalog
 from cqopt.cli import options
-from cqopt.cli.options import number
+from cqopt.cli.options import number, with_parent
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
@@ -93,11 +93,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             deadline = trigger
         else:
             deadline = parse_number(args.deadline, "--deadline (SECONDS or trigger)", above=0)
+    min_kept = with_parent(args, "--min-kept", "--deadline", 0.0)
     with running_session(args.master, progress=say) as spark:
         run = AdaptiveRun(spark, args.query, query, chart, catalog, sources, args.out,
                           window_s=_window_seconds(query), trigger=trigger, shadow=args.shadow,
                           max_rounds=args.max_rounds, policy=policy_options(args),
-                          tolerance=tolerance, deadline=deadline, min_kept=args.min_kept,
+                          tolerance=tolerance, deadline=deadline, min_kept=min_kept,
                           progress=say)
         result = run.run()
     s = result.summary
@@ -224,7 +225,7 @@ def add_parsers(sub) -> None:
                         "share of each stream's tuples that fits, sampled at the inputs, and "
                         "scales COUNT and SUM answers by 1/share; each round's log says what "
                         "was shed (default: no deadline, nothing shed)")
-    p.add_argument("--min-kept", type=number(low=0, high=1), default=0.0, metavar="SHARE",
+    p.add_argument("--min-kept", type=number(low=0, high=1), metavar="SHARE",
                    help="with --deadline: the least share of a round's input kept (default 0)")
     p.add_argument("--master", type=options.master, default="local[*]",
                    help="Spark master URL (default local[*])")

@@ -440,3 +440,54 @@ def test_loading_a_chart_set_leaves_no_arrow_worker_thread_to_abort_the_exit(cha
                           text=True, timeout=120)
     before, after = map(int, done.stdout.split())
     assert done.returncode == 0 and after == before, done.stderr
+
+
+# -- nonsense refused -----------------------------------------------------------------------
+@pytest.mark.parametrize("command", ["build", "choose", "generate", "fidelity", "run"])
+def test_an_option_without_its_parent_is_refused(no_spark_start, dec_toml, workload_toml,
+                                                 chart_set, tcp_files, tmp_path, capsys,
+                                                 command):
+    out = str(tmp_path / "out")
+    argv, option, parent = {
+        "build": (["build", "--catalog", dec_toml, "--workload", workload_toml, "--out", out,
+                   "--engine", "local", "--k", "3", "--percentiles", "10,90"],
+                  "--percentiles", "--ranges-from"),
+        "choose": (["choose", "--charts", str(chart_set), "--query", "Q1", "--stat",
+                    "sel.TCP=0.1", "--stat", "rate.TCP=100", "--allow-stale"],
+                   "--allow-stale", "--catalog"),
+        "generate": (["generate", "--catalog", dec_toml, "--out", out, "--duration", "2",
+                      "--offset", "5"], "--offset", "--interarrivals"),
+        "fidelity": (["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--out",
+                      out, "--trace", f"TCP={tcp_files}", "--query", "Q1", "--window-min",
+                      "0.5"], "--window-min", "--memory-budget"),
+        "run": (_run(dec_toml, workload_toml, chart_set, out, "--source", f"TCP={tcp_files}",
+                     "--min-kept", "0.5"), "--min-kept", "--deadline"),
+    }[command]
+    err = _error(capsys, main(argv))
+    assert f"{option} is given without {parent}" in err
+    assert not os.path.exists(out)
+
+
+@pytest.mark.parametrize("more", [["--duration", "1e-300"],
+                                  ["--duration", "2", "--rate-scale", "TCP=1e-300"]])
+def test_generate_refuses_a_trace_of_no_tuple(dec_toml, tmp_path, capsys, more):
+    err = _error(capsys, main(["generate", "--catalog", dec_toml, "--out",
+                               str(tmp_path / "t"), "--streams", "TCP", *more]))
+    assert "not one" in err and not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("estimator", ["sample:", "sample:1e-300", "sample:\u0661",
+                                       "samples", "sample:1_0"])
+def test_a_sample_estimator_needs_a_ratio_in_ascii_digits(workload_toml, dec_toml, tmp_path,
+                                                          capsys, estimator):
+    err = _error(capsys, main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml,
+                               "--out", str(tmp_path / "r"), "--traces", str(tmp_path),
+                               "--estimator", estimator]))
+    assert "sample ratio" in err
+
+
+def test_a_k_sweep_with_an_empty_item_is_refused(workload_toml, dec_toml, tmp_path, capsys):
+    err = _error(capsys, main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml,
+                               "--out", str(tmp_path / "r"), "--traces", str(tmp_path),
+                               "--k-sweep", "2,,5"]))
+    assert "--k-sweep" in err
