@@ -127,7 +127,7 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     if engine not in ("auto", "local", "spark"):
         raise CqoptError(f"{name('engine', engine)}: expected auto, local or spark")
     if out is not None:
-        check_writable(Path(out), force)  # before any work
+        check_writable(Path(out), force, kind="chart set")  # before any work
     given = {"k": k, "model": model, "weights": weights, "refine": refine, "depth": depth,
              "reduce": reduce}
     options = judge_options(given, name, CqoptError)
@@ -301,8 +301,14 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
 
     catalog = _catalog(catalog)
     chosen = []
-    for stream_name in streams or list(catalog.streams):
+    if streams is not None and (not streams or any(not s.strip() for s in streams)):
+        raise CqoptError(f"{name('streams', ','.join(streams))}: names an empty stream; give "
+                         "streams of the catalog, e.g. " + ",".join(catalog.streams))
+    for stream_name in list(catalog.streams) if streams is None else streams:
         stream = catalog.stream(stream_name)
+        if stream is not None and stream.name in [c.name for c in chosen]:
+            raise CqoptError(f"{name('streams', ','.join(streams or []))}: names "
+                             f"{stream.name} twice; give each stream once")
         if stream is None:
             raise CqoptError(f"{name('streams', ','.join(streams or []))}: the catalog has no "
                              f"stream {stream_name!r}; it has " + ", ".join(catalog.streams))
@@ -335,6 +341,10 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
         rate = (sum(stream.rate) / 2 if gaps is None
                 else 1.0 / max(float(np.mean(gaps)), np.finfo(float).tiny))
         expected = duration * rate * scales.get(stream.name, 1.0)
+        if not expected >= 1:
+            raise CqoptError(f"{name('duration', f'{duration:g}')}: {stream.name} would get "
+                             f"about {expected:.3g} tuples ({rate * scales.get(stream.name, 1.0):.3g}"
+                             "/s): not one; lengthen the duration or raise the rate scale")
         if not expected <= MAX_GENERATED_TUPLES:
             raise CqoptError(f"{name('duration', f'{duration:g}')}: {stream.name} would get "
                              f"about {expected:.3g} tuples ({rate:.3g}/s); at most "
@@ -660,6 +670,10 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     if not chosen:
         raise CqoptError(f"no query of {workload.source} has a trace for all its streams; "
                          f"traces were given for {', '.join(paths)}")
+    from cqopt.replay.trace_format import check_trace_files
+
+    for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
+        check_trace_files(paths[stream])  # missing, empty, truncated: before Spark starts
     chart_set = chart_sets.load(charts) if charts else None
     if chart_set is not None:
         chart_set.require_fresh(catalog, name("charts", charts))
@@ -821,7 +835,7 @@ def run(catalog: PathLike | Catalog, workload: PathLike | Workload, charts: Path
     import cqopt.charts as chart_sets
     from cqopt.charts.spec import workload_specs
     from cqopt.spark.run import AdaptiveRun, RunSettings
-    from cqopt.spark.run.sources import match_sources
+    from cqopt.spark.run.sources import check_source_files, match_sources
     from cqopt.spark.run.state import check_run_folder
     from cqopt.spark.session import running_session
 
@@ -842,6 +856,7 @@ def run(catalog: PathLike | Catalog, workload: PathLike | Workload, charts: Path
                          f"{workload.source}; rebuild the charts with cqopt build")
     matched = match_sources(sources, parsed.stream_names, query, settings.trigger,
                             list(catalog.streams))
+    check_source_files(matched.values(), catalog)
     check_run_folder(Path(out))
     say = progress if callable(progress) else (
         (lambda line: print(line, file=sys.stderr, flush=True)) if progress else

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import errno
 import io
+import json
 import math
 import os
 import re
@@ -92,9 +93,87 @@ def read_text_file(path: str | os.PathLike, limit: int = MAX_TEXT_FILE) -> str:
     ...
     OSError: [Errno 22] not a regular file (a FIFO, device or directory): '/dev/zero'
     """
-    check_regular_file(path, limit)
-    with open(path, encoding="utf-8") as f:
-        return f.read(limit + 1)
+    with open_regular(path, limit) as f:
+        return io.TextIOWrapper(f, encoding="utf-8").read(limit + 1)
+
+
+def open_regular(path: str | os.PathLike, limit: int) -> io.BufferedReader:
+    """``path`` opened for reading, checked to be a regular file of at most ``limit`` bytes
+    on the open file itself, before a byte is read; else an OSError.
+
+    Opened without waiting (a FIFO does not block the open) and read without
+    waiting (``/proc/kmsg``, a regular file with nothing to say yet, fails at
+    once instead of blocking).
+
+    >>> open_regular("/dev/zero", 1 << 20)
+    Traceback (most recent call last):
+    ...
+    OSError: [Errno 22] not a regular file (a FIFO, device or directory): '/dev/zero'
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or directory)",
+                          str(path))
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return open(fd, "rb")
+
+
+MAX_JSON_DEPTH = 200  # a manifest, marker or run state nests a few levels, a plan a dozen
+MAX_JSON_DIGITS = 40  # a seed or a count; 10^400 is no number cqopt wrote
+
+
+def _json_number(text: str) -> int | float:
+    digits = text.lstrip("-").partition(".")[0].partition("e")[0].partition("E")[0]
+    if len(digits) > MAX_JSON_DIGITS:
+        raise ValueError(f"a number of {len(digits):,} digits")
+    value = float(text) if any(c in text for c in ".eE") else int(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _json_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_json(text: str | bytes, nan: bool = False) -> object:
+    """JSON as cqopt writes it, strictly: no NaN or Infinity (unless ``nan``: a manifest
+    may hold them, for its own checks to judge), no number out of a float's range or of
+    more than :data:`MAX_JSON_DIGITS` digits, at most :data:`MAX_JSON_DEPTH` levels of
+    nesting. Anything else is a ValueError (never a RecursionError).
+
+    >>> parse_json('{"k": [4, 2.5]}')
+    {'k': [4, 2.5]}
+    >>> parse_json("[" * 200_000)
+    Traceback (most recent call last):
+    ...
+    ValueError: nested deeper than 200 levels
+    >>> parse_json('{"lo": 1e400}')
+    Traceback (most recent call last):
+    ...
+    ValueError: the number 1e400 is out of range
+    """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    depth = deepest = 0
+    outside = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)  # brackets outside strings only
+    for char in re.sub(r"[^][{}]", "", outside):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+        elif char in "]}":
+            depth -= 1
+    return json.loads(text, parse_int=_json_number, parse_float=_json_number,
+                      parse_constant=float if nan else _json_constant)
 
 
 def check_regular_file(path: str | os.PathLike, limit: int) -> int:

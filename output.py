@@ -77,7 +77,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from cqopt.errors import CqoptError, printable
+from cqopt.errors import CqoptError, parse_json, printable
 
 MARKER = ".cqopt"
 MARKER_FORMAT = "cqopt-output"
@@ -87,6 +87,8 @@ MAX_MARKER = 64 << 20  # an inventory of 100,000 files is a few MB
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 AT_FDCWD = -100
 STAGING, ASIDE, COMPLETE = "staging", "aside", "complete"
+NAME_MAX = 255  # bytes of one file name on Linux, macOS and Windows file systems
+SCRATCH_ROOM = 40  # ".NAME.tmp-<pid>-<id>" adds a dot, ".tmp-", a pid and an 8-letter id
 
 
 class OutputError(CqoptError):
@@ -107,6 +109,9 @@ class Marker:
     ``"complete"`` (an output, with its inventory). ``replaces`` records the
     hidden sibling the previous output went to when this one replaced it:
     ``{"aside": name relative to the parent, "id": the previous output's id}``.
+    ``folder`` (a staging folder's) is the inode number of the folder cqopt made:
+    a copy of the folder, marker and all, has another, so it is not taken for
+    cqopt's scratch and removed.
     """
 
     state: str
@@ -115,6 +120,7 @@ class Marker:
     files: dict[str, tuple[int, str]] = field(default_factory=dict)
     dirs: tuple[str, ...] = ()
     replaces: dict[str, str] | None = None
+    folder: int | None = None
 
     def to_json(self) -> str:
         files = {name: {"size": size, "sha256": digest}
@@ -125,6 +131,8 @@ class Marker:
             body.update(files=files, dirs=sorted(self.dirs))
         if self.replaces:
             body["replaces"] = dict(self.replaces)
+        if self.folder is not None:
+            body["folder"] = self.folder
         return json.dumps(body, indent=1, ensure_ascii=True) + "\n"
 
 
@@ -173,7 +181,7 @@ def read_marker(directory: Path) -> Marker:
         raise MarkerProblem(f"its {MARKER} marker is not a regular file of cqopt's")
     try:
         with open(path, "rb") as f:
-            body = json.loads(f.read(MAX_MARKER + 1))
+            body = parse_json(f.read(MAX_MARKER + 1))
     except (OSError, ValueError) as err:
         raise MarkerProblem(f"its {MARKER} marker is not readable JSON ({err})") from None
     if not isinstance(body, dict) or body.get("format") != MARKER_FORMAT:
@@ -204,7 +212,10 @@ def read_marker(directory: Path) -> Marker:
                                      and all(isinstance(replaces.get(k), str)
                                              for k in ("aside", "id"))):
         raise MarkerProblem(f"its {MARKER} marker is damaged (replaces)")
-    return Marker(state, ident, kind, files, dirs, replaces)
+    folder = body.get("folder")
+    if folder is not None and (not isinstance(folder, int) or isinstance(folder, bool)):
+        raise MarkerProblem(f"its {MARKER} marker is damaged (folder)")
+    return Marker(state, ident, kind, files, dirs, replaces, folder)
 
 
 def sha256_bytes(data: bytes | memoryview) -> str:
@@ -311,7 +322,8 @@ def check_writable(out: Path, force: bool, kind: str = "output") -> Marker | Non
     force : bool
         Whether the user asked to replace an existing ``out``.
     kind : str
-        What the output is, for messages.
+        What the output is; ``--force`` replaces only an output of the same kind
+        (a trace set never replaces a chart set). ``"output"`` checks no kind.
 
     Returns
     -------
@@ -323,7 +335,8 @@ def check_writable(out: Path, force: bool, kind: str = "output") -> Marker | Non
     ------
     OutputError
         ``out`` exists and ``force`` is false; ``out`` is ``/``, the home or
-        current directory; ``out`` holds no valid marker and inventory of cqopt's;
+        current directory; ``out`` holds no valid marker and inventory of cqopt's,
+        or one of another kind;
         a file cqopt wrote there has changed since; a parent is a file.
 
     Examples
@@ -334,6 +347,18 @@ def check_writable(out: Path, force: bool, kind: str = "output") -> Marker | Non
     cqopt.output.OutputError: cannot replace /: it is the root directory; choose another --out
     """
     out = Path(out)
+    if len(os.fsencode(out.name)) + SCRATCH_ROOM > NAME_MAX:
+        raise OutputError(f"--out {printable(out.name)[:60]}...: a name of "
+                          f"{len(os.fsencode(out.name))} bytes; cqopt writes beside it under a "
+                          f"name {SCRATCH_ROOM} bytes longer, and a name holds at most "
+                          f"{NAME_MAX}: choose a shorter --out")
+    try:
+        return _check_writable(out, force, kind)
+    except OSError as err:
+        raise OutputError(f"cannot write {out}: {err.strerror}; choose another --out") from None
+
+
+def _check_writable(out: Path, force: bool, kind: str) -> Marker | None:
     why = _protected(out)
     if why:
         raise OutputError(f"cannot replace {out}: {why}; choose another --out")
@@ -363,6 +388,9 @@ def check_writable(out: Path, force: bool, kind: str = "output") -> Marker | Non
                           "older cqopt wrote it, check it and remove it by hand)") from None
     if not force:
         raise OutputError(f"{out} already exists; pass --force to replace it")
+    if kind != "output" and marker.kind != kind:
+        raise OutputError(f"{out} is a {printable(marker.kind)[:40]} cqopt wrote, not a {kind}; "
+                          f"--force replaces only a {kind}: choose another --out")
     changed = changed_files(out, marker)
     if changed:
         shown = ", ".join(printable(c)[:80] for c in changed[:3]) + \
@@ -595,7 +623,7 @@ def staged_directory(out: Path, force: bool = False, kind: str = "output",
     except OSError as err:
         raise OutputError(f"cannot write {out}: {err}") from None
     with _removed_on_failure(tmp, out):
-        _write_marker(tmp, Marker(STAGING, ident, kind))
+        _write_marker(tmp, Marker(STAGING, ident, kind, folder=os.lstat(tmp).st_ino))
         yield tmp
         umask = os.umask(0)
         os.umask(umask)
@@ -791,7 +819,8 @@ def _recover_one(out: Path, leftover: Path, ident: str, role: str, current: Mark
         with contextlib.suppress(OSError):
             leftover.rmdir()
         return True
-    if marker.id == ident and marker.state == STAGING:
+    if marker.id == ident and marker.state == STAGING and \
+            marker.folder == os.lstat(leftover).st_ino:
         shutil.rmtree(leftover, ignore_errors=True)  # killed while writing: all of it is ours
         return True
     if marker.id == ident and marker.state == COMPLETE:

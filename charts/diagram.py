@@ -26,6 +26,7 @@ Only this module and the reports import matplotlib; the run-time API does not.
 
 from __future__ import annotations
 
+import io
 import itertools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,7 +36,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from cqopt.optimizer.query.statistics import split_name
-from cqopt.output import check_file_target
+from cqopt.owned_file import check_owned_target, write_owned
 
 UNITS = {"rate": "tuples/s", "sel": "fraction passing", "jsel": "fraction of the product"}
 MAX_SLICES = 4
@@ -216,8 +217,8 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
     chart : QueryChart
         A loaded chart (:class:`~cqopt.charts.lookup.QueryChart`).
     out : path
-        The image to write; its folder must exist (cqopt makes no folders for a file it
-        is asked to write: :func:`cqopt.output.check_file_target`).
+        The image to write; its folder must exist, and an existing file there is
+        replaced only if cqopt wrote it (:func:`cqopt.owned_file.check_owned_target`).
     at : mapping of str to float, optional
         A value of some axes beyond the first two: the slice to draw there.
     overlay : mapping of str to sequence of float, optional
@@ -245,7 +246,7 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
     >>> plan_diagram(chart, Path(tempfile.mkdtemp()) / "q.png").name
     'q.png'
     """
-    out = check_file_target(out)
+    out = check_owned_target(out)
     spec, plans = chart.spec, chart.plans
     colours = plan_colours(len(plans))
     numbered = plan_numbers(chart)
@@ -306,8 +307,9 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
     if note:
         lines.append(f"shown: {note}")
     fig.suptitle("\n".join(lines), fontsize=10)
-    fig.savefig(out, dpi=dpi)
-    return out
+    image = io.BytesIO()
+    fig.savefig(image, format=out.suffix.lower().lstrip(".") or "png", dpi=dpi)
+    return write_owned(out, image.getvalue())
 
 
 def slice_members(axes: Mapping[str, object], point: Mapping[str, int],

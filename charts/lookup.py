@@ -57,7 +57,8 @@ from cqopt.charts.store import (
     read_query_costs,
     read_query_data,
 )
-from cqopt.errors import CqoptError, did_you_mean
+from cqopt.costmodel.base import plan_statistics
+from cqopt.errors import CqoptError, did_you_mean, printable
 from cqopt.optimizer.plans.plan import Plan
 from cqopt.optimizer.query.statistic_check import check_given
 from cqopt.optimizer.query.statistics import check_value, check_values, split_name
@@ -200,7 +201,8 @@ class QueryChart:
         values = []
         for name, _, _, _, _, _, is_rate in self._axes:
             try:
-                x = float(stats[name])
+                x = stats[name]
+                x = x if type(x) is float else check_value(name, x)  # no "1_0", b"1", True
             except KeyError:
                 raise _missing(self, name, stats) from None
             except (TypeError, ValueError, OverflowError):
@@ -244,6 +246,8 @@ class QueryChart:
         arrays = []
         for axis in self.spec.axes:
             try:
+                if np.asarray(stats[axis.statistic]).dtype.kind not in "iuf":
+                    check_values(axis.statistic, stats[axis.statistic])  # no text, no bools
                 arrays.append(np.asarray(stats[axis.statistic], dtype=np.float64))
             except (TypeError, ValueError, OverflowError):
                 check_values(axis.statistic, stats[axis.statistic])  # raises, naming it
@@ -481,6 +485,12 @@ def _load(snapshot: DirectorySnapshot) -> ChartSet:
             except CqoptError as err:
                 raise ChartSetError(f"{path}: query {name} no longer plans ({err}); it was "
                                     "built by another version of cqopt: rebuild it") from None
+        unknown = set(a.statistic for a in spec.axes).difference(
+            *(plan_statistics(p) for p in plans))
+        if unknown:
+            raise ChartSetError(f"{path}: query {name}'s manifest field 'axes' names "
+                                f"{printable(sorted(unknown))[:80]}, no statistic its plans "
+                                "depend on; rebuild the chart set with cqopt build")
         if [p.id for p in plans] != stored_ids:
             raise ChartSetError(f"{path}: query {name}'s plans are now "
                                 f"{[p.id for p in plans]}, the chart set has {stored_ids}: it "

@@ -134,11 +134,13 @@ def check_refinement(spec: ChartSpec, budget: int, depth: int | None, k0: int = 
                           f"--refine {max(corners, k0 ** n)} or more")
     if depth is None:
         return default_depth(n, k0)
-    if depth < 0 or (k0 << depth) ** n > MAX_INDEX_CELLS:
+    if depth < 0 or depth > MAX_DEPTH or (k0 << depth) ** n > MAX_INDEX_CELLS:
+        # 2^depth is never formatted: at a depth of 100,000 it has 30,000 digits
+        cells = ("no" if depth < 0 else f"{(k0 << depth) ** n}" if depth <= MAX_DEPTH
+                 else f"about 2^{(depth + k0.bit_length() - 1) * n}")
         raise RefineError(f"query {spec.name}: depth {depth} needs a finest index of "
-                          f"{(k0 << max(depth, 0)) ** n} cells, above the "
-                          f"{MAX_INDEX_CELLS} allowed; give a depth of at most "
-                          f"{default_depth(n, k0)}")
+                          f"{cells} cells, above the {MAX_INDEX_CELLS} allowed; give a "
+                          f"depth from 0 to {default_depth(n, k0)}")
     return depth
 
 

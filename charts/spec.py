@@ -36,10 +36,12 @@ from cqopt.charts.settings import (
     SettingsError,
     check_cells,
     judge_settings,
+    max_cells,
     setting_label,
 )
 from cqopt.charts.workload import Workload
 from cqopt.costmodel import Utility, make_model, plan_utilities
+from cqopt.errors import printable
 from cqopt.costmodel.utility import DEFAULT_WEIGHTS
 from cqopt.optimizer.plans.plan import Plan
 from cqopt.optimizer.query.errors import QueryError, WorkloadError
@@ -188,12 +190,22 @@ class ChartSpec:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ChartSpec:
         """A spec from :meth:`to_dict`'s form; a ValueError says what is malformed."""
-        axes = tuple(Axis(str(a["statistic"]), float(a["lo"]), float(a["hi"]), int(a["k"]))
+        for a in d["axes"]:  # as a build writes them: no text, truth value or fraction
+            if not (isinstance(a["statistic"], str) and type(a["k"]) is int
+                    and all(type(a[b]) in (int, float) for b in ("lo", "hi"))):
+                raise ValueError(f"axis {printable(a['statistic'])[:60]!r} needs a statistic's "
+                                 "name, numbers lo and hi and a whole number k")
+        axes = tuple(Axis(a["statistic"], float(a["lo"]), float(a["hi"]), a["k"])
                      for a in d["axes"])
         for a in axes:
             if not (math.isfinite(a.lo) and math.isfinite(a.hi) and a.lo < a.hi and a.k >= 1):
                 raise ValueError(f"axis {a.statistic} needs finite lo < hi and k >= 1, got "
                                  f"[{a.lo:g}, {a.hi:g}] with k = {a.k}")
+        if len({a.statistic for a in axes}) != len(axes):
+            raise ValueError(f"an axis is repeated: {', '.join(a.statistic for a in axes)}")
+        if math.prod(a.k for a in axes) > max_cells():
+            raise ValueError(f"its axes make {math.prod(a.k for a in axes):.3g} cells, more "
+                             f"than the {max_cells():.3g} this machine's memory holds")
         fixed = {str(k): check_value(k, v) for k, v in dict(d["fixed"]).items()}
         # The same judge as a workload's: a model registered here, weights a utility takes.
         costing = ChartSettings(weights=d["weights"], model=d["model"],

@@ -72,8 +72,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from cqopt.catalog import Catalog
+from cqopt.charts.workload import QUERY_NAME
 from cqopt.costmodel import CostModelError, Utility, make_model, model_names
-from cqopt.errors import MAX_TEXT_FILE, CqoptError, did_you_mean, printable
+from cqopt.errors import MAX_TEXT_FILE, CqoptError, did_you_mean, parse_json, printable
 from cqopt.optimizer.plans.codec import plans_from_json, plans_json
 from cqopt.output import (
     DirectorySnapshot,
@@ -251,14 +252,14 @@ def read_manifest(source: str | Path | DirectorySnapshot) -> dict[str, Any]:
         if not snapshot.exists(MANIFEST):
             raise ChartSetError(f"{path}: not a chart set: it has no {MANIFEST}")
         try:
-            manifest = json.loads(snapshot.read_bytes(MANIFEST, MAX_TEXT_FILE).decode("utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            manifest = parse_json(snapshot.read_bytes(MANIFEST, MAX_TEXT_FILE), nan=True)
+        except (OSError, ValueError) as err:
             raise ChartSetError(f"{manifest_path}: damaged: not readable JSON ({err})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ChartSetError(f"{manifest_path}: not a cqopt chart set manifest "
                             f"(format {manifest.get('format') if isinstance(manifest, dict) else None!r})")
     version = manifest.get("format_version")
-    if version not in READ_VERSIONS:
+    if type(version) is not int or version not in READ_VERSIONS:
         raise ChartSetError(f"{path}: written in chart-set format version {version}; this "
                             f"cqopt reads versions {', '.join(map(str, READ_VERSIONS))}: "
                             "rebuild it with cqopt build")
@@ -313,7 +314,7 @@ def check_entry(path: Path, name: str, entry: object, catalog: Catalog) -> dict[
     >>> from cqopt.catalog import load_catalog
     >>> from cqopt.examples import example
     >>> cat = load_catalog(example("dec-pkt.toml"))
-    >>> check_entry(Path("cs"), "Q1", {"layout": "spiral"}, cat)
+    >>> check_entry(Path("cs"), "Q1", {"name": "Q1", "layout": "spiral"}, cat)
     Traceback (most recent call last):
     ...
     cqopt.charts.store.ChartSetError: cs: query Q1's manifest field 'layout' is 'spiral', ...
@@ -325,6 +326,10 @@ def check_entry(path: Path, name: str, entry: object, catalog: Catalog) -> dict[
     if not isinstance(entry, dict):
         raise ChartSetError(f"{path}: damaged: the manifest entry of query "
                             f"{printable(name)[:80]} is not a table; rebuild the chart set")
+    if not QUERY_NAME.fullmatch(name) or entry.get("name") != name:
+        raise bad("name", f"is {printable(entry.get('name'))[:80]!r} under the key "
+                          f"{printable(name)[:80]!r}: a query's name is its key, of letters, "
+                          "digits, _ . -")
     layout = entry.get("layout", "grid")
     if layout not in LAYOUTS:
         raise bad("layout", f"is {printable(layout)[:40]!r}, which this cqopt does not read "
@@ -476,7 +481,7 @@ def _read_columns(snapshot: DirectorySnapshot, name: str, entry: dict[str, Any],
                                 f"has {', '.join(parquet.schema_arrow.names)}), which query "
                                 f"{name}'s layout {entry.get('layout', 'grid')!r} needs; "
                                 "rebuild the chart set")
-        table = parquet.read(columns=names)
+        table = parquet.read(columns=names, use_threads=False)  # no pool left at exit
     except (pa.ArrowException, OSError) as err:
         raise ChartSetError(f"{data}: damaged: not a readable chart Parquet file ({err})") \
             from None

@@ -45,6 +45,7 @@ DEFAULT_KEYS = ("k", "weights", "model", "memory_unit")
 # seconds a round may take, the least share of its input kept, the relative error an
 # aggregate's answer may have, and an input/quality table of [share dropped, quality] rows.
 QOS_KEYS = ("deadline", "min_kept", "error_bound", "quality")
+QUERY_NAME = re.compile(r"[A-Za-z0-9_.-]+")  # a query's name: a file name in a chart set
 QUERY_KEYS = ("name", "sql", *DEFAULT_KEYS, "axes", "ranges", "fixed", *QOS_KEYS)
 
 
@@ -133,7 +134,7 @@ def workload_from_dict(data: dict[str, Any], source: str = "<workload>") -> Work
         if not isinstance(entry, dict):
             raise fail(key, "must be a table with name and sql")
         name = entry.get("name")
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        if not isinstance(name, str) or not QUERY_NAME.fullmatch(name):
             raise fail(f"{key}.name", f"must be a name of letters, digits, _ . -, got {name!r}")
         if name in seen:
             raise fail(f"{key}.name", f"duplicate query name '{name}'")

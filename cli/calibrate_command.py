@@ -22,7 +22,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from cqopt.spark.session import running_session
 
     out = Path(args.out)
-    check_out(out)  # before Spark starts
+    check_out(out, args.catalog)  # before Spark starts
     catalog = load_catalog(args.catalog)
     if args.from_run:
         return _from_runs(args, catalog, out)
@@ -75,7 +75,7 @@ def add_parsers(sub) -> None:
                     "several sizes, fit tuples/s per kind by least squares (the intercept is "
                     "Spark's per-job fixed cost, reported), and write a copy of the catalog "
                     "whose [operators] hold the measured rates. An existing --out is replaced "
-                    "only if cqopt calibrate wrote it.")
+                    "only if cqopt wrote it and nobody edited it since.")
     p.add_argument("--catalog", required=True, help="stream catalog (TOML) to calibrate")
     p.add_argument("--out", required=True, metavar="CATALOG2", help="catalog (TOML) to write")
     p.add_argument("--master", type=options.master, default="local[*]",

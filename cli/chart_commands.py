@@ -11,7 +11,7 @@ from typing import Any
 
 from cqopt.charts.settings import judge_options
 from cqopt.cli import options
-from cqopt.cli.options import dialect, number, whole_number
+from cqopt.cli.options import dialect, number, whole_number, with_parent
 from cqopt.costmodel import model_names
 from cqopt.errors import CqoptError, parse_number, shorten
 from cqopt.optimizer.plans.sql import plan_sql
@@ -88,7 +88,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     charts = build(args.catalog, args.workload, args.out, engine=args.engine, k=args.k,
                    model=args.model, weights=parse_weights(args.weights), refine=args.refine,
                    depth=args.depth, reduce=args.reduce, ranges_from=args.ranges_from,
-                   percentiles=tuple(args.percentiles), master=args.master, force=args.force,
+                   percentiles=tuple(with_parent(args, "--percentiles", "--ranges-from",
+                                                 (5.0, 95.0))),
+                   master=args.master, force=args.force,
                    progress=not args.quiet, name=lambda key, _: option_text(args, key))
     out = Path(args.out)
     total = time.perf_counter() - start
@@ -114,6 +116,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_choose(args: argparse.Namespace) -> int:
     import cqopt.charts as charts
 
+    with_parent(args, "--allow-stale", "--catalog", False)
     chart_set = charts.load(args.charts)
     stats = dict(args.stat or [])
     if args.catalog is not None:
@@ -161,12 +164,10 @@ def cmd_show(args: argparse.Namespace) -> int:
                          "trees, or both")
     if args.out is not None and Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise CqoptError(f"--out {args.out}: the diagram is written as .png, .svg or .pdf")
-    if args.out is not None and (Path(args.out).is_dir() or not Path(args.out).parent.is_dir()):
-        folder = Path(args.out) if Path(args.out).is_dir() else Path(args.out).parent
-        raise CqoptError(f"--out {args.out}: " + ("is a folder; name the image file to write"
-                                                  if folder == Path(args.out) else
-                                                  f"the folder {folder} does not exist; create "
-                                                  "it first"))
+    if args.out is not None:
+        from cqopt.owned_file import check_owned_target
+
+        check_owned_target(args.out)  # before any work: an image of cqopt's, or a new one
     chart_set = charts.load(args.charts)
     chart = chart_set[args.query]
     at = dict(args.at or [])
@@ -220,7 +221,7 @@ def add_parsers(sub) -> None:
                         "(STREAM.csv, STREAM.parquet, ...; their per-round statistics computed "
                         "on Spark) or of per-round statistics, one QUERY.parquet per query "
                         "(cqopt fidelity writes REPORT/rounds); each range set is said")
-    p.add_argument("--percentiles", metavar="LO,HI", type=_percentiles, default=(5.0, 95.0),
+    p.add_argument("--percentiles", metavar="LO,HI", type=_percentiles,
                    help="with --ranges-from: the percentiles an axis spans (default 5,95)")
     p.add_argument("--model", metavar="MODEL",
                    help=f"cost model: {', '.join(model_names())} (default: the workload's, "
@@ -280,7 +281,8 @@ def add_parsers(sub) -> None:
                     "title saying which and why. --plans prints each plan's tree.")
     p.add_argument("--charts", required=True, metavar="DIR", help="chart set directory")
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
-    p.add_argument("--out", metavar="FILE.png", help="image to write (.png, .svg or .pdf)")
+    p.add_argument("--out", metavar="FILE.png", help="image to write (.png, .svg or .pdf); "
+                   "an existing file is replaced only if cqopt wrote it")
     p.add_argument("--quiet", action="store_true",
                    help="no progress on stderr (show has none to say; every command takes it)")
     p.add_argument("--plans", action="store_true",

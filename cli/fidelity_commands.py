@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cqopt.cli import options
 from cqopt.cli.chart_commands import option_label
-from cqopt.cli.options import number, pairs, whole_number
+from cqopt.cli.options import number, pairs, whole_number, with_parent
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
@@ -25,9 +25,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from cqopt.api import generate
 
     out = generate(args.catalog, args.out,
-                   streams=args.streams.split(",") if args.streams else None,
+                   streams=args.streams.split(",") if args.streams is not None else None,
                    duration=args.duration, seed=args.seed, rate_cv=args.rate_cv,
-                   interarrivals=args.interarrivals, offset=args.offset,
+                   interarrivals=args.interarrivals,
+                   offset=with_parent(args, "--offset", "--interarrivals", 0.0),
                    rate_scale=pairs(args.rate_scale, "--rate-scale"), steady=args.steady,
                    format=args.format, file_per_round=args.file_per_round, force=args.force,
                    progress=not args.quiet,
@@ -59,7 +60,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         replay_options={"seed": args.seed, **policy_options(args)},
         describe=describe_policy(args), master=args.master, deadline=args.deadline,
         min_kept=args.min_kept, delta=args.delta, memory_budget=args.memory_budget,
-        window_min=args.window_min, negotiate=args.negotiate, force=args.force,
+        window_min=with_parent(args, "--window-min", "--memory-budget", 0.25), negotiate=args.negotiate, force=args.force,
         progress=not args.quiet, name=lambda key, value: f"{option_label(key)} {value}")
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
@@ -96,7 +97,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 def _int_list(text: str, option: str) -> list[int]:
     """``--k-sweep 2,5,10`` as numbers; :func:`cqopt.api.fidelity` judges each as a k."""
     try:
-        values = [parse_number(v, "", integer=True) for v in text.split(",") if v.strip()]
+        values = [parse_number(v, "", integer=True) for v in text.split(",")]  # no "2,,5"
     except CqoptError:
         raise CqoptError(f"{option} {shorten(text, 60)!r}: expected whole numbers in ASCII "
                          "digits, like 2,5,10") from None
@@ -122,7 +123,7 @@ def add_parsers(sub) -> None:
                    help="coefficient of variation of the arrival rate (default 0.25)")
     p.add_argument("--interarrivals", metavar="FILE",
                    help="reuse real inter-arrival times from a CSV (e.g. DEC-PKT-1 UDP)")
-    p.add_argument("--offset", type=number(low=0), default=0.0, metavar="SECONDS",
+    p.add_argument("--offset", type=number(low=0), metavar="SECONDS",
                    help="where in --interarrivals the first stream starts; stream i replays "
                         "the stretch from OFFSET + i * DURATION (default 0)")
     p.add_argument("--rate-scale", action="append", metavar="STREAM=FACTOR",
@@ -193,7 +194,7 @@ def add_parsers(sub) -> None:
                    help="bytes the replayed queries may hold together, e.g. 100m: in rounds "
                         "that would exceed it, PIPES' resource manager shrinks every query's "
                         "window to the same fraction of its range, reported per round")
-    p.add_argument("--window-min", type=number(above=0, high=1), default=0.25, metavar="SHARE",
+    p.add_argument("--window-min", type=number(above=0, high=1), metavar="SHARE",
                    help="with --memory-budget: the smallest window a query accepts, as a "
                         "share of its own (default 0.25)")
     p.add_argument("--force", action="store_true", help="replace an existing --out")

@@ -20,6 +20,7 @@ import argparse
 import os
 import re
 from collections.abc import Callable
+from typing import Any
 
 from cqopt.errors import CqoptError, did_you_mean, parse_number, shorten
 
@@ -121,6 +122,28 @@ def byte_size(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{shorten(text, 40)!r}: expected a size > 0 such as "
                                          "100m or 2g") from None
     return float(value * (_UNIT_BYTES[unit] if unit else 1))
+
+
+def with_parent(args: argparse.Namespace, option: str, parent: str, default: Any) -> Any:
+    """The value of ``option`` (whose argparse default is None, so a given one shows), or
+    ``default``; an ``option`` given without the ``parent`` it modifies is refused.
+
+    >>> with_parent(argparse.Namespace(offset=None, interarrivals=None), "--offset",
+    ...             "--interarrivals", 0.0)
+    0.0
+    >>> with_parent(argparse.Namespace(offset=5.0, interarrivals=None), "--offset",
+    ...             "--interarrivals", 0.0)
+    Traceback (most recent call last):
+    ...
+    cqopt.errors.CqoptError: --offset is given without --interarrivals, which it modifies; give --interarrivals too, or leave --offset out
+    """
+    value = getattr(args, option.lstrip("-").replace("-", "_"))
+    if value is None or value is False:
+        return default
+    if getattr(args, parent.lstrip("-").replace("-", "_")) in (None, False):
+        raise CqoptError(f"{option} is given without {parent}, which it modifies; give "
+                         f"{parent} too, or leave {option} out")
+    return value
 
 
 def memory_size(text: str) -> str:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from cqopt.cli import options
-from cqopt.cli.options import number, pairs
+from cqopt.cli.options import number, pairs, with_parent
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
@@ -14,6 +14,9 @@ from cqopt.cli.policy_options import (
 )
 from cqopt.errors import CqoptError, parse_number
 from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
+
+MIN_TRIGGER_S = 0.001  # Spark counts a processing-time trigger in milliseconds
+MAX_TRIGGER_S = 7 * 86400.0  # a round a week apart: beyond, Spark's interval overflows
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -23,17 +26,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # Everything is checked before Spark starts.
     check_policy_options(args)
+    _check_sources_named_once(args.source or [])
     if args.trigger not in TRIGGERS:
-        parse_number(args.trigger, "--trigger (once, available-now or seconds)", above=0)
+        parse_number(args.trigger, "--trigger (once, available-now or seconds)",
+                     low=MIN_TRIGGER_S, high=MAX_TRIGGER_S)
     deadline = args.deadline  # seconds, or the trigger's interval
     if deadline is not None and deadline != "trigger":
         deadline = parse_number(deadline, "--deadline (SECONDS or trigger)", above=0)
+    min_kept = with_parent(args, "--min-kept", "--deadline", 0.0)
     policy = policy_options(args)
     settings = RunSettings(trigger=args.trigger, shadow=args.shadow, max_rounds=args.max_rounds,
                            estimator=policy.pop("estimator"), d=policy.pop("d"),
                            decay=policy.pop("decay"), policy=policy,
                            tolerance=Tolerance(args.tolerance, args.tolerance_ms / 1000),
-                           deadline=deadline, min_kept=args.min_kept, refresh=args.refresh)
+                           deadline=deadline, min_kept=min_kept, refresh=args.refresh)
 
     def say(line: str) -> None:
         if not args.quiet:
@@ -84,6 +90,16 @@ def _print_summary(query: str, result) -> None:
     print(f"wrote {result.out / 'report.md'}")
 
 
+def _check_sources_named_once(items: list[str]) -> None:
+    seen: dict[str, str] = {}
+    for item in items:
+        stream = item.partition("=")[0]
+        if stream.lower() in seen:
+            raise CqoptError(f"--source {item} and --source {seen[stream.lower()]}: one source "
+                             f"per stream; give {stream} once")
+        seen[stream.lower()] = item
+
+
 def add_parsers(sub) -> None:
     p = sub.add_parser(
         "run", help="run a query adaptively on Spark Structured Streaming",
@@ -124,7 +140,7 @@ def add_parsers(sub) -> None:
                         "share of each stream's tuples that fits, sampled at the inputs, and "
                         "scales COUNT and SUM answers by 1/share; each round's log says what "
                         "was shed (default: no deadline, nothing shed)")
-    p.add_argument("--min-kept", type=number(low=0, high=1), default=0.0, metavar="SHARE",
+    p.add_argument("--min-kept", type=number(low=0, high=1), metavar="SHARE",
                    help="with --deadline: the least share of a round's input kept (default 0)")
     p.add_argument("--refresh", type=number(integer=True, low=1), metavar="ROUNDS",
                    help="rebuild the chart in the background from the run's own rounds (as "

@@ -39,6 +39,7 @@ from cqopt.costmodel.base import ARRAYS, Array, CostModelError, PlanCost
 
 DEFAULT_WEIGHTS = (0.4, 0.6)
 ZERO_OUTPUT = ("memory", "infinite")
+MAX_WEIGHT_SUM = 1e9  # weights are relative: larger ones only overflow a utility
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class Utility:
         if not all(np.isfinite(w) and w >= 0 for w in weights) or not any(weights):
             raise CostModelError(f"utility weights must be finite, non-negative and at least "
                                  f"one > 0, got {weights}")
+        if not sum(weights) <= MAX_WEIGHT_SUM:  # inf past a float
+            raise CostModelError(f"utility weights are relative and sum to at most "
+                                 f"{MAX_WEIGHT_SUM:g}, got {weights}; scale them down")
         if self.zero_output not in ZERO_OUTPUT:
             raise CostModelError(f"zero_output={self.zero_output!r}: expected one of "
                                  f"{', '.join(ZERO_OUTPUT)}")

@@ -41,11 +41,14 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, parse_number
 from cqopt.optimizer.query.statistics import rate_name, split_name
 
 
 SELECTION_FLOOR = 1000  # tuples a selection's sample holds at least (all, if fewer)
+
+
+MIN_SAMPLE_RATIO = 1e-6  # a smaller share samples no tuple of any round a trace holds
 
 
 def parse_sample_ratio(text: str) -> float:
@@ -54,14 +57,14 @@ def parse_sample_ratio(text: str) -> float:
     >>> parse_sample_ratio("sample"), parse_sample_ratio("sample:0.05")
     (0.1, 0.05)
     """
-    _, _, ratio = text.partition(":")
+    head, colon, ratio = text.partition(":")
     try:
-        value = float(ratio) if ratio else 0.1
-    except ValueError:
+        value = parse_number(ratio, "") if colon else 0.1  # ASCII digits, as typed elsewhere
+    except CqoptError:
         value = float("nan")
-    if not 0.0 < value <= 1.0:
-        raise CqoptError(f"--estimator {text!r}: the sample ratio must be a number in (0, 1], "
-                         "e.g. sample:0.1")
+    if head != "sample" or not MIN_SAMPLE_RATIO <= value <= 1.0:
+        raise CqoptError(f"--estimator {text!r}: the sample ratio must be a number from "
+                         f"{MIN_SAMPLE_RATIO:g} to 1, e.g. sample:0.1")
     return value
 
 

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cqopt.errors import CqoptError, did_you_mean
+from cqopt.errors import CqoptError, check_regular_file, did_you_mean
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -290,7 +290,74 @@ def read_trace_frame(path: str | Path, fmt: str | None = None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def check_trace_files(path: str | Path, fmt: str | None = None) -> list[Path]:
+    """The trace files of ``path`` (a file, or a directory of parts), each checked to be a
+    regular, non-empty file whose first bytes are its format's: what Spark would otherwise
+    find only after it started.
+
+    A Parquet file must begin and end with ``PAR1``; a text trace (CSV, DEC-PKT)
+    must have a first line without NUL bytes. A compressed file is checked for
+    being regular and non-empty only.
+
+    Raises
+    ------
+    TraceError
+        Missing, no trace file, a FIFO or device, empty, truncated or not its format.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> empty = Path(tempfile.mkdtemp()) / "TCP.parquet"
+    >>> _ = empty.write_bytes(b"")
+    >>> check_trace_files(empty)
+    Traceback (most recent call last):
+    ...
+    cqopt.replay.trace_format.TraceError: ...TCP.parquet: is empty; ...
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(str(path), "no such file or directory")
+    found = get_trace_format(fmt, path) if fmt is not None else detect_trace_format(path)
+    files = [p for p in sorted(path.iterdir()) if not p.name.startswith((".", "_"))
+             and p.is_file() and found.matches(p)] if path.is_dir() else [path]
+    for file in files:
+        try:
+            size = check_regular_file(file, 1 << 50)
+        except OSError as err:
+            raise TraceError(str(file), f"{err.strerror}; name a trace file") from None
+        if size == 0:
+            raise TraceError(str(file), "is empty; remove it or write the trace again")
+        if _bare_name(file.name) != file.name:
+            continue  # compressed: its content is the reader's to judge
+        with open(file, "rb") as f:
+            head = f.read(1 << 16)
+            f.seek(max(size - 4, 0))
+            tail = f.read(4)
+        if found.name == "parquet" and not (head[:4] == b"PAR1" and tail == b"PAR1"):
+            raise TraceError(str(file), "is not a whole Parquet file (no PAR1 at its start "
+                             "and end: truncated, or another format); write it again")
+        if found.name in ("csv", "dec") and not _text_line(head):
+            raise TraceError(str(file), f"is not a {found.name} text file (binary bytes in "
+                             "its first line)")
+    return files
+
+
+def _text_line(head: bytes) -> bool:
+    """Whether the first line of ``head`` is UTF-8 text without NUL bytes."""
+    line, newline, _ = head.partition(b"\n")
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if newline or err.start < len(line) - 3:  # not merely a character cut at the end
+            return False
+    return b"\x00" not in line
+
+
 def _read_file(found: TraceFormat, path: Path) -> pd.DataFrame:
+    try:
+        check_regular_file(path, 1 << 50)  # a FIFO or device: refused, never waited on
+    except OSError as err:
+        raise TraceError(str(path), f"{err.strerror}; name a trace file") from None
     try:
         return found.read(path)
     except TraceError:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from cqopt.catalog import Stream
-from cqopt.errors import LimitedReader, check_regular_file
+from cqopt.errors import LimitedReader, check_regular_file, open_regular
 from cqopt.replay.trace_format import (
     TS_NAMES,
     TraceError,
@@ -286,7 +286,7 @@ def zipf_share(a: float, domain: int) -> float:
 
 def _csv_text(path: str) -> io.BufferedReader:
     """``path``'s text, gunzipped if it is a gzip, that fails past MAX_INTERARRIVAL_BYTES."""
-    raw = open(path, "rb")
+    raw = open_regular(path, MAX_INTERARRIVAL_BYTES)
     stream = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == b"\x1f\x8b" else raw
     return io.BufferedReader(LimitedReader(stream, MAX_INTERARRIVAL_BYTES, path))
 

@@ -449,6 +449,8 @@ class AdaptiveQuery:
                 if x is _ABSENT:
                     append(math.nan)
                     continue
+                if isinstance(x, (str, bytes, bool)):
+                    break  # float() reads "1_0" as 10 and True as 1: check_value says no
                 try:
                     x = float(x)
                 except (TypeError, ValueError, OverflowError):

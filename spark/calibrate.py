@@ -61,6 +61,7 @@ import numpy as np
 from cqopt.catalog import Catalog
 from cqopt.catalog.catalog import OperatorRates
 from cqopt.errors import CqoptError
+from cqopt.owned_file import check_owned_target, write_owned
 from cqopt.spark.session import spark_errors
 
 if TYPE_CHECKING:
@@ -348,19 +349,11 @@ def describe_spark(spark: SparkSession) -> str:
 
 
 # -- the calibrated catalog ------------------------------------------------------------
-def check_out(out: Path) -> None:
-    """Refuse, before any work, to replace a file that cqopt calibrate did not write."""
-    out = Path(out)
-    if out.is_dir():
-        raise CalibrationError(f"--out {out} is a directory; name the catalog file to write")
-    if out.exists():
-        with open(out, encoding="utf-8", errors="replace") as f:
-            first = f.readline().rstrip("\n")
-        if first != MARK:
-            raise CalibrationError(f"--out {out} exists and cqopt did not write it; choose "
-                                   "another path (cqopt never replaces a user's file)")
-    if not out.parent.exists():
-        raise CalibrationError(f"--out {out}: the folder {out.parent} does not exist")
+def check_out(out: Path, catalog: str | os.PathLike | None = None) -> None:
+    """Refuse, before any work, to write ``out`` unless it is new or a file cqopt wrote
+    and nobody edited since (:func:`cqopt.owned_file.check_owned_target`), and never
+    over the ``catalog`` read."""
+    check_owned_target(out, reads=() if catalog is None else (catalog,))
 
 
 def write_catalog(catalog: Catalog, calibration: Calibration, out: Path,
@@ -385,7 +378,8 @@ def write_catalog_text(calibrated: Catalog, out: Path, header: Sequence[str],
     return it as read back, which must equal it.
     """
     out = Path(out)
-    check_out(out)
+    source = calibrated.source if calibrated.source and Path(calibrated.source).exists() else None
+    check_out(out, source)
     calibrated = replace(calibrated, source=str(out))
     data = calibrated.to_dict()
     lines = [MARK, *header, f"time_unit = {_toml(data['time_unit'])}"]
@@ -402,9 +396,7 @@ def write_catalog_text(calibrated: Catalog, out: Path, header: Sequence[str],
     if back.fingerprint() != calibrated.fingerprint():  # the writer must round-trip
         raise CalibrationError(f"internal error: the catalog written for {out} does not read "
                                "back equal")
-    temporary = out.with_name(f".{out.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(out)
+    write_owned(out, text.encode("utf-8"), reads=() if source is None else (source,))
     return back
 
 

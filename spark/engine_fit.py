@@ -31,7 +31,6 @@ and are left out, as are rounds without tuples.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
@@ -43,7 +42,7 @@ import numpy as np
 from cqopt.catalog import Catalog
 from cqopt.catalog.catalog import EngineConstants
 from cqopt.costmodel.engine import CONSTANTS, Engine, fit_constants, smoothed, work
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, parse_json, read_text_file
 from cqopt.optimizer.query.logical import parse_query
 from cqopt.optimizer.plans.builder import PlanBuilder, shape_of
 from cqopt.optimizer.plans.plan import Plan
@@ -125,7 +124,7 @@ def read_timings(run: str | Path, catalog: Catalog) -> list[Timing]:
     """
     folder = Path(run)
     try:
-        state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+        state = parse_json(read_text_file(folder / "state.json"))
         sql, name = state["sql"], state["query"]
     except (OSError, ValueError, KeyError, TypeError):
         raise EngineFitError(f"--from-run {folder}: not a cqopt run folder (no readable "
@@ -160,7 +159,11 @@ def read_timings(run: str | Path, catalog: Catalog) -> list[Timing]:
     timings = []
     jobs: dict[tuple, list[dict[str, Any]]] = {}  # a backlog's rounds run as one job per plan
     for path in sorted((folder / "log").glob("round-*.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            record = parse_json(read_text_file(path))
+        except (OSError, ValueError) as err:
+            raise EngineFitError(f"--from-run {folder}: {path.name} is not a round record "
+                                 f"of cqopt run ({err}); pass the --out of a cqopt run") from None
         if record.get("grouped_rounds", 1) > 1:
             jobs.setdefault((record.get("batch"), record["plan"], record["grouped_rounds"]),
                             []).append(record)

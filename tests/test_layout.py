@@ -18,7 +18,8 @@ import cqopt
 # A module's layer is its longest entry.
 # The root package comes first: it imports nothing of cqopt (its names load lazily, by
 # name), so a module no other entry covers lands there and any import of it runs upward.
-LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress", "cqopt.output", "cqopt.examples", "cqopt.catalog",
+LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress", "cqopt.output", "cqopt.owned_file",
+          "cqopt.examples", "cqopt.catalog",
           "cqopt.optimizer.query", "cqopt.optimizer.plans", "cqopt.optimizer.rules",
           "cqopt.optimizer", "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay",
           "cqopt.spark", "cqopt.spark.run.settings", "cqopt.spark.run.sources",

@@ -309,16 +309,18 @@ def test_an_output_of_an_older_cqopt_without_an_inventory_is_refused(tmp_path):
 
 def test_a_leftover_is_removed_only_when_its_marker_proves_cqopt_made_it(tmp_path):
     out = tmp_path / "cs"
-    ours = tmp_path / ".cs.tmp-999999-abc123"
+    ours = tmp_path / ".cs.tmp-999999-abc123"  # a killed writer's staging folder
     ours.mkdir()
     (ours / "half.parquet").write_bytes(b"half")
     (ours / MARKER).write_text(json.dumps({"format": "cqopt-output", "version": 2,
-                                           "state": "staging", "id": "abc123"}))
+                                           "state": "staging", "id": "abc123",
+                                           "folder": os.lstat(ours).st_ino}))
     forged = tmp_path / ".cs.tmp-999998-zzz"
     forged.mkdir()
     (forged / "thesis.tex").write_text("mine")
     (forged / MARKER).write_text(json.dumps({"format": "cqopt-output", "version": 2,
-                                             "state": "staging", "id": "abc123"}))
+                                             "state": "staging", "id": "abc123",
+                                             "folder": os.lstat(ours).st_ino}))
     said = []
     kept = recover(out, said.append)
     assert not ours.exists()

@@ -35,7 +35,7 @@ from typing import Any
 import networkx as nx
 from sqlglot import exp, serde
 
-from cqopt.errors import CqoptError
+from cqopt.errors import CqoptError, parse_json
 from cqopt.optimizer.plans.nodes import node_attributes, node_from_attributes
 from cqopt.optimizer.plans.plan import Plan
 from cqopt.optimizer.query.aggregates import Aggregate
@@ -193,8 +193,8 @@ def plans_json(plans: list[Plan]) -> str:
 def plans_from_json(text: str) -> list[Plan]:
     """The plans of :func:`plans_json`."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
+        data = parse_json(text)
+    except ValueError as err:
         raise PlanCodecError(f"stored plans are not JSON ({err})") from None
     if not isinstance(data, list):
         raise PlanCodecError("stored plans are not a list")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cqopt.errors import did_you_mean
+from cqopt.errors import did_you_mean, printable
 from cqopt.optimizer.query.errors import QueryError
 
 
@@ -61,7 +61,7 @@ def check_given(given: Iterable[str], statistics: Iterable[str],
     statistics = list(statistics)
     known = set(statistics)
     used = known if used is None else set(used)
-    given = [str(g) for g in given]
+    given = [printable(g)[:80] if g not in known else g for g in given]  # no raw newline
     unknown = [g for g in given if g not in known]
     idle = tuple(g for g in given if g in known and g not in used)
     if unknown:

@@ -13,6 +13,7 @@ and reports alike.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable
 
 from cqopt.catalog.catalog import MAX_RATE
@@ -129,6 +130,9 @@ def check_value(name: str, value: float) -> float:
             value = parse_number(value, f"statistic {name}")
         except CqoptError as err:
             raise QueryError(str(err)) from None
+    elif isinstance(value, (bytes, bytearray, bool)) or \
+            not isinstance(value, numbers.Real):  # float() would read b"1" and True as 1.0
+        raise QueryError(f"statistic {name} must be a number, got {_short(value)}")
     try:
         x = float(value)
     except OverflowError:
@@ -152,6 +156,13 @@ def check_values(name: str, values) -> None:
     import numpy as np
 
     kind, _ = split_name(name)
+    raw = np.asarray(values)
+    if raw.dtype.kind not in "iuf":  # text, bytes, truth values: each as check_value reads it
+        for row, value in enumerate(raw.ravel().tolist()):
+            try:
+                check_value(name, value)
+            except QueryError as err:
+                raise QueryError(f"row {row}: {err}") from None
     try:
         x = np.asarray(values, dtype=np.float64)
     except OverflowError:

@@ -188,6 +188,31 @@ def match_sources(sources: Mapping[str, Source | str], streams: tuple[str, ...],
     return matched
 
 
+def check_source_files(sources: Iterable[Source], catalog) -> None:
+    """Each directory source's files whole and of its stream's layout, before Spark starts
+    (Spark would fail on an empty, truncated or foreign file only when it reads it).
+
+    Raises
+    ------
+    StreamingRunError
+        A file that is empty, truncated, not its format, or of another layout.
+    """
+    from cqopt.replay.trace_format import check_trace_files
+
+    for source in sources:
+        if source.kind == "rate":
+            continue
+        try:
+            check_trace_files(source.path)
+        except TraceError as err:
+            raise StreamingRunError(f"--source {source.stream}={source.path}: {err}; move the "
+                                    "file out of the directory (or repair it)") from None
+        stream = catalog.stream(source.stream)
+        times = [c.name for c in stream.columns if c.type == "timestamp"][:1]
+        check_layouts(source, file_columns(source), [c.name for c in stream.columns],
+                      [*times, *_TIME_NAMES])
+
+
 def read_stream(ctx: RunContext, source: Source) -> DataFrame:
     """The source as a Structured Streaming frame: ``_stream``, ``ts`` (seconds), and
     ``STREAM__COLUMN`` for each column of the catalog's stream (null where a file lacks it).

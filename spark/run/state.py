@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cqopt.errors import parse_json, read_text_file
 from cqopt.replay.rounds import round_of
 from cqopt.spark.run.settings import StreamingRunError
 from cqopt.spark.run.sink import write_json
@@ -35,18 +36,29 @@ def check_run_folder(out: Path) -> None:
     """Refuse an ``out`` that is no run folder cqopt wrote, before any work.
 
     A new or empty folder starts a run and a folder with a run's ``state.json``
-    resumes it; anything else (a file, a user's folder) is left alone.
+    (a JSON table) resumes it; anything else (a file, a user's folder) is left alone.
 
     Raises
     ------
     StreamingRunError
-        ``out`` is a file, or a folder that holds something and no ``state.json``.
+        ``out`` is a file, a folder that holds something and no ``state.json``,
+        or one whose ``state.json`` is no run's state.
     """
     if out.exists() and not out.is_dir():
         raise StreamingRunError(f"--out {out}: is a file, not a directory; pick a new --out")
     if out.is_dir() and not (out / "state.json").is_file() and any(out.iterdir()):
         raise StreamingRunError(f"--out {out}: exists and is not a cqopt run folder (no "
                                 "state.json); cqopt leaves it alone: pick a new --out")
+    if (out / "state.json").is_file():
+        try:
+            state = parse_json(read_text_file(out / "state.json"), nan=True)
+        except (OSError, ValueError) as err:
+            state = err
+        if not isinstance(state, dict):
+            raise StreamingRunError(
+                f"--out {out}: its state.json is no run's state ("
+                f"{state if isinstance(state, Exception) else 'not a table'}); the folder was "
+                "edited: resume from a copy, or pick a new --out")
 
 
 class RunState:
