@@ -677,6 +677,9 @@ def adopt_directory(finished: Path, out: Path, *, force: bool = False, kind: str
     check_writable(out, force, kind)
     try:
         tmp, ident = _scratch(out, "tmp")
+        # Marked before it bears a scratch's name, so a kill before the switch leaves a
+        # leftover whose marker proves it is cqopt's (and recovery removes it).
+        _write_marker(finished, Marker(STAGING, ident, kind, folder=os.lstat(finished).st_ino))
         os.rename(finished, tmp)  # onto the empty scratch: now it bears a scratch's name
     except OSError as err:
         raise OutputError(f"cannot write {out}: {err}") from None
@@ -765,6 +768,8 @@ def recover(out: Path, say: Callable[[str], None] = _say) -> list[Path]:
             pid, _, ident = leftover.name[len(prefix):].partition("-")
             if not pid.isdigit() or _pid_alive(int(pid)):
                 continue  # not a writer's name, or a writer still at work
+            if role == "tmp" and _empty_dir(leftover):
+                continue  # killed between making the scratch and filling it: nothing to keep
             if leftover.is_symlink() or not leftover.is_dir() or not _recover_one(
                     out, leftover, ident, role, current, say):
                 kept.append(leftover)
@@ -774,6 +779,17 @@ def recover(out: Path, say: Callable[[str], None] = _say) -> list[Path]:
         say(f"cqopt: kept {shown} beside {out}: named like cqopt's scratch, but nothing shows "
             "cqopt made it; if it is not yours, check it and remove it by hand")
     return kept
+
+
+def _empty_dir(path: Path) -> bool:
+    """Remove ``path`` if it is an empty directory (rmdir fails on anything else)."""
+    if path.is_symlink() or not path.is_dir():
+        return False
+    try:
+        path.rmdir()
+    except OSError:
+        return False
+    return True
 
 
 def switching(out: Path) -> bool:

@@ -417,7 +417,7 @@ def test_no_option_reads_numbers_with_float_or_int():
     (["run", "--tolerance-ms", "-5"], "--tolerance-ms '-5': needs a number >= 0"),
     (["run", "--max-rounds", "-1"], "--max-rounds '-1': needs a number >= 1"),
     (["calibrate", "--rows", "-1"], "--rows '-1': needs a number >= 1000"),
-    (["calibrate", "--sizes", "0"], "--sizes '0': needs a number >= 2"),
+    (["calibrate", "--sizes", "0"], "--sizes '0': needs a number >= 3"),
     (["calibrate", "--repeats", "0"], "--repeats '0': needs a number >= 1"),
     (["fidelity", "--d", "1000000000"], "--d '1000000000': needs a number <= 100000"),
     (["generate", "--duration", "inf"], "--duration 'inf'"),
@@ -480,7 +480,7 @@ def no_spark(monkeypatch):
     (["--driver-memory", "100000t"], "more than this machine's"),
     (["--driver-memory", "16m"], "512m or more"),
     (["--rows", "-1"], "--rows '-1': needs a number >= 1000"),
-    (["--sizes", "0"], "--sizes '0': needs a number >= 2"),
+    (["--sizes", "0"], "--sizes '0': needs a number >= 3"),
     (["--repeats", "0"], "--repeats '0': needs a number >= 1"),
 ])
 def test_calibrate_checks_every_option_before_spark(dec_toml, tmp_path, capsys, no_spark,

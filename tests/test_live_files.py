@@ -142,3 +142,45 @@ def test_a_trace_set_folder_given_as_one_streams_source_is_refused(
     assert code == 2
     assert "holds files of other streams" in err and "UDP.csv" in err and "SF.csv" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_resuming_removes_only_the_runs_own_scratch(tmp_path):
+    """A resumed run clears what a killed one left half-written, by the names it makes
+    itself: a user's ``results/.tmp-user-note.txt`` stays."""
+    from cqopt.spark.run.sink import clear_scratch
+
+    results = tmp_path / "results"
+    (results / ".tmp-round-000001.parquet").mkdir(parents=True)
+    (results / ".tmp-round-000001.parquet" / "part-0.parquet").write_bytes(b"half")
+    (results / ".tmp-user-note.txt").write_text("mine")
+    (results / ".tmp-user-folder").mkdir()
+    clear_scratch(tmp_path)
+    assert sorted(p.name for p in results.iterdir()) == [".tmp-user-folder",
+                                                          ".tmp-user-note.txt"]
+
+
+def test_a_result_killed_before_its_switch_is_cleared_on_resumption(tmp_path):
+    """Killed between naming a finished result as the switch's scratch and the switch,
+    the leftover carries a marker that proves it is cqopt's: the resumed run removes it."""
+    import subprocess
+    import sys
+
+    from cqopt.spark.run.sink import clear_scratch
+
+    results = tmp_path / "results"
+    (results / "done").mkdir(parents=True)
+    (results / "done" / "part-0.parquet").write_bytes(b"rows")
+    script = (  # the process dies right after the finished folder takes a scratch's name
+        "import os, sys; from pathlib import Path; import cqopt.output as o\n"
+        "out = Path(sys.argv[1]) / 'round-000001.parquet'\n"
+        "real = os.rename\n"
+        "def rename(a, b):\n"
+        "    real(a, b); os._exit(9)\n"
+        "os.rename = rename\n"
+        "o.adopt_directory(Path(sys.argv[1]) / 'done', out, force=True)\n")
+    child = subprocess.run([sys.executable, "-c", script, str(results)], capture_output=True)
+    assert child.returncode == 9, child.stderr
+    leftovers = [p.name for p in results.iterdir()]
+    assert len(leftovers) == 1 and leftovers[0].startswith(".round-000001.parquet.tmp-")
+    clear_scratch(tmp_path)
+    assert list(results.iterdir()) == []

@@ -16,13 +16,14 @@ driver (:func:`collect`) and written from there; a large one is written by Spark
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cqopt.output import adopt_directory, write_atomic
+from cqopt.output import adopt_directory, recover, write_atomic
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -33,6 +34,11 @@ if TYPE_CHECKING:
 # plan twice.
 LOCAL_RESULT_ROWS = 100_000
 SCRATCH = ".tmp-"  # the prefix of a run's own scratch names, removed when it resumes
+# The scratch folders a run makes: a result (.tmp-round-000007.parquet), a grouped job's
+# (.tmp-group-000007-0), a stage (.tmp-batch-000003, negative for tuples read late).
+# What output.adopt_directory leaves beside a result when killed mid-switch.
+_SWITCHED = re.compile(r"\.(round-\d{6}\.parquet)\.(?:tmp|old)-\d+-\w+")
+SCRATCH_NAMES = re.compile(r"\.tmp-(round-\d{6}\.parquet|group-\d{6}-\d+|batch--?\d{5,6})")
 _KIND = "round result"
 
 
@@ -50,10 +56,19 @@ def remove(path: Path) -> None:
 
 
 def clear_scratch(out: Path, folders: tuple[str, ...] = ("pending", "results", "log")) -> None:
-    """Remove what a killed run left half-written under its scratch names."""
+    """Remove what a killed run left half-written under its scratch names: the folders
+    the run itself names (:data:`SCRATCH_NAMES`), nothing else (a user's ``.tmp-note.txt``
+    stays), and what a killed switch into place left beside a result (``cqopt.output``'s
+    recovery, which touches only what a marker proves is cqopt's)."""
     for folder in folders:
         for scratch in (out / folder).glob(f"{SCRATCH}*"):
-            remove(scratch)
+            if SCRATCH_NAMES.fullmatch(scratch.name) and scratch.is_dir() \
+                    and not scratch.is_symlink():
+                remove(scratch)
+    finals = {m.group(1) for p in (out / "results").glob(".round-*")
+              if (m := _SWITCHED.fullmatch(p.name))}
+    for name in sorted(finals):
+        recover(out / "results" / name, say=lambda _: None)
 
 
 def adopt(finished: Path, final: Path, kind: str = _KIND) -> Path:
