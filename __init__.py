@@ -49,6 +49,7 @@ _LAZY = {
     "generate": "cqopt.api",
     "fidelity": "cqopt.api",
     "run": "cqopt.api",
+    "run_workload": "cqopt.api",
 }
 
 

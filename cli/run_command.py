@@ -1,4 +1,4 @@
-"""``cqopt run``: one query of a workload, adaptively, on Spark Structured Streaming."""
+"""``cqopt run``: a workload's queries (or one), adaptively, on Spark Structured Streaming."""
 
 from __future__ import annotations
 
@@ -45,28 +45,57 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"cqopt run: {line}", file=sys.stderr, flush=True)
 
-    result = run(args.catalog, args.workload, args.charts, args.query,
-                 pairs(args.source, "--source"), args.out, settings=settings,
-                 master=args.master, progress=False if args.quiet else say)
-    _print_summary(args.query, result)
+    conf = pairs(args.conf, "--conf")
+    sources = pairs(args.source, "--source")
+    if args.query and len(args.query) == 1:
+        result = run(args.catalog, args.workload, args.charts, args.query[0], sources,
+                     args.out, settings=settings, master=args.master,
+                     progress=False if args.quiet else say,
+                     conf=conf, ui=args.ui)
+        _print_summary(args.query[0], result)
+        _check_dropped(result, args.allow_late)
+        return 0
+    from cqopt.api import run_workload
+
+    done = run_workload(args.catalog, args.workload, args.charts, sources, args.out,
+                        queries=args.query, settings=settings, master=args.master,
+                        progress=False if args.quiet else say, conf=conf,
+                        ui=args.ui)
+    for name, result in done.results.items():
+        _print_summary(name, result, report=False)
+        if done.failures.get(name):
+            print(f"{name}: failed on {done.failures[name]} micro-batches (see its log lines "
+                  "and the report)")
+    print(f"wrote {done.out / 'report.md'}")
+    for result in done.results.values():
+        _check_dropped(result, args.allow_late)
+    if done.failures:
+        raise CqoptError(f"{len(done.failures)} of {len(done.results)} queries failed on "
+                         "a micro-batch (" + ", ".join(f"{n} x{k}" for n, k in
+                                                       done.failures.items())
+                         + f"); see {done.out / 'report.md'}")
+    return 0
+
+
+def _check_dropped(result, allow_late: bool) -> None:
+    """Refuse a run that dropped tuples or lost lines of changed files, unless allowed."""
     s = result.summary
     changed = s.get("changed_files", [])
-    if changed and not args.allow_late:
+    if changed and not allow_late:
         raise CqoptError(f"{len(changed)} source file{'s' if len(changed) > 1 else ''} "
                          f"changed after Spark read {'them' if len(changed) > 1 else 'it'} "
                          f"(first: {changed[0]}), so some of their tuples were not run; see "
                          f"{result.out / 'report.md'}; write files whole before they land in "
                          "the source directory, or pass --allow-late to accept it")
     dropped = s.get("late_tuples", 0) + s.get("untimed_tuples", 0)
-    if dropped and not args.allow_late:
+    if dropped and not allow_late:
         raise CqoptError(f"{dropped} tuples were not run ({s.get('late_tuples', 0)} late, of "
                          f"rounds that had already run; {s.get('untimed_tuples', 0)} without a "
                          f"time); see {result.out / 'report.md'}; pass --allow-late to accept "
                          "dropped tuples")
-    return 0
 
 
-def _print_summary(query: str, result) -> None:
+def _print_summary(query: str, result, report: bool = True) -> None:
     s = result.summary
     verdict = s.get("verdict") or {}
     if verdict.get("verdict"):  # measured seconds, or the engine model's prediction
@@ -87,7 +116,8 @@ def _print_summary(query: str, result) -> None:
         print(f"deadline {d['seconds']:g} s: {d['missed']} of {d['rounds']} rounds late; "
               f"{d['shed_rounds']} rounds shed {d['tuples_dropped']:,.0f} of {d['tuples']:,} "
               "tuples")
-    print(f"wrote {result.out / 'report.md'}")
+    if report:
+        print(f"wrote {result.out / 'report.md'}")
 
 
 def _check_sources_named_once(items: list[str]) -> None:
@@ -111,11 +141,16 @@ def add_parsers(sub) -> None:
     p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
     p.add_argument("--workload", required=True, help="workload (TOML) of named queries")
     p.add_argument("--charts", required=True, metavar="DIR", help="chart set (cqopt build)")
-    p.add_argument("--query", required=True, metavar="NAME", help="the query to run")
-    p.add_argument("--source", action="append", metavar="STREAM=PATH",
+    p.add_argument("--query", action="append", metavar="NAME",
+                   help="a query to run (repeatable); default every query of the workload, "
+                        "together in one streaming query, each under --out/NAME/ (one "
+                        "--query: that query alone, its output in --out itself)")
+    p.add_argument("--source", action="append", metavar="STREAM=SOURCE",
                    help="a stream's source: a directory of .parquet or .csv files (cqopt "
-                        "generate --file-per-round writes one), or rate:N for Spark's rate "
-                        "source at N rows/s (repeatable)")
+                        "generate --file-per-round writes one), rate:N for Spark's rate "
+                        "source at N rows/s, or FORMAT:KEY=VALUE,... for any Structured "
+                        "Streaming source (socket:host=localhost,port=9999; a text source's "
+                        "lines are the stream's columns as CSV, time in seconds) (repeatable)")
     p.add_argument("--out", required=True, metavar="DIR",
                    help="run folder: results, round log, report, checkpoint; rerun with the "
                         "same --out to resume")
@@ -149,5 +184,9 @@ def add_parsers(sub) -> None:
                         "failed rebuild is said once and the run goes on with its chart")
     p.add_argument("--master", type=options.master, default="local[*]",
                    help="Spark master URL (default local[*])")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE",
+                   help="a Spark setting, spark.KEY=VALUE (repeatable)")
+    p.add_argument("--ui", action="store_true",
+                   help="turn the Spark UI on (off by default); its address is said")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=cmd_run)

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -198,7 +198,8 @@ def _java_error(found: str) -> SparkBuildError:
 @contextlib.contextmanager
 def running_session(master: str = "local[*]",
                     progress: bool | Callable[[str], None] = True,
-                    conf: dict[str, str] | None = None) -> Iterator[SparkSession]:
+                    conf: Mapping[str, str] | None = None,
+                    ui: bool = False) -> Iterator[SparkSession]:
     """The session already running in this process (a notebook, a test), else a new one.
 
     A session that was running is left running; one started here is stopped
@@ -216,6 +217,8 @@ def running_session(master: str = "local[*]",
         console progress bars are always off (cqopt prints its own).
     conf : dict, optional
         Settings of a new session (see :func:`spark_session`).
+    ui : bool
+        Turn a new session's Spark UI on, and say its address.
 
     Yields
     ------
@@ -223,13 +226,17 @@ def running_session(master: str = "local[*]",
     """
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        yield active
-        return
+    conf = check_conf(conf)
     say = progress if callable(progress) else (
         (lambda line: print(f"cqopt: {line}", file=sys.stderr, flush=True)) if progress
         else (lambda line: None))
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        if conf or ui:  # nothing silent: a running session keeps its own settings
+            say("note: Spark is already running in this process; its own settings stand "
+                "(--conf and --ui apply to a session cqopt starts)")
+        yield active
+        return
     with _stop_jvm_when_killed() as killed:
         began = time.monotonic()
         say(f"starting Spark ({master})...")
@@ -237,8 +244,10 @@ def running_session(master: str = "local[*]",
         # whose lines are held back until the start is over (_jvm_stderr_filtered).
         with _stderr_copy() as stream, heartbeat("Spark", None, "starting", stream=stream,
                                                  enabled=bool(progress)):
-            spark = spark_session(master, progress=bool(progress), conf=conf)
+            spark = spark_session(master, progress=bool(progress), conf=conf, ui=ui)
         say(f"Spark started in {time.monotonic() - began:.1f} s")
+        if ui:
+            say(f"Spark UI: {spark.sparkContext.uiWebUrl}")
         try:
             yield spark
         finally:
@@ -308,9 +317,31 @@ def stop_jvm(timeout: float = 10.0) -> None:
     SparkContext._active_spark_context = None
 
 
+def check_conf(conf: Mapping[str, Any] | None) -> dict[str, str]:
+    """Spark settings as ``--conf KEY=VALUE`` gives them, each key checked: Spark reads
+    only ``spark.`` keys (Hadoop's as ``spark.hadoop.KEY``) and drops others with no word.
+
+    >>> check_conf({"spark.sql.shuffle.partitions": 4})
+    {'spark.sql.shuffle.partitions': '4'}
+    >>> check_conf({"sql.shuffle.partitions": "4"})
+    Traceback (most recent call last):
+    ...
+    cqopt.spark.session.SparkBuildError: --conf sql.shuffle.partitions=4: Spark reads only keys that start with spark. (Hadoop's as spark.hadoop.KEY); did you mean spark.sql.shuffle.partitions?
+    """
+    checked = {}
+    for key, value in (conf or {}).items():
+        if not str(key).startswith("spark."):
+            raise SparkBuildError(f"--conf {key}={value}: Spark reads only keys that start "
+                                  f"with spark. (Hadoop's as spark.hadoop.KEY); did you mean "
+                                  f"spark.{key}?")
+        checked[str(key)] = str(value)
+    return checked
+
+
 def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: bool = True,
-                  conf: dict[str, str] | None = None) -> SparkSession:
-    """A new Spark session for chart builds; ``conf`` entries win over the defaults.
+                  conf: Mapping[str, str] | None = None, ui: bool = False) -> SparkSession:
+    """A new Spark session for chart builds; ``conf`` entries win over the defaults, and
+    ``ui`` turns the Spark UI on (off by default).
 
     Refuses to run beside another SparkContext of this process: Spark would
     hand back that one and silently ignore ``master`` and ``conf``. Sets
@@ -336,7 +367,7 @@ def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: b
     os.environ["PYSPARK_PYTHON"] = python
     local = _is_local(master)
     settings = {
-        "spark.ui.enabled": "false",
+        "spark.ui.enabled": "true" if ui else "false",
         # Spark's progress bars draw over cqopt's own progress lines: always off.
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(2 * _local_cores(master)),

@@ -1,4 +1,4 @@
-"""``cqopt run``: one query adaptively on Spark Structured Streaming, in rooms of one concern.
+"""``cqopt run``: queries adaptively on Spark Structured Streaming, in rooms of one concern.
 
 - :mod:`~cqopt.spark.run.settings`: the run's settings, judged once;
 - :mod:`~cqopt.spark.run.sources`: each stream's input, checked and read;
@@ -8,9 +8,13 @@
 - :mod:`~cqopt.spark.run.sink`: results and JSON files, through :mod:`cqopt.output`;
 - :mod:`~cqopt.spark.run.roundlog` and :mod:`~cqopt.spark.run.report`: the round
   log and the report;
-- :mod:`~cqopt.spark.run.loop`: :class:`AdaptiveRun`, the loop that ties them.
+- :mod:`~cqopt.spark.run.microbatch`: each micro-batch's progress as Spark reports it;
+- :mod:`~cqopt.spark.run.loop`: :class:`AdaptiveRun`, the loop that ties them;
+- :mod:`~cqopt.spark.run.workload`: :class:`WorkloadRun`, several queries in one
+  streaming query, each with the rooms of a run of its own.
 
-:func:`cqopt.api.run` is the whole pipeline, from files to a report.
+:func:`cqopt.api.run` is the whole pipeline, from files to a report;
+:func:`cqopt.api.run_workload` the same for a workload's queries together.
 """
 
 from cqopt.spark.run.loop import AdaptiveRun

@@ -211,7 +211,7 @@ class FileWatch:
 
     def __init__(self, ctx: RunContext, state: RunState, sources: Mapping[str, Source]):
         self.ctx, self.state = ctx, state
-        self.sources = {s: src for s, src in sources.items() if src.kind != "rate"}
+        self.sources = {s: src for s, src in sources.items() if src.path is not None}
         self.ledger = FileLedger(state.data.get("files"))
         self._schemas: dict[str, Any] = {}
         self.recovered_batches = int(state.data.get("recovered_batches", 0))

@@ -51,12 +51,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cqopt.replay.rounds import round_of
 from cqopt.spark.run.files import FileWatch
+from cqopt.spark.run.microbatch import BatchProgress
 from cqopt.spark.run.report import RunResult, write_report
 from cqopt.spark.run.roundlog import RoundLog
 from cqopt.spark.run.rounds import RoundRunner
@@ -73,6 +74,76 @@ if TYPE_CHECKING:
     from cqopt.catalog import Catalog
     from cqopt.charts.lookup import QueryChart
     from cqopt.optimizer.query.logical import ContinuousQuery
+
+
+def start_stream(frames: list[DataFrame], on_batch, out: Path, name: str,
+                 trigger: str | float):
+    """Start one streaming query over ``frames`` unioned, each micro-batch handed to
+    ``on_batch``, its checkpoint ``out/checkpoint``; its StreamingQuery."""
+    stream = frames[0]
+    for other in frames[1:]:
+        stream = stream.unionByName(other, allowMissingColumns=True)
+    writer = (stream.writeStream.foreachBatch(on_batch)
+              .option("checkpointLocation", str(out / "checkpoint"))
+              .queryName(f"cqopt-{name}-{os.getpid()}"))
+    if trigger == "once":
+        writer = writer.trigger(once=True)
+    elif trigger == "available-now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{trigger} seconds")
+    return writer.start()
+
+
+def await_stream(handle, run, name: str) -> None:
+    """Wait for a run's streaming query ``handle`` to end, or stop it when ``run`` asks.
+
+    ``run`` (an :class:`AdaptiveRun` or a :class:`~cqopt.spark.run.workload.WorkloadRun`)
+    gives ``stop_requested``, ``progress``, ``error`` (its batch's own error, which
+    wins over Spark's wrapping of it), ``stopped_by`` and ``_say_waiting``. Each
+    micro-batch's progress as Spark reports it is said
+    (:class:`~cqopt.spark.run.microbatch.BatchProgress`).
+    """
+    began = time.monotonic()
+    batches = BatchProgress(run.progress, name)
+    try:
+        while handle.isActive:
+            if run.stop_requested.is_set():
+                handle.stop()
+                break
+            handle.awaitTermination(0.5)
+            batches.update(handle)
+            run._say_waiting(began)
+        batches.update(handle)
+    except KeyboardInterrupt:
+        run.stopped_by = "interrupted (Ctrl-C)"
+        run.stop_requested.set()
+        run.progress(f"{name}: interrupted; stopping, every finished round is kept")
+        handle.stop()
+    except Exception as err:  # StreamingQueryException: the batch's own error first
+        if run.error is not None:
+            raise run.error from None
+        raise StreamingRunError(f"the streaming query of {name} failed: "
+                                f"{spark_message(err)}") from None
+
+
+@dataclass
+class OpenBatch:
+    """A micro-batch taken by :meth:`AdaptiveRun.open_batch`, its complete rounds not yet run:
+    its timed tuples with their rounds (``tagged``, and ``local`` on the driver or None),
+    the first round not complete, the round of its latest tuple, and frames it cached."""
+
+    batch_id: int
+    tagged: DataFrame | None = None
+    local: Any = None
+    complete: int = 0
+    top: int = -1
+    cached: list = field(default_factory=list)
+
+    def release(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
+        self.cached.clear()
 
 
 class AdaptiveRun:
@@ -129,7 +200,7 @@ class AdaptiveRun:
                                      list(catalog.streams))
         self.state = RunState.open(ctx.out, {
             "version": STATE_VERSION, "query": name, "sql": query.sql, "window_s": window_s,
-            "sources": {s: asdict(src) for s, src in self.sources.items()}}, settings.start)
+            "sources": {s: src.identity() for s, src in self.sources.items()}}, settings.start)
         clear_scratch(ctx.out)  # a killed run's half-written scratch
         self.log = RoundLog(ctx)
         self.staging = Staging(ctx, self.state)
@@ -177,24 +248,7 @@ class AdaptiveRun:
         with spark_errors(f"Spark cannot start the streaming query of {name}",
                           StreamingRunError):
             handle = self._start()
-        began = time.monotonic()
-        try:
-            while handle.isActive:
-                if self.stop_requested.is_set():
-                    handle.stop()
-                    break
-                handle.awaitTermination(0.5)
-                self._say_waiting(began)
-        except KeyboardInterrupt:
-            self.stopped_by = "interrupted (Ctrl-C)"
-            self.stop_requested.set()
-            self.progress(f"{name}: interrupted; stopping, every finished round is kept")
-            handle.stop()
-        except Exception as err:  # StreamingQueryException: the batch's own error first
-            if self.error is not None:
-                raise self.error from None
-            raise StreamingRunError(f"the streaming query of {name} failed: "
-                                    f"{spark_message(err)}") from None
+        await_stream(handle, self, name)
         if self.error is not None:
             raise self.error
         if settings.trigger in TRIGGERS and not self.stop_requested.is_set():
@@ -204,20 +258,8 @@ class AdaptiveRun:
     def _start(self):
         """Start the streaming query: every source read, unioned, handed to ``_batch``."""
         frames = [read_stream(self.ctx, src) for src in self.sources.values()]
-        stream = frames[0]
-        for other in frames[1:]:
-            stream = stream.unionByName(other, allowMissingColumns=True)
-        writer = (stream.writeStream.foreachBatch(self._batch)
-                  .option("checkpointLocation", str(self.out / "checkpoint"))
-                  .queryName(f"cqopt-{self.ctx.name}-{os.getpid()}"))
-        trigger = self.ctx.settings.trigger
-        if trigger == "once":
-            writer = writer.trigger(once=True)
-        elif trigger == "available-now":
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime=f"{trigger} seconds")
-        return writer.start()
+        return start_stream(frames, self._batch, self.out, self.ctx.name,
+                            self.ctx.settings.trigger)
 
     def _say_waiting(self, began: float) -> None:
         """Never silent for long: a line after 2 s without one before the first round (the
@@ -273,52 +315,83 @@ class AdaptiveRun:
         spans, one for the statistics, one per plan and one to stage.
         """
         from pyspark import StorageLevel
+
+        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            opened = self.open_batch(batch, collect_batch(batch), batch_id)
+            if opened is not None:
+                try:
+                    self.rounds.run(opened.tagged, batch_id, opened.complete, opened.local)
+                except BaseException:  # not committed: Spark hands the batch again
+                    opened.release()
+                    raise
+                self.close_batch(opened)
+        finally:
+            batch.unpersist()
+
+    def open_batch(self, batch: DataFrame, local, batch_id: int) -> OpenBatch | None:
+        """Take a micro-batch of this query's streams (``local``: its copy on the driver, or
+        None): what it read of each file, its time spans and dropped tuples, the state
+        brought up to it; its tuples tagged with their rounds. None when it holds no timed
+        tuple; else :meth:`close_batch` must follow, once its complete rounds ran."""
+        from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         from cqopt.spark.round_stats import assign_round
 
         window_s = self.ctx.window_s
-        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
-        cached = [batch]
+        # Rounds this batch already ran before a kill: its replay skips them quietly;
+        # tuples of rounds run by earlier batches are late.
+        replayed = self.log.replayed(batch_id)
+        cut = min(replayed) if replayed else self.next_round
+        # A batch staged before a kill and handed again holds those tuples itself.
+        self.staging.unstage(batch_id)
+        # Every file read whole: what each gave, and the lines grown ones gained since.
+        batch, local, grew = self.files.take(batch, local)
+        opened = OpenBatch(batch_id)
+        if grew:
+            batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+            opened.cached.append(batch)
         try:
-            # Rounds this batch already ran before a kill: its replay skips them quietly;
-            # tuples of rounds run by earlier batches are late.
-            replayed = self.log.replayed(batch_id)
-            cut = min(replayed) if replayed else self.next_round
-            local = collect_batch(batch)
-            # Every file read whole: what each gave, and the lines grown ones gained since.
-            batch, local, grew = self.files.take(batch, local)
-            if grew:
-                batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
-                cached.append(batch)
             spans = batch_spans(batch, local, self.state.start, window_s, cut)
             if not spans:
                 self.progress(f"{self.ctx.name}: micro-batch {batch_id} holds no tuple")
                 self.state.empty(batch_id)
-                return
+                opened.release()
+                return None
             self._count_dropped(batch_id, spans)
             timed = {s: row for s, row in spans.items() if row["hi"] is not None}
             if not timed:
-                return
-            if self.state.start is None:  # the first tuples fix round 0
-                self.state.start = float(min(r["lo"] for r in timed.values()))
-            start = self.state.start
-            self.state.see({s: row["hi"] for s, row in timed.items()})
-            self.state.save()  # before any round runs: a resumed run needs round 0's start
-            tagged = batch.where(F.col("ts").isNotNull()).withColumn(
-                "_round", assign_round(F.col("ts"), start, window_s))
-            if local is not None:
-                local = with_rounds(local, start, window_s)
-            complete = self.state.complete_round(self.ctx.streams, window_s, self.next_round)
-            self.rounds.run(tagged, batch_id, complete, local)
-            top = max(round_of(float(r["hi"]), start, window_s) for r in timed.values())
-            if top >= self.next_round:
-                self.staging.stage(tagged, batch_id, self.next_round, top, local)
+                opened.release()
+                return None
+        except BaseException:
+            opened.release()
+            raise
+        if self.state.start is None:  # the first tuples fix round 0
+            self.state.start = float(min(r["lo"] for r in timed.values()))
+        start = self.state.start
+        self.state.see({s: row["hi"] for s, row in timed.items()})
+        self.state.save()  # before any round runs: a resumed run needs round 0's start
+        opened.tagged = batch.where(F.col("ts").isNotNull()).withColumn(
+            "_round", assign_round(F.col("ts"), start, window_s))
+        if local is not None:
+            opened.local = with_rounds(local, start, window_s)
+        opened.complete = self.state.complete_round(self.ctx.streams, window_s,
+                                                    self.next_round)
+        opened.top = max(round_of(float(r["hi"]), start, window_s) for r in timed.values())
+        return opened
+
+    def close_batch(self, opened: OpenBatch) -> None:
+        """After the batch's complete rounds ran (or failed): its tuples of rounds still
+        open staged, spent stages removed, the state saved, its cached frames released."""
+        try:
+            if opened.top >= self.next_round:
+                self.staging.stage(opened.tagged, opened.batch_id, self.next_round,
+                                   opened.top, opened.local)
             self.staging.drop_finished(self.next_round)
             self.state.save()
         finally:
-            for frame in cached:
-                frame.unpersist()
+            opened.release()
 
     def _count_dropped(self, batch_id: int, spans: Mapping[str, Mapping]) -> None:
         """Late tuples (of rounds already run) and tuples without a time: counted per batch."""
@@ -337,19 +410,30 @@ class AdaptiveRun:
     def _finish_input(self) -> None:
         """The input has ended: every round up to the last tuple's runs, the last one too
         (with the lines files gained after Spark read them, run as one more batch)."""
+        stop = self.input_ended()
+        if stop is None:
+            return
+        with spark_errors(f"Spark failed on the last rounds of {self.ctx.name}",
+                          StreamingRunError, hint=file_hint):
+            self.rounds.run(None, None, stop)
+            self.finished()
+
+    def input_ended(self) -> int | None:
+        """The input has ended: the lines files gained after Spark read them run as one
+        more batch; then the round after the last tuple's, up to which every round is to
+        run (None: none is left)."""
         extra = self.files.finish()
         if extra is not None:
             with spark_errors(f"Spark failed on the tuples files of {self.ctx.name} gained "
                               "after they were read", StreamingRunError, hint=file_hint):
                 self._take(extra, self.files.next_recovered_id())
         top = self.state.last_round(self.ctx.window_s)
-        if top is None or top < self.next_round:
-            return
-        with spark_errors(f"Spark failed on the last rounds of {self.ctx.name}",
-                          StreamingRunError, hint=file_hint):
-            self.rounds.run(None, None, top + 1)
-            self.staging.drop_finished(self.next_round)
-            self.state.save()
+        return None if top is None or top < self.next_round else top + 1
+
+    def finished(self) -> None:
+        """After the last rounds ran: spent stages removed, the state saved."""
+        self.staging.drop_finished(self.next_round)
+        self.state.save()
         self._reached_max()
 
     def _reached_max(self) -> bool:

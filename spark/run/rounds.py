@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,30 @@ if TYPE_CHECKING:
 
 # Rounds whose observations warm the adaptive query made on a rebuilt chart.
 WARM_ROUNDS = 50
+
+
+@dataclass
+class Grouped:
+    """Rounds whose plans are chosen and built (:meth:`RoundRunner.group`), not yet run.
+
+    ``frames[i]`` gives the results of the rounds ``groups[i]`` (one plan's), its
+    first column ``_round``; once written under :meth:`scratch` (``_round=R``
+    folders) with ``seconds[i]`` each round's share of the time,
+    :meth:`RoundRunner.finish` adopts and logs them.
+    """
+
+    outcomes: dict[int, Any]  # round -> its RoundOutcome, in round order
+    observed: dict[int, dict[str, float]]
+    groups: list[list[int]]
+    frames: list[DataFrame]
+    batch_id: int | None
+    lags: dict[int, float]
+    statistics_s: float
+    folder: Path  # the scratch name's stem, in the results folder
+    seconds: dict[int, float] = field(default_factory=dict)
+
+    def scratch(self, index: int) -> Path:
+        return self.folder.with_name(f"{self.folder.name}-{index}")
 
 
 class RoundRunner:
@@ -129,24 +154,35 @@ class RoundRunner:
         (a backlog, the end of a finite input) without ``shadow`` or a deadline
         are grouped by the plan chosen for each (:meth:`_run_grouped`).
         """
+        observed = self.observe(tagged, batch_id, stop, local)
+        if observed is None:
+            return
+        tuples, stats, lags, statistics_s = observed
+        settings = self.ctx.settings
+        if settings.shadow or settings.deadline is not None or len(stats) == 1:
+            for r in sorted(stats):
+                self._run_round(r, tuples, stats[r], batch_id, lags[r], statistics_s)
+            return
+        self._run_grouped(self.group(tuples, stats, batch_id, lags, statistics_s))
+
+    def observe(self, tagged: DataFrame | None, batch_id: int | None, stop: int, local=None):
+        """The tuples and statistics of rounds ``next_round <= r < stop`` (up to
+        ``max_rounds``): each stream's DataFrame, each round's observed statistics, its
+        lag, and what measuring them cost per round; None when no round is to run."""
         newest = stop - 1  # the newest complete round, which the lag is measured against
         settings = self.ctx.settings
         if settings.max_rounds is not None:
             stop = min(stop, settings.max_rounds)
         first = self.log.next_round
         if stop <= first:
-            return
+            return None
         rows, tuples = self.staging.round_frames(tagged, local, first, stop)
         # What measuring the rounds' statistics costs (RTStream's sampler cost), per round.
         began = time.perf_counter()
         observed = self._statistics(rows, tuples, first, stop)
         statistics_s = (time.perf_counter() - began) / (stop - first)
         lags = {r: (newest - r) * self.ctx.window_s for r in range(first, stop)}
-        if settings.shadow or settings.deadline is not None or stop - first == 1:
-            for r in range(first, stop):
-                self._run_round(r, tuples, observed[r], batch_id, lags[r], statistics_s)
-            return
-        self._run_grouped(tuples, observed, batch_id, lags, statistics_s)
+        return tuples, observed, lags, statistics_s
 
     def _statistics(self, rows, tuples: dict[str, DataFrame], first: int,
                     stop: int) -> dict[int, dict[str, float]]:
@@ -163,45 +199,64 @@ class RoundRunner:
         return {r: {name: float(table[name].iloc[r]) for name in query.statistics}
                 for r in range(first, stop)}
 
-    def _run_grouped(self, tuples: dict[str, DataFrame], observed: dict[int, dict[str, float]],
-                     batch_id: int | None, lags: dict[int, float], statistics_s: float) -> None:
-        """Run a backlog of rounds plan by plan: the rounds are grouped by the plan chosen
-        for each, and each plan runs once over its rounds, the round a key of every join
-        and grouping (:func:`to_spark`'s ``round_column``): one job per plan instead of one
-        per round, each round's rows the same."""
+    def group(self, tuples: dict[str, DataFrame], observed: dict[int, dict[str, float]],
+              batch_id: int | None, lags: dict[int, float], statistics_s: float) -> Grouped:
+        """Choose each round's plan in round order and build, per plan chosen, one
+        DataFrame of its rounds' results, the round a key of every join and grouping
+        (:func:`to_spark`'s ``round_column``), its first column ``_round``: nothing runs
+        yet. A lone round's plan runs as a round alone does, its round added after."""
         from pyspark.sql import functions as F
 
-        results = self.ctx.out / "results"
-        first = min(observed)
         outcomes = {r: self.choose(observed[r]) for r in sorted(observed)}
         groups: dict[str, list[int]] = {}
         for r, outcome in outcomes.items():
             groups.setdefault(outcome.plan_id, []).append(r)
-        written: dict[int, tuple[Path | None, float, int]] = {}  # part, seconds, group
-        schemas = {}
-        for index, rounds in enumerate(groups.values()):
+        frames = []
+        for rounds in groups.values():
             plan = outcomes[rounds[0]].plan
-            frames = {s: df.where(F.col("_round").isin(rounds)) for s, df in tuples.items()}
-            frame = to_spark(plan, frames, query=self.ctx.query, round_column="_round")
-            scratch = results / f".tmp-group-{first:06d}-{index}"
+            if len(outcomes) == 1:  # as _run_round runs it (an aggregate of no tuple: a row)
+                alone = {s: df.where(F.col("_round") == rounds[0]).drop("_round")
+                         for s, df in tuples.items()}
+                frame = to_spark(plan, alone, query=self.ctx.query)
+                frame = frame.select(F.lit(rounds[0]).cast("long").alias("_round"), "*")
+            else:
+                mine = {s: df.where(F.col("_round").isin(rounds)) for s, df in tuples.items()}
+                frame = to_spark(plan, mine, query=self.ctx.query, round_column="_round")
+            frames.append(frame)
+        return Grouped(outcomes, observed, list(groups.values()), frames, batch_id, lags,
+                       statistics_s, self.ctx.out / "results" / f".tmp-group-{min(observed):06d}")
+
+    def _run_grouped(self, grouped: Grouped) -> None:
+        """Run a backlog of rounds plan by plan: the rounds are grouped by the plan chosen
+        for each, and each plan runs once over its rounds, the round a key of every join
+        and grouping (:func:`to_spark`'s ``round_column``): one job per plan instead of one
+        per round, each round's rows the same."""
+        for index, frame in enumerate(grouped.frames):
             began = time.perf_counter()
-            remove(scratch)
-            write_by_round(frame, scratch)
-            share = (time.perf_counter() - began) / len(rounds)
-            schemas[index] = frame.drop("_round").schema
+            remove(grouped.scratch(index))
+            write_by_round(frame, grouped.scratch(index))
+            grouped.seconds[index] = (time.perf_counter() - began) / len(grouped.groups[index])
+        self.finish(grouped)
+
+    def finish(self, grouped: Grouped) -> None:
+        """Move each round's written result into place and log it, in round order: a kill
+        leaves a whole prefix. Every plan's rounds are written (:meth:`Grouped.scratch`)."""
+        results = self.ctx.out / "results"
+        written: dict[int, tuple[Path | None, float, int]] = {}  # part, seconds, group
+        for index, rounds in enumerate(grouped.groups):
             for r in rounds:
-                part = scratch / f"_round={r}"
-                written[r] = (part if part.exists() else None, share, index)
-        # Results moved and rounds logged in round order: a kill leaves a whole prefix.
-        for r, outcome in outcomes.items():
+                part = grouped.scratch(index) / f"_round={r}"
+                written[r] = (part if part.exists() else None, grouped.seconds[index], index)
+        schemas = {i: frame.drop("_round").schema for i, frame in enumerate(grouped.frames)}
+        for r, outcome in grouped.outcomes.items():
             part, seconds, index = written[r]
             rows_out = adopt_round(part, results / f"round-{r:06d}.parquet", schemas[index])
             self.log.append(self.log.record(
-                r, self.state.start, outcome, observed[r], rows_out=rows_out, seconds=seconds,
-                batch_id=batch_id, lag_s=lags[r], grouped=len(groups[outcome.plan_id]),
-                statistics_s=statistics_s))
-        for index in range(len(groups)):
-            remove(results / f".tmp-group-{first:06d}-{index}")
+                r, self.state.start, outcome, grouped.observed[r], rows_out=rows_out,
+                seconds=seconds, batch_id=grouped.batch_id, lag_s=grouped.lags[r],
+                grouped=len(grouped.groups[index]), statistics_s=grouped.statistics_s))
+        for index in range(len(grouped.groups)):
+            remove(grouped.scratch(index))
 
     def choose(self, observed: Mapping[str, float | None], refresh: bool = True):
         """Algorithm 2's step for a round observed as ``observed``: its outcome.

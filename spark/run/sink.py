@@ -123,6 +123,12 @@ def write_by_round(frame: DataFrame, scratch: Path) -> None:
     if table is None:
         frame.write.partitionBy("_round").parquet(str(scratch))
         return
+    split_by_round(table, scratch)
+
+
+def split_by_round(table, scratch: Path) -> None:
+    """Write a result of many rounds held on the driver (an Arrow table, its column
+    ``_round``) as ``scratch/_round=R`` folders of Parquet, one per round with rows."""
     import pyarrow.parquet as pq
 
     rounds = table["_round"].to_numpy()

@@ -17,13 +17,14 @@ string column ``value`` as text and each bool column whether ``value`` is even.
 It needs a processing-time trigger (``trigger="5"``).
 
 >>> Source.rate("TCP", 200)
-Source(stream='TCP', kind='rate', path=None, rows_per_second=200)
+Source(stream='TCP', kind='rate', path=None, rows_per_second=200, options=None)
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from cqopt.replay.trace_format import (
     trace_stem,
 )
 from cqopt.spark.run.settings import TRIGGERS, RunContext, StreamingRunError
+from cqopt.spark.session import spark_errors
 from cqopt.spark.trace_read import SPARK_TYPES
 
 if TYPE_CHECKING:
@@ -48,12 +50,43 @@ STREAMABLE = ("parquet", "csv")  # trace formats Spark's file stream sources rea
 
 @dataclass(frozen=True)
 class Source:
-    """One stream's input: a directory of Parquet or CSV files, or Spark's rate source."""
+    """One stream's input: a directory of Parquet or CSV files, Spark's rate source, or any
+    Structured Streaming source by its format name and options (:meth:`stream_format`)."""
 
     stream: str
-    kind: str  # parquet, csv or rate
+    kind: str  # parquet, csv, rate, or a Structured Streaming format (socket, kafka, ...)
     path: str | None = None
     rows_per_second: int | None = None
+    options: dict[str, str] | None = None  # a format source's options, as Spark takes them
+
+    def identity(self) -> dict[str, Any]:
+        """The source as a run folder's state names it (options only where it has some)."""
+        fields = asdict(self)
+        if fields["options"] is None:
+            del fields["options"]
+        return fields
+
+    @classmethod
+    def stream_format(cls, stream: str, name: str, options: Mapping[str, str]) -> Source:
+        """Structured Streaming's source ``name`` with ``options``
+        (``spark.readStream.format(name).options(**options)``).
+
+        Its rows become the stream's tuples by one rule: a source that gives a
+        ``value`` column (text or bytes: ``socket``, ``kafka``) and none of the
+        stream's columns holds one tuple per value, **the stream's catalog
+        columns as a line of CSV text, in the catalog's order, without a
+        header**, the time column in seconds (``12.5,3,2,...``); a source that
+        gives the stream's columns by name is read as a file of them is (a time
+        column among ``ts``, ``timestamp``, ``time``). Options Spark refuses are
+        a :class:`StreamingRunError` of one line when the run starts.
+
+        >>> Source.stream_format("TCP", "socket", {"host": "localhost", "port": "9999"}).kind
+        'socket'
+        """
+        if name in ("rate",) + STREAMABLE:
+            raise StreamingRunError(f"--source {stream}={name}:...: give {name} sources as "
+                                    + ("rate:N" if name == "rate" else "a directory"))
+        return cls(stream, name, None, None, dict(options))
 
     @classmethod
     def files(cls, stream: str, path: str | Path) -> Source:
@@ -98,8 +131,14 @@ class Source:
 
     @classmethod
     def parse(cls, stream: str, text: str) -> Source:
-        """``rate:N`` is the rate source at N rows/s; anything else a directory.
+        """``rate:N`` is the rate source at N rows/s; ``FORMAT:KEY=VALUE,...`` (a name of
+        letters, digits, ``_`` and ``.``, then a colon, where no such directory exists) is
+        Structured Streaming's source ``FORMAT`` with those options (a piece without ``=``
+        continues the value before it: ``kafka:kafka.bootstrap.servers=a:9092,b:9092``);
+        anything else a directory.
 
+        >>> Source.parse("TCP", "socket:host=localhost,port=9999").options
+        {'host': 'localhost', 'port': '9999'}
         >>> Source.parse("TCP", "rate:x")
         Traceback (most recent call last):
         ...
@@ -108,7 +147,36 @@ class Source:
         if text.startswith("rate:"):  # rows/s as the command line reads numbers
             return cls.rate(stream, parse_number(text[5:], f"--source {stream}=rate:",
                                                  integer=True, low=1))
+        named = re.fullmatch(r"([A-Za-z][A-Za-z0-9_.]*):(.*)", text, re.DOTALL)
+        if named and not Path(text).exists():
+            return cls.stream_format(stream, named[1], parse_options(stream, text))
         return cls.files(stream, text)
+
+
+def parse_options(stream: str, text: str) -> dict[str, str]:
+    """The options of ``FORMAT:KEY=VALUE,...`` (see :meth:`Source.parse`).
+
+    >>> parse_options("T", "kafka:kafka.bootstrap.servers=a:9092,b:9092,subscribe=t")
+    {'kafka.bootstrap.servers': 'a:9092,b:9092', 'subscribe': 't'}
+    >>> parse_options("T", "socket:9999")
+    Traceback (most recent call last):
+    ...
+    cqopt.spark.run.settings.StreamingRunError: --source T=socket:9999: option '9999' is not KEY=VALUE; e.g. socket:host=localhost,port=9999
+    """
+    name, _, body = text.partition(":")
+    options: dict[str, str] = {}
+    last = None
+    for piece in body.split(",") if body else []:
+        key, eq, value = piece.partition("=")
+        if eq and key.strip():
+            last = key.strip()
+            options[last] = value
+        elif last is not None:  # a value holding a comma
+            options[last] += "," + piece
+        else:
+            raise StreamingRunError(f"--source {stream}={text}: option {piece!r} is not "
+                                    f"KEY=VALUE; e.g. {name}:host=localhost,port=9999")
+    return options
 
 
 def foreign_stream_files(directory: str | Path, stream: str,
@@ -169,7 +237,7 @@ def match_sources(sources: Mapping[str, Source | str], streams: tuple[str, ...],
         stream = by_lower[key.lower()]
         if isinstance(source, str):
             source = Source.parse(stream, source)
-        matched[stream] = Source(stream, source.kind, source.path, source.rows_per_second)
+        matched[stream] = replace(source, stream=stream)
     everyone = set(streams) | set(catalog_streams)
     for source in matched.values():
         foreign = [] if source.path is None else foreign_stream_files(
@@ -234,6 +302,8 @@ def read_stream(ctx: RunContext, source: Source) -> DataFrame:
             value = seconds if col.type == "timestamp" else _rate_column(col.type, i)
             columns.append(value.alias(f"{stream.name}__{col.name}"))
         return raw.select(*columns)
+    if source.kind not in STREAMABLE:
+        return _format_stream(ctx, source, stream)
     schema, time_column = file_schema(ctx, source)
     reader = ctx.spark.readStream.schema(schema)
     if ctx.settings.max_files_per_trigger is not None:
@@ -247,6 +317,48 @@ def read_stream(ctx: RunContext, source: Source) -> DataFrame:
     return raw.select(*batch_columns(stream, schema, time_column),
                       F.col("_metadata.file_path").alias("_file"),
                       F.col("_metadata.file_size").alias("_file_size"))
+
+
+def _format_stream(ctx: RunContext, source: Source, stream) -> DataFrame:
+    """A Structured Streaming source by format name, its rows made tuples of ``stream`` by
+    :meth:`Source.stream_format`'s rule.
+
+    Raises
+    ------
+    StreamingRunError
+        Spark refuses the format or its options, or its rows hold no time column.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, StructField, StructType
+
+    text = f"{source.kind}:" + ",".join(f"{k}={v}" for k, v in (source.options or {}).items())
+    where = f"--source {source.stream}={text}"
+    with spark_errors(f"{where}: Spark refuses it", StreamingRunError):
+        raw = ctx.spark.readStream.format(source.kind).options(**(source.options or {})).load()
+    have = {f.name.lower(): f for f in raw.schema.fields}
+    mine = [c for c in stream.columns if c.name.lower() in have]
+    if "value" in have and not mine and have["value"].dataType.typeName() in ("string",
+                                                                              "binary"):
+        # One line of CSV text per tuple: the catalog's columns in order, time in seconds.
+        schema = StructType([StructField(c.name, DoubleType() if c.type == "timestamp" else
+                                         spark_type(SPARK_TYPES[c.type]))
+                             for c in stream.columns])
+        ddl = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in schema.fields)
+        raw = raw.select(F.from_csv(F.col("value").cast("string"), ddl).alias("_tuple")
+                         ).select("_tuple.*")
+    else:
+        schema = raw.schema
+    by_lower = {f.name.lower(): f for f in schema.fields}
+    time_names = [c.name for c in stream.columns if c.type == "timestamp"][:1] + list(
+        _TIME_NAMES)
+    time_column = next((by_lower[n.lower()] for n in time_names if n.lower() in by_lower),
+                       None)
+    if time_column is None:
+        raise StreamingRunError(f"{where}: its rows have no time column (one of "
+                                f"{', '.join(time_names)}) among "
+                                f"{', '.join(f.name for f in schema.fields)}; a text source "
+                                "gives the stream's columns as CSV lines")
+    return raw.select(*batch_columns(stream, schema, time_column))
 
 
 def batch_columns(stream, schema: StructType, time_column) -> list:

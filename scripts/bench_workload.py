@@ -1,0 +1,146 @@
+"""Benchmark: a 10-query workload in one streaming query, against its queries run alone.
+
+The workload is the example workload's Q1 and Q2 (examples/workload.toml)
+plus eight variants over the README's three streams (other selections,
+windows, aggregates, joins). Traces of ``--seconds`` seconds at the README's
+rates (TCP 500/s, UDP 230/s, SF 150/s; join keys over 50 hosts) are written
+one file per second and stream, and every run reads one file per stream per
+micro-batch (``max_files_per_trigger=1``), so each micro-batch is one
+second of input, as a live run with 1-s rounds sees it.
+
+Per repeat, in one Spark session (so no run pays a JVM start; separate
+applications would each pay 10-15 s more), alternating so that a busier
+spell of the machine falls on every kind:
+
+- workload: the 10 queries as one :class:`~cqopt.spark.run.workload.WorkloadRun`;
+- alone: each query as its own :class:`~cqopt.spark.run.AdaptiveRun`.
+
+Per-round time is a run's wall time over its micro-batches (seconds of
+input). Printed: the medians over repeats of the workload's per-round time,
+the costliest query's alone, and the 10 alone runs' sum; and the medians of
+the per-repeat ratios (targets: workload <= 2x the costliest; 10 runs >= 5x
+the workload).
+
+    python scripts/bench_workload.py [--seconds 10] [--repeat 3] [--k 4]
+        [--master local[2]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from cqopt.catalog import load_catalog
+from cqopt.charts.build import build_local
+from cqopt.charts.lookup import load
+from cqopt.charts.spec import workload_specs
+from cqopt.charts.store import write_chart_set
+from cqopt.charts.workload import load_workload
+from cqopt.replay.trace_generate import generate_trace
+from cqopt.replay.trace_write import write_trace_per_round
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+RATES = {"TCP": 500.0, "UDP": 230.0, "SF": 150.0}
+VARIANTS = {  # eight more queries over the same streams
+    "Q3": "SELECT UDP.src_host, UDP.bytes FROM UDP WHERE UDP.bytes > 500 WINDOW [1]",
+    "Q4": "SELECT SF.dest_host FROM SF WHERE SF.dest_port = 80 WINDOW [2]",
+    "Q5": "SELECT COUNT(*) FROM TCP WHERE TCP.bytes > 100 WINDOW [1]",
+    "Q6": "SELECT TCP.dest_host, SUM(TCP.bytes) FROM TCP GROUP BY TCP.dest_host WINDOW [1]",
+    "Q7": "SELECT * FROM TCP, UDP WHERE TCP.src_host = UDP.dest_host WINDOW [1]",
+    "Q8": "SELECT UDP.dest_host, COUNT(*) FROM UDP GROUP BY UDP.dest_host WINDOW [2]",
+    "Q9": "SELECT * FROM UDP, SF WHERE UDP.dest_host = SF.dest_host AND SF.bytes > 200 "
+          "WINDOW [1]",
+    "Q10": "SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 7 WINDOW [1]",
+}
+
+
+def workload_text(k: int) -> str:
+    text = (EXAMPLES / "workload.toml").read_text().replace("k = 10", f"k = {k}")
+    for name, sql in VARIANTS.items():
+        text += f'\n[[query]]\nname = "{name}"\nsql = """\n{sql}\n"""\n'
+    return text
+
+
+def setup(folder: Path, seconds: float, k: int):
+    catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
+    (folder / "workload.toml").write_text(workload_text(k))
+    specs = workload_specs(load_workload(folder / "workload.toml"), catalog)
+    write_chart_set(folder / "charts", build_local([s for s, _ in specs], catalog,
+                                                   progress=False), catalog)
+    keys = {"TCP": {"src_host": 50}, "UDP": {"dest_host": 50}, "SF": {"dest_host": 50}}
+    for i, (stream, rate) in enumerate(RATES.items()):
+        trace = generate_trace(catalog.stream(stream), seconds, seed=5 + i, mean_rate=rate,
+                               steady=keys[stream])
+        write_trace_per_round(trace, folder / "traces" / stream, 1.0, start=0.0)
+    charts = load(folder / "charts")
+    return catalog, {s.name: (q, charts[s.name]) for s, q in specs}
+
+
+def timed(make) -> float:
+    """A run's wall time (made before the clock starts)."""
+    run = make()
+    began = time.perf_counter()
+    run.run()
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--k", type=int, default=4)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source
+    from cqopt.spark.run.workload import WorkloadRun
+    from cqopt.spark.session import spark_session
+
+    folder = Path(tempfile.mkdtemp(prefix="bench-workload-"))
+    catalog, queries = setup(folder, args.seconds, args.k)
+    sources = {s: Source.files(s, folder / "traces" / s) for s in RATES}
+    settings = RunSettings(max_files_per_trigger=1)
+    batches = len(list((folder / "traces" / "TCP").glob("*.parquet")))
+    spark = spark_session(args.master, progress=False)
+    quiet = lambda _: None  # noqa: E731
+    rows = []
+    try:
+        for rep in range(args.repeat):
+            out = folder / f"rep-{rep}"
+            whole = timed(lambda: WorkloadRun(spark, queries, catalog, sources,
+                                                 out / "workload", settings, progress=quiet))
+            alone = {}
+            for name, (query, chart) in queries.items():
+                mine = {s: sources[s] for s in query.stream_names}
+                alone[name] = timed(lambda: AdaptiveRun(
+                    spark, name, query, chart, catalog, mine, out / f"alone-{name}",
+                    settings, progress=quiet))
+            costliest = max(alone, key=alone.get)
+            rows.append({"workload": whole / batches, "costliest": alone[costliest] / batches,
+                         "costliest_query": costliest,
+                         "ten_runs": sum(alone.values()) / batches})
+            r = rows[-1]
+            print(f"repeat {rep}: per round workload {r['workload']:.3f} s, costliest alone "
+                  f"({costliest}) {r['costliest']:.3f} s, 10 runs {r['ten_runs']:.3f} s",
+                  flush=True)
+    finally:
+        spark.stop()
+    med = {k: statistics.median(r[k] for r in rows) for k in ("workload", "costliest",
+                                                             "ten_runs")}
+    over = statistics.median(r["workload"] / r["costliest"] for r in rows)
+    faster = statistics.median(r["ten_runs"] / r["workload"] for r in rows)
+    print(f"\n{len(queries)} queries, {batches} rounds of 1 s, {args.repeat} repeats, "
+          f"{args.master}; per-round medians:")
+    print("| run | s per round |\n|---|---|")
+    print(f"| workload (one streaming query) | {med['workload']:.3f} |")
+    print(f"| costliest query alone | {med['costliest']:.3f} |")
+    print(f"| 10 one-query runs (sum, no JVM starts) | {med['ten_runs']:.3f} |")
+    print(f"median ratio workload / costliest alone: {over:.2f} (target <= 2)")
+    print(f"median ratio 10 runs / workload: {faster:.2f} (target >= 5)")
+
+
+if __name__ == "__main__":
+    main()

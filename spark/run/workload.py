@@ -1,0 +1,420 @@
+"""A workload of continuous queries as one Structured Streaming query: read once, run together.
+
+:class:`WorkloadRun` runs several queries of a workload in one Spark
+application and **one streaming query**, over the union of every stream any
+of them reads: each stream is read, and each micro-batch collected to the
+driver, once. Each query keeps the rooms of a run of its own (an
+:class:`~cqopt.spark.run.loop.AdaptiveRun` that never starts a streaming
+query) in ``OUT/QUERY/``: its state, staging, round log, results and report,
+as ``cqopt run --query QUERY`` writes them. Per micro-batch, each query takes
+the batch's tuples of its own streams (:meth:`AdaptiveRun.open_batch`), so its
+rounds are cut by its own window from its own start, complete when its own
+streams have passed them, and its plans are chosen from its own chart at its
+own rounds' statistics.
+
+**One job per micro-batch.** Without shadow timing or a deadline, every
+query's rounds are grouped by the plan chosen for each
+(:meth:`RoundRunner.group <cqopt.spark.run.rounds.RoundRunner.group>`): each
+plan's frame gives its rounds' results keyed by round. The frames of all
+queries are tagged (``_part``: which query's which plan), their columns named
+apart (``pN__i``), unioned and collected to the driver in one Spark action,
+then split there by part and round, written and logged per query
+(:func:`joint_results`). A result too large for the driver
+(:data:`~cqopt.spark.run.sink.LOCAL_RESULT_ROWS` rows in all), or a joint job
+that fails, runs each query's plans one after another, each query's as its
+own run would. With shadow timing or a deadline each query runs its rounds
+as its own run does. A round's ``plan_seconds`` is its share of the joint
+job (the job's time over the rounds in it) plus its query's share of the
+split.
+
+**Failures.** One query's failure in a micro-batch (a plan Spark cannot run)
+is said, counted in ``OUT/state.json`` and the report, and the other queries
+go on; the failed query's tuples are staged, so it tries its rounds again
+with the next micro-batch.
+
+**Restart safety.** ``OUT/checkpoint`` is the one streaming query's; each
+query's folder holds its own state, so a killed run resumes every query at
+its next unfinished round (a replayed micro-batch skips what each query ran).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cqopt.errors import CqoptError
+from cqopt.output import write_atomic
+from cqopt.spark.run.loop import AdaptiveRun, OpenBatch, await_stream, start_stream
+from cqopt.spark.run.report import RunResult, report_markdown
+from cqopt.spark.run.rounds import Grouped
+from cqopt.spark.run.settings import TRIGGERS, RunSettings, StreamingRunError
+from cqopt.spark.run.sink import LOCAL_RESULT_ROWS, collect, remove, split_by_round, write_json
+from cqopt.spark.run.sources import Source, file_schema, read_stream
+from cqopt.spark.run.staging import collect_batch
+from cqopt.spark.run.state import STATE_VERSION, RunState
+from cqopt.spark.session import spark_errors, spark_message
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from cqopt.catalog import Catalog
+    from cqopt.charts.lookup import QueryChart
+    from cqopt.optimizer.query.logical import ContinuousQuery
+
+# Names a query's folder cannot have: the workload's own files in OUT.
+RESERVED = ("checkpoint", "state.json", "report.md", "report.json")
+
+
+def check_output_names(names: list[str]) -> None:
+    """Refuse queries whose folders under ``OUT`` would be one (``Q1`` and ``q1`` on a
+    file system that ignores case, a query named twice) or the workload's own files.
+
+    >>> check_output_names(["Q1", "Q2"])
+    >>> check_output_names(["Q1", "q1"])
+    Traceback (most recent call last):
+    ...
+    cqopt.spark.run.settings.StreamingRunError: queries Q1 and q1 would write one output folder (OUT/Q1 and OUT/q1 differ only in case); run them under different --out, or rename one in the workload
+    """
+    seen: dict[str, str] = {}
+    for name in names:
+        if name.lower() in RESERVED or name.startswith("."):
+            raise StreamingRunError(f"query {name}: its output folder OUT/{name} would be the "
+                                    "run's own file or a hidden one; rename it in the workload")
+        other = seen.get(name.lower())
+        if other is not None:
+            why = ("is named twice" if other == name else
+                   f"OUT/{other} and OUT/{name} differ only in case")
+            raise StreamingRunError(f"queries {other} and {name} would write one output "
+                                    f"folder ({why}); run them under different --out, or "
+                                    "rename one in the workload")
+        seen[name.lower()] = name
+
+
+@dataclass
+class WorkloadResult:
+    """What a workload run did: each query's :class:`RunResult`, and failures per query."""
+
+    out: Path
+    results: dict[str, RunResult]
+    failures: dict[str, int] = field(default_factory=dict)
+    stopped_by: str = "end of input"
+
+
+class WorkloadRun:
+    """Several queries of a workload in one streaming query; see the module docstring.
+
+    Parameters
+    ----------
+    spark : SparkSession
+    queries : Mapping[str, tuple[ContinuousQuery, QueryChart]]
+        Each query to run, by name: the parsed query and its chart.
+    catalog : Catalog
+    sources : Mapping[str, Source]
+        One source per stream any query reads (each query takes its own).
+    out : path
+        The run's folder: new, empty, or one this workload ran in before (it resumes).
+    settings : RunSettings
+        Every query's settings (one trigger for all).
+    progress : callable, optional
+        Where a line of progress goes; default stderr.
+
+    Raises
+    ------
+    StreamingRunError
+        Two queries with one output folder, a stream no source gives, an
+        ``out`` cqopt did not write or one another workload ran in.
+    """
+
+    def __init__(self, spark: SparkSession,
+                 queries: Mapping[str, tuple[ContinuousQuery, QueryChart]],
+                 catalog: Catalog, sources: Mapping[str, Source], out: str | Path,
+                 settings: RunSettings = RunSettings(),
+                 progress: Callable[[str], None] | None = None):
+        say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.said_at = time.monotonic()
+
+        def progress_line(line: str) -> None:
+            self.said_at = time.monotonic()
+            say(line)
+        self.progress = progress_line
+        self.spark, self.settings = spark, settings
+        self.out = Path(out).absolute()
+        check_output_names(list(queries))
+        for name, (query, _) in queries.items():
+            missing = [s for s in query.stream_names if s not in sources]
+            if missing:
+                raise StreamingRunError(f"no --source for stream {missing[0]}, which query "
+                                        f"{name} reads; pass --source {missing[0]}=DIR")
+        self.sources = {s: src for s, src in sources.items()
+                        if any(s in q.stream_names for q, _ in queries.values())}
+        self.state = RunState.open(self.out, {
+            "version": STATE_VERSION, "workload": sorted(queries),
+            "sources": {s: src.identity() for s, src in sorted(self.sources.items())}}, None)
+        self.members = {name: AdaptiveRun(
+            spark, name, query, chart, catalog,
+            {s: self.sources[s] for s in query.stream_names}, self.out / name, settings,
+            progress=progress_line) for name, (query, chart) in queries.items()}
+        self.failures: dict[str, int] = dict(self.state.data.get("failures", {}))
+        self.in_batch: int | None = None
+        self.error: BaseException | None = None
+        self.stop_requested = threading.Event()
+        self.stopped_by = "end of input"
+        self.name = "workload"
+
+    def _readers(self, stream: str) -> list[AdaptiveRun]:
+        return [m for m in self.members.values() if stream in m.ctx.streams]
+
+    @property
+    def joint(self) -> bool:
+        """Whether each micro-batch's plans run as one job (no shadow timing or deadline)."""
+        return not self.settings.shadow and self.settings.deadline is None
+
+    # -- the streaming query ----------------------------------------------------------
+    def run(self) -> WorkloadResult:
+        """Run every query until the input ends, every query's ``max_rounds``, or Ctrl-C.
+
+        Returns
+        -------
+        WorkloadResult
+            Per query its rounds and report; ``OUT/report.md`` holds a section each.
+
+        Raises
+        ------
+        StreamingRunError
+            A source Spark refuses or that does not fit the catalog, or a
+            failure of the streaming query itself (one line).
+        """
+        if all(m._reached_max() for m in self.members.values()):
+            self.stopped_by = "max rounds reached before"
+            return self.report()
+        frames = []
+        for stream, source in self.sources.items():
+            readers = self._readers(stream)
+            if source.path is not None:  # every query's columns checked against the files
+                for member in readers[1:]:
+                    file_schema(member.ctx, source)
+            frames.append(read_stream(readers[0].ctx, source))
+        with spark_errors("Spark cannot start the workload's streaming query",
+                          StreamingRunError):
+            handle = start_stream(frames, self._batch, self.out, self.name,
+                                  self.settings.trigger)
+        await_stream(handle, self, self.name)
+        if self.error is not None:
+            raise self.error
+        if self.settings.trigger in TRIGGERS and not self.stop_requested.is_set():
+            self._finish_inputs()
+        return self.report()
+
+    def _say_waiting(self, began: float) -> None:
+        """A line after 5 s without one before the first round, then after 30 s."""
+        quiet = time.monotonic() - self.said_at
+        done = sum(len(m.records) for m in self.members.values())
+        if quiet < (5.0 if not done else 30.0):
+            return
+        what = (f"working on micro-batch {self.in_batch}" if self.in_batch is not None else
+                "waiting for input")
+        self.progress(f"{self.name}: {what}: {done} rounds run so far by "
+                      f"{len(self.members)} queries, {time.monotonic() - began:.0f} s in")
+
+    # -- one micro-batch ----------------------------------------------------------------
+    def _batch(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark import StorageLevel
+
+        stopping = self.stop_requested.is_set()
+        self.in_batch = batch_id
+        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            with spark_errors(f"Spark failed on micro-batch {batch_id} of the workload",
+                              StreamingRunError):
+                local = collect_batch(batch)  # every stream, once
+            opened = self._open(batch, local, batch_id)
+            self._run_rounds({n: (o.tagged, batch_id, o.complete, o.local)
+                              for n, o in opened.items()})
+            for name, batch_open in opened.items():
+                self._guard(name, batch_id, self.members[name].close_batch, batch_open)
+            if all(m._reached_max() for m in self.members.values()):
+                self.stop_requested.set()
+        except BaseException as err:
+            if not stopping:
+                self.error = self.error or err
+            self.stop_requested.set()
+            raise
+        finally:
+            batch.unpersist()
+            self.in_batch = None
+
+    def _open(self, batch: DataFrame, local, batch_id: int) -> dict[str, OpenBatch]:
+        """Each query not done takes the batch's tuples of its streams."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        from pyspark.sql import functions as F
+
+        opened = {}
+        for name, member in self.members.items():
+            if member._reached_max():
+                continue
+            streams = list(member.ctx.streams)
+            mine = batch.where(F.col("_stream").isin(streams))
+            own = (None if local is None else
+                   local.filter(pc.is_in(local["_stream"], pa.array(streams))))
+            taken = self._guard(name, batch_id, member.open_batch, mine, own, batch_id)
+            if taken is not None:
+                opened[name] = taken
+        return opened
+
+    def _guard(self, name: str, batch_id: int | None, step, *args) -> Any:
+        """``step(*args)`` for query ``name``; its failure said and counted, not raised
+        (unless the run is stopping: a stop interrupts Spark's jobs)."""
+        try:
+            with spark_errors(f"{name}: Spark failed on micro-batch {batch_id}",
+                              StreamingRunError):
+                return step(*args)
+        except Exception as err:  # noqa: BLE001 - one query's failure; the others go on
+            if self.stop_requested.is_set():
+                raise
+            text = str(err) if isinstance(err, CqoptError) else spark_message(err)
+            self.failures[name] = self.failures.get(name, 0) + 1
+            self.state.data["failures"] = self.failures
+            self.state.save()
+            self.progress(f"{name}: failed on micro-batch {batch_id} ({text}); its rounds are "
+                          "tried again with the next micro-batch, the other queries go on "
+                          f"(failure {self.failures[name]} of {name}, counted in the report)")
+            return None
+
+    def _run_rounds(self, work: Mapping[str, tuple]) -> None:
+        """Each query's complete rounds: ``work`` is query -> RoundRunner.run's arguments.
+        Jointly in one Spark job where :attr:`joint`, else each query's as its run does."""
+        if not self.joint:
+            for name, args in work.items():
+                self._guard(name, args[1], self.members[name].rounds.run, *args)
+            return
+        grouped: dict[str, Grouped] = {}
+        for name, (tagged, batch_id, stop, local) in work.items():
+            rounds = self.members[name].rounds
+
+            def plan(rounds=rounds, args=(tagged, batch_id, stop, local)):
+                observed = rounds.observe(*args)
+                return None if observed is None else rounds.group(*observed[:2], args[1],
+                                                                  *observed[2:])
+            made = self._guard(name, batch_id, plan)
+            if made is not None:
+                grouped[name] = made
+        if not grouped:
+            return
+        if not self._run_jointly(grouped):
+            for name, made in grouped.items():  # one query after another, each on its own
+                self._guard(name, made.batch_id, self.members[name].rounds._run_grouped, made)
+            return
+        for name, made in grouped.items():
+            self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
+
+    def _run_jointly(self, grouped: Mapping[str, Grouped]) -> bool:
+        """Every query's plans in one Spark job, their results split per query and round
+        into each's scratch folders; False when they do not fit on the driver or the job
+        failed (nothing is written then)."""
+        parts = [(name, index) for name, made in grouped.items()
+                 for index in range(len(made.frames))]
+        frames = [grouped[name].frames[index] for name, index in parts]
+        began = time.perf_counter()
+        try:
+            with spark_errors("the workload's joint job failed", StreamingRunError):
+                table = collect(joint_frame(frames), LOCAL_RESULT_ROWS)
+        except StreamingRunError as err:
+            if self.stop_requested.is_set():
+                raise
+            self.progress(f"{self.name}: {err}; each query's plans run on their own")
+            return False
+        if table is None:
+            return False
+        share = (time.perf_counter() - began) / sum(
+            len(grouped[n].groups[i]) for n, i in parts)
+        for part, (table_part, (name, index)) in enumerate(zip(joint_results(table, frames),
+                                                                parts)):
+            made = grouped[name]
+            began = time.perf_counter()
+            remove(made.scratch(index))
+            made.scratch(index).mkdir(parents=True)
+            split_by_round(table_part, made.scratch(index))
+            rounds = len(made.groups[index])
+            made.seconds[index] = share + (time.perf_counter() - began) / rounds
+        return True
+
+    def _finish_inputs(self) -> None:
+        """The input has ended: every query's rounds up to its last tuple's run, jointly."""
+        work = {}
+        for name, member in self.members.items():
+            if member._reached_max():
+                continue
+            stop = self._guard(name, None, member.input_ended)
+            if stop is not None:
+                work[name] = (None, None, stop, None)
+        self._run_rounds(work)
+        for name in work:
+            self._guard(name, None, self.members[name].finished)
+
+    def report(self) -> WorkloadResult:
+        """Each query's report in its folder; ``OUT/report.md`` and ``report.json`` with a
+        section per query, and the failures per query."""
+        results = {}
+        for name, member in self.members.items():
+            member.stopped_by = (member.stopped_by if member._reached_max() else
+                                 self.stopped_by)
+            results[name] = member.report()
+        write_json(self.out / "report.json", {
+            "queries": {n: r.summary for n, r in results.items()},
+            "failures": self.failures, "stopped_by": self.stopped_by})
+        write_atomic(self.out / "report.md", workload_markdown(results, self.failures))
+        return WorkloadResult(self.out, results, dict(self.failures), self.stopped_by)
+
+
+def joint_frame(frames: list[DataFrame]) -> DataFrame:
+    """The frames (each with ``_round`` first) as one: ``_part`` says which frame a row
+    is of, ``_round`` its round, and frame ``p``'s i-th other column is ``pP__I`` (null in
+    the others' rows), so results of any layouts and names share one frame."""
+    from pyspark.sql import functions as F
+
+    tagged = []
+    for part, frame in enumerate(frames):
+        names = [f"p{part}__{i}" for i in range(len(frame.columns) - 1)]
+        tagged.append(frame.toDF("_round", *names).select(
+            F.lit(part).alias("_part"), F.col("_round").cast("long").alias("_round"),
+            *names))
+    joint = tagged[0]
+    for other in tagged[1:]:
+        joint = joint.unionByName(other, allowMissingColumns=True)
+    return joint
+
+
+def joint_results(table, frames: list[DataFrame]) -> list:
+    """:func:`joint_frame`'s rows on the driver (an Arrow table), split: per frame, its
+    rows with ``_round`` and its own columns under their own names."""
+    import pyarrow.compute as pc
+
+    out = []
+    for part, frame in enumerate(frames):
+        names = [f"p{part}__{i}" for i in range(len(frame.columns) - 1)]
+        rows = table.filter(pc.equal(table["_part"], part)).select(["_round", *names])
+        out.append(rows.rename_columns(["_round", *frame.columns[1:]]))
+    return out
+
+
+def workload_markdown(results: Mapping[str, RunResult], failures: Mapping[str, int]) -> str:
+    """The workload's report: a line per query, then each query's report as a section."""
+    lines = ["# cqopt workload run report", "",
+             "| query | rounds | switches | rows out | plan seconds | failed micro-batches |",
+             "|---|---|---|---|---|---|"]
+    for name, result in results.items():
+        s = result.summary
+        lines.append(f"| {name} | {s['rounds']} | {s['switches']} | {s['rows_out_total']} | "
+                     f"{s['plan_seconds_total']:.3f} | {failures.get(name, 0)} |")
+    for name, result in results.items():
+        section = report_markdown(result.summary).replace(
+            f"# cqopt run report: {name}", f"## {name}", 1)
+        lines += ["", section.rstrip("\n"),
+                  f"- its folder: {name}/ (results, round log, report.md)"]
+    return "\n".join(lines) + "\n"

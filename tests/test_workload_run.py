@@ -1,0 +1,211 @@
+"""cqopt run --workload: several queries in one streaming query, each as its own run would.
+
+Three queries of three shapes over the example's streams (a selection on TCP
+with W = 1 s, the three-way join with W = 1 s, a count on UDP with W = 2 s),
+charts of k = 4, a few seconds of traces: a few rounds each.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cqopt.catalog import load_catalog
+from cqopt.charts.spec import workload_specs
+from cqopt.charts.workload import load_workload
+from cqopt.cli.main import main
+from cqopt.replay.trace_generate import generate_trace
+from cqopt.replay.trace_write import write_trace_per_round
+
+Q3 = """
+[[query]]
+name = "Q3"
+sql = \"\"\"
+SELECT COUNT(*) FROM UDP WHERE UDP.bytes > 500 WINDOW [2]
+\"\"\"
+"""
+
+
+@pytest.fixture(scope="module")
+def three(examples, tmp_path_factory):
+    """The example workload plus Q3, its charts (k = 4), and 4 s of the three streams."""
+    import cqopt.charts as charts
+    from cqopt.charts.build import build_local
+    from cqopt.charts.store import write_chart_set
+
+    folder = tmp_path_factory.mktemp("workload-run")
+    text = (examples / "workload.toml").read_text().replace("k = 10", "k = 4") + Q3
+    (folder / "workload.toml").write_text(text)
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    specs = workload_specs(load_workload(folder / "workload.toml"), catalog)
+    write_chart_set(folder / "charts", build_local([s for s, _ in specs], catalog,
+                                                   progress=False), catalog)
+    keys = {"TCP": {"src_host": 40}, "UDP": {"dest_host": 40}, "SF": {"dest_host": 40}}
+    for i, (stream, rate) in enumerate((("TCP", 200.0), ("UDP", 60.0), ("SF", 80.0))):
+        trace = generate_trace(catalog.stream(stream), 4.0, seed=21 + i, mean_rate=rate,
+                               steady=keys[stream])
+        write_trace_per_round(trace, folder / "traces" / stream, 1.0, start=0.0)
+    return {"folder": folder, "catalog": catalog, "queries": {s.name: q for s, q in specs},
+            "charts": charts.load(folder / "charts")}
+
+
+def _sources(three):
+    from cqopt.spark.run import Source
+
+    return {s: Source.files(s, three["folder"] / "traces" / s) for s in ("TCP", "UDP", "SF")}
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_path,
+                                                             monkeypatch):
+    """One streaming query for three: stopped after 2 rounds each and resumed, every
+    query's rounds, plans and rows equal those of its run alone, row for row; each
+    micro-batch's plans of every query ran as one joint job."""
+    from cqopt.spark.run import AdaptiveRun, RunSettings, workload
+    from cqopt.spark.run.workload import WorkloadRun
+
+    joint: list[int] = []  # the parts (query plans) of each joint job's result
+    split = workload.joint_results
+    monkeypatch.setattr(workload, "joint_results",
+                        lambda table, frames: joint.append(len(frames)) or split(table, frames))
+
+    queries = {n: (q, three["charts"][n]) for n, q in three["queries"].items()}
+    lines: list[str] = []
+    first = WorkloadRun(spark, queries, three["catalog"], _sources(three), tmp_path / "w",
+                        RunSettings(max_rounds=2), progress=lines.append).run()
+    assert all(len(r.rounds) == 2 for r in first.results.values())
+    done = WorkloadRun(spark, queries, three["catalog"], _sources(three), tmp_path / "w",
+                       RunSettings(), progress=lines.append).run()
+    assert any(line.startswith("Q2: resuming after round 1") for line in lines)
+    assert any("rows/s processed" in line for line in lines)  # Spark's progress, said
+    assert done.failures == {}
+    assert joint and max(joint) >= 3  # the three queries' plans in one job
+    for name, (query, chart) in queries.items():
+        sources = {s: src for s, src in _sources(three).items() if s in query.stream_names}
+        alone = AdaptiveRun(spark, name, query, chart, three["catalog"], sources,
+                            tmp_path / f"alone-{name}", RunSettings(),
+                            progress=lambda _: None).run()
+        a, b = done.results[name].rounds, alone.rounds
+        assert a["round"].tolist() == b["round"].tolist() and len(a) >= 2
+        assert a["plan"].tolist() == b["plan"].tolist()
+        assert a["rows_out"].tolist() == b["rows_out"].tolist()
+        assert a["rows_in:" + query.stream_names[0]].tolist() == \
+            b["rows_in:" + query.stream_names[0]].tolist()
+        for r in a["round"]:
+            part = f"results/round-{r:06d}.parquet"
+            x = pd.read_parquet(tmp_path / "w" / name / part)
+            y = pd.read_parquet(alone.out / part)
+            assert list(x.columns) == list(y.columns)
+            x, y = (f.sort_values(list(f.columns), ignore_index=True) for f in (x, y))
+            pd.testing.assert_frame_equal(x, y, check_dtype=False)
+    assert done.results["Q2"].rounds["rows_out"].sum() > 0  # the joins match something
+    assert len(done.results["Q3"].rounds) == 2  # W = 2 s: its own rounds
+    report = (tmp_path / "w" / "report.md").read_text()
+    assert all(f"## {name}" in report for name in queries)
+
+
+class _LineServer:
+    """A loopback TCP server that sends ``lines`` to the first client and holds the
+    connection open until stopped (as a socket source's feed does)."""
+
+    def __init__(self, lines: list[str]):
+        self.lines, self.stop = lines, threading.Event()
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        self.server.settimeout(30)
+        try:
+            conn, _ = self.server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.sendall("".join(line + "\n" for line in self.lines).encode())
+            self.stop.wait(60)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.close()
+        self.thread.join(5)
+
+
+@pytest.mark.spark
+def test_a_socket_source_feeds_a_run_and_a_bad_option_is_one_line(spark, three, tmp_path):
+    """Spark's socket source, its lines the stream's columns as CSV (time in seconds)."""
+    from cqopt.spark.run import AdaptiveRun, RunSettings, Source, StreamingRunError
+
+    query, chart = three["queries"]["Q1"], three["charts"]["Q1"]
+    # Rounds 0-2 of 1 s: 3, 4 and 2 tuples, those with dest_host 2 are Q1's rows.
+    rows = [(0.1, 2), (0.4, 5), (0.9, 2), (1.1, 2), (1.2, 2), (1.5, 7), (1.9, 1),
+            (2.2, 2), (2.5, 3)]
+    server = _LineServer([f"{ts},1,{dest},10,20,300" for ts, dest in rows])
+    try:
+        source = Source.parse("TCP", f"socket:host=127.0.0.1,port={server.port}")
+        result = AdaptiveRun(spark, "Q1", query, chart, three["catalog"], {"TCP": source},
+                             tmp_path / "run", RunSettings(trigger="0.5", max_rounds=2),
+                             progress=lambda _: None).run()
+    finally:
+        server.close()
+    assert result.rounds["rows_in:TCP"].tolist() == [3, 4]
+    assert result.rounds["rows_out"].tolist() == [2, 2]
+    refused = Source.parse("TCP", "socket:host=127.0.0.1")  # no port
+    with pytest.raises(StreamingRunError, match=r"--source TCP=socket:host=127.0.0.1: "
+                                                r"Spark refuses it: .*port") as err:
+        AdaptiveRun(spark, "Q1", query, chart, three["catalog"], {"TCP": refused},
+                    tmp_path / "refused", RunSettings(trigger="0.5"),
+                    progress=lambda _: None).run()
+    assert "\n" not in str(err.value)
+
+
+# -- bad input: one line before Spark starts ----------------------------------------
+def _args(three, tmp_path, *extra, workload=None):
+    traces = three["folder"] / "traces"
+    return ["run", "--catalog", str(Path(__file__).resolve().parent.parent / "examples"
+                                    / "dec-pkt.toml"),
+            "--workload", str(workload or three["folder"] / "workload.toml"),
+            "--charts", str(three["folder"] / "charts"), "--out", str(tmp_path / "run"),
+            "--quiet", "--source", f"TCP={traces / 'TCP'}", *extra]
+
+
+def _error(argv, capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("cqopt: error: ") and "\n" not in err and "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize("extra, edit, fragment", [
+    (["--query", "Q1", "--query", "Q1"], None,
+     "queries Q1 and Q1 would write one output folder (is named twice)"),
+    (["--query", "Q1", "--query", "Q3"], None,
+     "no --source for stream UDP, which query Q3 reads"),
+    ([], None, "no --source for stream UDP, which query Q2 reads"),
+    (["--query", "Q1", "--query", "Q3"], ("UDP.bytes > 500", "UDP.bytes > 501"),
+     "its query Q3 is not the one in"),
+    (["--query", "Q1", "--query", "Q4"], ('name = "Q3"', 'name = "Q4"'),
+     "has no chart for query Q4"),
+    (["--query", "Q1", "--query", "Q3", "--source", "UDP=socket:host=x,port=1",
+      "--conf", "sql.shuffle.partitions=2"], None,
+     "--conf sql.shuffle.partitions=2: Spark reads only keys that start with spark."),
+])
+def test_bad_workload_input_is_one_line_before_spark(three, tmp_path, capsys, monkeypatch,
+                                                     extra, edit, fragment):
+    import cqopt.spark.session as session
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(session, "spark_session", no_spark)
+    workload = None
+    if edit is not None:
+        workload = tmp_path / "workload.toml"
+        workload.write_text((three["folder"] / "workload.toml").read_text().replace(*edit))
+    err = _error(_args(three, tmp_path, *extra, workload=workload), capsys)
+    assert fragment in err
