@@ -163,9 +163,8 @@ class RoundRunner:
         tuples defines no selectivity: the estimators see what was observed
         (as in :func:`cqopt.replay.replay.replay`).
         """
-        seen = observed_statistics(observed, self.adaptive.statistics)
-        own = self.ctx.settings.own_statistics
-        return self.adaptive.step(seen, measured=seen if own else None)
+        return self.adaptive.step(observed_statistics(observed, self.adaptive.statistics),
+                                  measured=self.ctx.settings.own_statistics)
 
     def _run_round(self, r: int, tuples: dict[str, DataFrame], observed: dict[str, float],
                    batch_id: int | None, lag_s: float, statistics_s: float) -> None:
