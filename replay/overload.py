@@ -47,7 +47,7 @@ import pandas as pd
 from cqopt.catalog import Catalog
 from cqopt.catalog.catalog import EngineConstants
 from cqopt.charts.lookup import QueryChart
-from cqopt.costmodel.engine import Engine
+from cqopt.costmodel import make_model
 from cqopt.errors import CqoptError
 from cqopt.optimizer.plans import nodes as kinds
 from cqopt.replay.replay import Replay, actual_statistics, round_length
@@ -123,7 +123,7 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
         raise CqoptError(f"delta {delta}: needs a number in (0, 1)")
     window_s = round_length(observed)
     stats = _round_statistics(chart, observed)
-    engine = Engine(catalog)
+    engine = make_model("engine", catalog)
     plans = list(chart.plans)
     chosen = _chosen(chart, replay)
     rows = np.arange(len(chosen))
@@ -180,7 +180,7 @@ def _count_input(chart: QueryChart, catalog: Catalog, stats: dict[str, np.ndarra
                       f"{' per group' if aggregate.group_by else ''} needs the spread of its "
                       "column per group, which per-round statistics do not hold")
     # The engine model's rates: every tuple counted (OM's are throttled by its capacity).
-    model = Engine(catalog)
+    model = make_model("engine", catalog)
     counts = np.empty(len(chosen))
     for i, plan in enumerate(plans):
         mine = chosen == i
@@ -307,7 +307,7 @@ def negotiated_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
         raise CqoptError(f"--deadline {deadline}: needs a number of seconds > 0")
     names = list(replays)
     rounds = min(len(replays[n].rounds) for n in names)
-    engine = Engine(catalog)
+    engine = make_model("engine", catalog)
     tables, seconds = {}, {}
     for name in names:
         rows = (quality or {}).get(name) or ((0.0, 1.0), (1.0, 0.0))

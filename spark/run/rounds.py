@@ -61,9 +61,9 @@ class RoundRunner:
                                              **ctx.settings.adaptive_options)
         self.engine = None
         if ctx.settings.deadline is not None:  # the model that predicts each round's seconds
-            from cqopt.costmodel.engine import Engine
+            from cqopt.costmodel import make_model
 
-            self.engine = Engine(ctx.catalog)
+            self.engine = make_model("engine", ctx.catalog)
         self.unreachable_said = False
         # The logged rounds' observations bring the adaptive query to where it stopped.
         for record in log.records:
