@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cqopt.catalog import Catalog, load_catalog
+from cqopt.charts.overload_settings import OverloadSettings
 from cqopt.charts.settings import judge_options, judge_settings, setting_label
 from cqopt.charts.workload import Workload, load_workload, qos
 from cqopt.errors import CqoptError, parse_number
@@ -607,21 +608,12 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         raise CqoptError(f"{name('negotiate', True).split(' ')[0]}: the queries negotiate to "
                          "share a "
                          "deadline; give the deadline too")
-    if memory_budget is not None:
-        for key, value, ok, needs in (
-                ("memory_budget", memory_budget, lambda v: v > 0, "a size in bytes > 0"),
-                ("window_min", window_min, lambda v: 0 < v <= 1, "a share in (0, 1]")):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
-                raise CqoptError(f"{name(key, value)}: needs {needs}")
+    given: dict[str, Any] = {"deadline": deadline, "min_kept": min_kept}
     if deadline is not None or min_kept is not None:
-        for key, value, ok, needs in (
-                ("deadline", 1.0 if deadline is None else deadline, lambda v: v > 0,
-                 "a number of seconds > 0"),
-                ("min_kept", 0.0 if min_kept is None else min_kept, lambda v: 0 <= v <= 1,
-                 "a share in [0, 1]"),
-                ("delta", delta, lambda v: 0 < v < 1, "a probability in (0, 1)")):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
-                raise CqoptError(f"{name(key, value)}: needs {needs}")
+        given["delta"] = delta
+    if memory_budget is not None:
+        given.update(memory_budget=memory_budget, window_min=window_min)
+    OverloadSettings.judged(given, name, CqoptError)  # the values below are judged
     options = judge_settings({"k": k}, name, CqoptError)
     swept = name("k_sweep", ",".join(map(str, k_sweep)))
     ks = [judge_settings({"k": value}, lambda _, v: f"{swept}: k = {v}", CqoptError)["k"]

@@ -37,7 +37,6 @@ tuple is a lost result, counted as tuples dropped.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +47,6 @@ from cqopt.catalog import Catalog
 from cqopt.catalog.catalog import EngineConstants
 from cqopt.charts.lookup import QueryChart
 from cqopt.costmodel import make_model
-from cqopt.errors import CqoptError
 from cqopt.optimizer.plans import nodes as kinds
 from cqopt.replay.replay import Replay, actual_statistics, round_length
 from cqopt.runtime.overload.simulate import simulate_rounds
@@ -112,15 +110,10 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
     -------
     DeadlineReplay
 
-    Raises
-    ------
-    CqoptError
-        A deadline, ``min_kept`` or ``delta`` out of range.
+    The deadline, ``min_kept``, ``delta``, ``error_bound`` and ``quality`` are
+    taken as judged (:class:`~cqopt.charts.overload_settings.OverloadSettings`: the
+    workload file and :func:`cqopt.api.fidelity` judge them).
     """
-    if not (math.isfinite(deadline) and deadline > 0):
-        raise CqoptError(f"--deadline {deadline}: needs a number of seconds > 0")
-    if not 0 < delta < 1:
-        raise CqoptError(f"delta {delta}: needs a number in (0, 1)")
     window_s = round_length(observed)
     stats = _round_statistics(chart, observed)
     engine = make_model("engine", catalog)
@@ -221,21 +214,15 @@ def memory_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
     the larger window, here at most W, one round); queries share one budget,
     so they are replayed on the rounds all of them have.
 
+    The budget and ``window_min`` are taken as judged
+    (:class:`~cqopt.charts.overload_settings.OverloadSettings`).
+
     Returns
     -------
     MemoryReplay
-
-    Raises
-    ------
-    CqoptError
-        A budget that is not a positive number, or ``window_min`` outside (0, 1].
     """
     from cqopt.runtime.overload.window_adaptation import QosRange, adapt
 
-    if not (math.isfinite(budget) and budget > 0):
-        raise CqoptError(f"--memory-budget {budget}: needs a positive size")
-    if not 0 < window_min <= 1:
-        raise CqoptError(f"--window-min {window_min}: needs a share in (0, 1]")
     names = list(replays)
     rounds = min(len(replays[n].rounds) for n in names)
     full = np.zeros((len(names), rounds))
@@ -292,19 +279,15 @@ def negotiated_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
     its input/quality table (``quality``; without one, quality is the share kept).
     Misses count quality 0 (RTStream's equation 3).
 
+    The deadline is taken as judged
+    (:class:`~cqopt.charts.overload_settings.OverloadSettings`).
+
     Returns
     -------
     NegotiationReplay
-
-    Raises
-    ------
-    CqoptError
-        A deadline that is not a positive number.
     """
     from cqopt.runtime.overload.qos_negotiation import QualityTable, QueryInstance, negotiate
 
-    if not (math.isfinite(deadline) and deadline > 0):
-        raise CqoptError(f"--deadline {deadline}: needs a number of seconds > 0")
     names = list(replays)
     rounds = min(len(replays[n].rounds) for n in names)
     engine = make_model("engine", catalog)
