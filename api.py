@@ -259,7 +259,9 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
     steady : list of str, optional
         ``"STREAM.COLUMN[=DOMAIN]"``: an int column drawn uniformly from 1..DOMAIN
         (default 1000) with no drift, e.g. join keys.
-    format : {"parquet", "csv", "dec"}
+    format : str
+        A registered trace format (:func:`cqopt.replay.trace_format.trace_formats`):
+        ``parquet``, ``csv``, ``dec``, ...
     file_per_round : float, optional
         Write each stream as a directory of one file per this many seconds.
     force : bool
@@ -295,6 +297,7 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
     import numpy as np
 
     from cqopt.output import staged_directory
+    from cqopt.replay.trace_format import get_trace_format, streamed_formats
     from cqopt.replay.trace_generate import generate_trace, interarrival_slice, \
         load_interarrivals
     from cqopt.replay.trace_write import write_trace, write_trace_per_round
@@ -353,9 +356,11 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
         except CqoptError as err:
             raise CqoptError(f"{err}: the domain is a whole number of values") from None
         uniform.setdefault(stream.name, {})[stream.column(column).name] = domain
-    if file_per_round is not None and not (file_per_round > 0 and format != "dec"):
+    written = get_trace_format(format, name("format", format))
+    if file_per_round is not None and not (file_per_round > 0 and written.stream is not None):
         raise CqoptError(f"{name('file_per_round', file_per_round)}: needs a positive number "
-                         "of seconds and the parquet or csv format")
+                         f"of seconds and a format cqopt run streams: "
+                         f"{' or '.join(streamed_formats())}")
     if file_per_round is not None and not duration / file_per_round <= MAX_ROUND_FILES:
         raise CqoptError(f"{name('file_per_round', f'{file_per_round:g}')} with "
                          f"{name('duration', f'{duration:g}')}: about "
@@ -380,7 +385,7 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
             if file_per_round:
                 frames[stream.name] = frame
                 continue
-            path = write_trace(frame, tmp / f"{stream.name}.{format}")
+            path = write_trace(frame, tmp / f"{stream.name}{written.suffixes[0]}", format)
             if progress:
                 print(f"{stream.name}: {len(frame)} tuples over {duration:g} s -> "
                       f"{out / path.name}", file=sys.stderr)

@@ -18,9 +18,9 @@ import cqopt
 # A module's layer is its longest entry.
 # The root package comes first: it imports nothing of cqopt (its names load lazily, by
 # name), so a module no other entry covers lands there and any import of it runs upward.
-LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress", "cqopt.output", "cqopt.examples", "cqopt.catalog",
-          "cqopt.optimizer.query", "cqopt.optimizer.plans", "cqopt.optimizer.rules",
-          "cqopt.optimizer", "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay",
+LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress", "cqopt.output", "cqopt.examples",
+          "cqopt.catalog", "cqopt.optimizer.query", "cqopt.optimizer.plans",
+          "cqopt.optimizer.rules", "cqopt.optimizer", "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay",
           "cqopt.spark", "cqopt.spark.run.settings", "cqopt.spark.run.sources",
           "cqopt.spark.run.sink", "cqopt.spark.run.state", "cqopt.spark.run.staging",
           "cqopt.spark.run.roundlog", "cqopt.spark.run.report", "cqopt.spark.run.rounds",

@@ -392,7 +392,7 @@ def test_a_corrupt_file_is_named_before_any_round_runs(spark, setting, run_args,
     _per_round(setting["trace"], tmp_path / "TCP")
     (tmp_path / "TCP" / "part-00002.parquet").write_bytes(b"PAR1 not really")
     err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
-    assert "file part-00002.parquet is not a readable Parquet file" in err
+    assert "file part-00002.parquet: not a readable parquet file" in err
     assert not list((tmp_path / "run").glob("log/round-*.json"))
 
 
