@@ -275,6 +275,14 @@ class AdaptiveRun:
         from cqopt.spark.round_stats import assign_round
 
         window_s = self.ctx.window_s
+        if self.state.staged(batch_id):
+            # Spark runs again a batch whose first attempt finished (it ran its complete
+            # rounds and staged the rest, but was stopped before Spark committed it): its
+            # tuples are all in its stage, and a file deleted since is no loss.
+            self.progress(f"{self.ctx.name}: micro-batch {batch_id} ran before it was "
+                          "stopped; its tuples of rounds not yet run are kept, nothing more "
+                          "to do")
+            return
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             # Rounds this batch already ran before a kill: its replay skips them quietly;
