@@ -60,6 +60,7 @@ import numpy as np
 from cqopt.catalog import Catalog
 from cqopt.catalog.catalog import OperatorRates
 from cqopt.errors import CqoptError
+from cqopt.output import write_atomic
 from cqopt.spark.session import spark_errors
 
 if TYPE_CHECKING:
@@ -325,9 +326,7 @@ def write_catalog_text(calibrated: Catalog, out: Path, header: Sequence[str],
     if back.fingerprint() != calibrated.fingerprint():  # the writer must round-trip
         raise CalibrationError(f"internal error: the catalog written for {out} does not read "
                                "back equal")
-    temporary = out.with_name(f".{out.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(out)
+    write_atomic(out, text)  # the one write-then-rename (cqopt.output): a fresh scratch name
     return back
 
 
