@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cqopt.catalog import Catalog, load_catalog
+from cqopt.charts.overload_settings import OverloadSettings
 from cqopt.charts.settings import judge_options, judge_settings, setting_label
 from cqopt.charts.workload import Workload, load_workload, qos
 from cqopt.errors import CqoptError, parse_number
@@ -260,7 +261,9 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
     steady : list of str, optional
         ``"STREAM.COLUMN[=DOMAIN]"``: an int column drawn uniformly from 1..DOMAIN
         (default 1000) with no drift, e.g. join keys.
-    format : {"parquet", "csv", "dec"}
+    format : str
+        A registered trace format (:func:`cqopt.replay.trace_format.trace_formats`):
+        ``parquet``, ``csv``, ``dec``, ...
     file_per_round : float, optional
         Write each stream as a directory of one file per this many seconds.
     force : bool
@@ -296,6 +299,7 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
     import numpy as np
 
     from cqopt.output import staged_directory
+    from cqopt.replay.trace_format import get_trace_format, streamed_formats
     from cqopt.replay.trace_generate import generate_trace, interarrival_slice, \
         load_interarrivals
     from cqopt.replay.trace_write import write_trace, write_trace_per_round
@@ -364,9 +368,11 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
         except CqoptError as err:
             raise CqoptError(f"{err}: the domain is a whole number of values") from None
         uniform.setdefault(stream.name, {})[stream.column(column).name] = domain
-    if file_per_round is not None and not (file_per_round > 0 and format != "dec"):
+    written = get_trace_format(format, name("format", format))
+    if file_per_round is not None and not (file_per_round > 0 and written.stream is not None):
         raise CqoptError(f"{name('file_per_round', file_per_round)}: needs a positive number "
-                         "of seconds and the parquet or csv format")
+                         f"of seconds and a format cqopt run streams: "
+                         f"{' or '.join(streamed_formats())}")
     if file_per_round is not None and not duration / file_per_round <= MAX_ROUND_FILES:
         raise CqoptError(f"{name('file_per_round', f'{file_per_round:g}')} with "
                          f"{name('duration', f'{duration:g}')}: about "
@@ -391,9 +397,9 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
             if file_per_round:
                 frames[stream.name] = frame
                 continue
-            path = write_trace(frame, tmp / f"{stream.name}.{format}")
+            path = write_trace(frame, tmp / f"{stream.name}{written.suffixes[0]}", format)
             step(f"{stream.name}: {len(frame)} tuples over {duration:g} s -> "
-                f"{out / path.name}", enabled=progress)
+                 f"{out / path.name}", enabled=progress)
         # One origin for every stream, so that file r of each stream is the same round.
         origin = min((float(f["ts"].min()) for f in frames.values() if len(f)), default=0.0)
         for stream_name, frame in frames.items():
@@ -617,21 +623,12 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         raise CqoptError(f"{name('negotiate', True).split(' ')[0]}: the queries negotiate to "
                          "share a "
                          "deadline; give the deadline too")
-    if memory_budget is not None:
-        for key, value, ok, needs in (
-                ("memory_budget", memory_budget, lambda v: v > 0, "a size in bytes > 0"),
-                ("window_min", window_min, lambda v: 0 < v <= 1, "a share in (0, 1]")):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
-                raise CqoptError(f"{name(key, value)}: needs {needs}")
+    given: dict[str, Any] = {"deadline": deadline, "min_kept": min_kept}
     if deadline is not None or min_kept is not None:
-        for key, value, ok, needs in (
-                ("deadline", 1.0 if deadline is None else deadline, lambda v: v > 0,
-                 "a number of seconds > 0"),
-                ("min_kept", 0.0 if min_kept is None else min_kept, lambda v: 0 <= v <= 1,
-                 "a share in [0, 1]"),
-                ("delta", delta, lambda v: 0 < v < 1, "a probability in (0, 1)")):
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and ok(value)):
-                raise CqoptError(f"{name(key, value)}: needs {needs}")
+        given["delta"] = delta
+    if memory_budget is not None:
+        given.update(memory_budget=memory_budget, window_min=window_min)
+    OverloadSettings.judged(given, name, CqoptError)  # the values below are judged
     options = judge_settings({"k": k}, name, CqoptError)
     swept = name("k_sweep", ",".join(map(str, k_sweep)))
     ks = [judge_settings({"k": value}, lambda _, v: f"{swept}: k = {v}", CqoptError)["k"]

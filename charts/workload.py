@@ -29,13 +29,13 @@ chart is built.
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cqopt.charts.overload_settings import OverloadSettings
 from cqopt.charts.settings import ChartSettings, SettingsError, judge_settings, setting_label
 from cqopt.errors import did_you_mean, read_text_file
 from cqopt.optimizer.query.errors import WorkloadError
@@ -150,50 +150,11 @@ def workload_from_dict(data: dict[str, Any], source: str = "<workload>") -> Work
 
 
 def _check_qos(entry: dict[str, Any], where: str, source: str) -> dict[str, Any]:
-    """A query's QoS keys, each checked: one line naming the key and what it needs."""
-    def fail(key: str, problem: str) -> WorkloadError:
-        return WorkloadError(f"{source}: {where}.{key} = {entry[key]!r}: {problem}")
-
-    def number(key: str) -> float | None:
-        value = entry.get(key)
-        if value is None:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not math.isfinite(value):
-            raise fail(key, "expected a number")
-        return float(value)
-
-    out: dict[str, Any] = {}
-    if (deadline := number("deadline")) is not None:
-        if deadline <= 0:
-            raise fail("deadline", "a round's deadline needs seconds > 0")
-        out["deadline"] = deadline
-    if (kept := number("min_kept")) is not None:
-        if not 0 <= kept <= 1:
-            raise fail("min_kept", "the least share of input kept lies in [0, 1]")
-        out["min_kept"] = kept
-    if (bound := number("error_bound")) is not None:
-        if not 0 < bound < 1:
-            raise fail("error_bound", "a relative error bound lies in (0, 1), e.g. 0.05")
-        out["error_bound"] = bound
-    if "quality" in entry:
-        rows = entry["quality"]
-        if not (isinstance(rows, list) and rows and all(
-                isinstance(r, list) and len(r) == 2 and all(
-                    isinstance(x, (int, float)) and not isinstance(x, bool) for x in r)
-                for r in rows)):
-            raise fail("quality", "expected rows [share dropped, quality], e.g. "
-                                  "[[0, 1.0], [0.2, 0.8], [0.5, 0.4]]")
-        dropped = [float(r[0]) for r in rows]
-        quality = [float(r[1]) for r in rows]
-        if not all(0 <= d <= 1 for d in dropped) or not all(0 <= q <= 1 for q in quality):
-            raise fail("quality", "shares dropped and qualities lie in [0, 1]")
-        if any(b <= a for a, b in zip(dropped, dropped[1:])) or \
-                any(b > a for a, b in zip(quality, quality[1:])):
-            raise fail("quality", "the table is not monotone: as more input is dropped "
-                                  "(strictly increasing), the quality must not rise")
-        out["quality"] = tuple(zip(dropped, quality))
-    return out
+    """A query's QoS keys, judged by :class:`OverloadSettings`: one line naming the key."""
+    given = {k: entry[k] for k in QOS_KEYS if k in entry}
+    judged = OverloadSettings.judged(
+        given, lambda key, value: f"{source}: {where}.{key} = {value!r}", WorkloadError)
+    return {k: getattr(judged, k) for k in given}
 
 
 def _check_settings(table: dict[str, Any], where: str, allowed: tuple[str, ...],

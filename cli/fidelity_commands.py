@@ -131,8 +131,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--steady", action="append", metavar="STREAM.COLUMN[=DOMAIN]",
                    help="an int column drawn uniformly from 1..DOMAIN (default 1000) with no "
                         "drift, e.g. join keys (repeatable)")
-    p.add_argument("--format", choices=["parquet", "csv", "dec"], default="parquet",
-                   help="trace file format (default parquet)")
+    p.add_argument("--format", default="parquet", metavar="FORMAT",
+                   help="trace file format: parquet (default), csv, dec or another "
+                        "registered one (cqopt.replay.trace_format)")
     p.add_argument("--file-per-round", type=number(above=0), metavar="SECONDS",
                    help="write each stream as a directory OUT/STREAM of one file per SECONDS "
                         "of trace time (part-00000.parquet, ...), all streams from one origin, "

@@ -17,7 +17,7 @@ and one :func:`register_model` call, nowhere else.
 >>> model_entry("oms")
 Traceback (most recent call last):
 ...
-cqopt.costmodel.base.CostModelError: unknown cost model 'oms'; did you mean 'om'? (the registered models are om, pipes, engine)
+cqopt.costmodel.base.CostModelError: unknown cost model 'oms'; did you mean 'om'? (the registered models are om, pipes, ...)
 """
 
 from __future__ import annotations

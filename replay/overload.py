@@ -37,7 +37,6 @@ tuple is a lost result, counted as tuples dropped.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +46,7 @@ import pandas as pd
 from cqopt.catalog import Catalog
 from cqopt.catalog.catalog import EngineConstants
 from cqopt.charts.lookup import QueryChart
-from cqopt.costmodel.engine import Engine
-from cqopt.errors import CqoptError
+from cqopt.costmodel import make_model
 from cqopt.optimizer.plans import nodes as kinds
 from cqopt.replay.replay import Replay, actual_statistics, round_length
 from cqopt.runtime.overload.simulate import simulate_rounds
@@ -156,18 +154,13 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
     -------
     DeadlineReplay
 
-    Raises
-    ------
-    CqoptError
-        A deadline, ``min_kept`` or ``delta`` out of range.
+    The deadline, ``min_kept``, ``delta``, ``error_bound`` and ``quality`` are
+    taken as judged (:class:`~cqopt.charts.overload_settings.OverloadSettings`: the
+    workload file and :func:`cqopt.api.fidelity` judge them).
     """
-    if not (math.isfinite(deadline) and deadline > 0):
-        raise CqoptError(f"--deadline {deadline}: needs a number of seconds > 0")
-    if not 0 < delta < 1:
-        raise CqoptError(f"delta {delta}: needs a number in (0, 1)")
     window_s = round_length(observed)
     stats = _round_statistics(chart, observed)
-    engine = Engine(catalog)
+    engine = make_model("engine", catalog)
     plans = list(chart.plans)
     chosen = _chosen(chart, replay)
     rows = np.arange(len(chosen))
@@ -230,7 +223,7 @@ def _count_input(chart: QueryChart, catalog: Catalog, stats: dict[str, np.ndarra
                       f"{' per group' if aggregate.group_by else ''} needs the spread of its "
                       "column per group, which per-round statistics do not hold")
     # The engine model's rates: every tuple counted (OM's are throttled by its capacity).
-    model = Engine(catalog)
+    model = make_model("engine", catalog)
     counts = np.empty(len(chosen))
     for i, plan in enumerate(plans):
         mine = chosen == i
@@ -271,21 +264,15 @@ def memory_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
     the larger window, here at most W, one round); queries share one budget,
     so they are replayed on the rounds all of them have.
 
+    The budget and ``window_min`` are taken as judged
+    (:class:`~cqopt.charts.overload_settings.OverloadSettings`).
+
     Returns
     -------
     MemoryReplay
-
-    Raises
-    ------
-    CqoptError
-        A budget that is not a positive number, or ``window_min`` outside (0, 1].
     """
     from cqopt.runtime.overload.window_adaptation import QosRange, adapt
 
-    if not (math.isfinite(budget) and budget > 0):
-        raise CqoptError(f"--memory-budget {budget}: needs a positive size")
-    if not 0 < window_min <= 1:
-        raise CqoptError(f"--window-min {window_min}: needs a share in (0, 1]")
     names = list(replays)
     rounds = min(len(replays[n].rounds) for n in names)
     full = np.zeros((len(names), rounds))
@@ -342,14 +329,12 @@ def negotiated_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
     its input/quality table (``quality``; without one, quality is the share kept).
     Misses count quality 0 (RTStream's equation 3).
 
+    The deadline is taken as judged
+    (:class:`~cqopt.charts.overload_settings.OverloadSettings`).
+
     Returns
     -------
     NegotiationReplay
-
-    Raises
-    ------
-    CqoptError
-        A deadline that is not a positive number.
     """
     from cqopt.runtime.overload.qos_negotiation import (
         QualityTable,
@@ -358,11 +343,9 @@ def negotiated_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
         negotiate,
     )
 
-    if not (math.isfinite(deadline) and deadline > 0):
-        raise CqoptError(f"--deadline {deadline}: needs a number of seconds > 0")
     names = list(replays)
     rounds = min(len(replays[n].rounds) for n in names)
-    engine = Engine(catalog)
+    engine = make_model("engine", catalog)
     tables, seconds = {}, {}
     for name in names:
         rows = (quality or {}).get(name) or ((0.0, 1.0), (1.0, 0.0))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cqopt.replay.trace_format import TraceFormat
+from cqopt.replay.trace_format import StreamSource, TraceFormat
 
 
 def read_csv(path: Path) -> pd.DataFrame:
@@ -30,5 +30,19 @@ def write_csv(frame: pd.DataFrame, path: Path) -> None:
     frame.to_csv(path, index=False)
 
 
+def csv_header(path: Path) -> list[str]:
+    """The column names on a CSV file's first line (gzipped or not)."""
+    import gzip
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        line = fh.readline().strip()
+    if not line:
+        raise ValueError("no header line (a CSV trace needs one)")
+    return [c.strip() for c in line.split(",")]
+
+
 FORMAT = TraceFormat("csv", (".csv",), read_csv, write_csv,
-                     description="CSV with a header line and a named time column")
+                     description="CSV with a header line and a named time column",
+                     columns=csv_header,
+                     stream=StreamSource("csv", (("header", "true"), ("enforceSchema", "false"))))

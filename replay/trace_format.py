@@ -27,7 +27,9 @@ reader.
 
 Adding a format is one module defining ``FORMAT = TraceFormat(...)`` and its
 name in :data:`BUILTIN_MODULES`; a format of one's own can be registered at
-run time with :func:`register_trace_format`.
+run time with :func:`register_trace_format`. Given a :class:`StreamSource`
+(how Spark's file stream source reads its files), a format is also written one
+file per round (``cqopt generate --file-per-round``) and streamed by ``cqopt run``.
 
 >>> trace_format("x/dec-pkt-1.tcp.gz"), trace_format("a.csv.gz")
 ('dec', 'csv')
@@ -100,6 +102,26 @@ class TraceInfo:
 
 
 @dataclass(frozen=True)
+class StreamSource:
+    """How Spark Structured Streaming's file source reads a format's files as they come.
+
+    Parameters
+    ----------
+    source
+        Spark's name of the file source (``"parquet"``, ``"csv"``, ...).
+    options
+        Its options, as (name, value) pairs (``("header", "true")``, ``("sep", "|")``).
+    typed
+        The files carry their columns' types (Parquet): Spark reads the schema
+        from them; otherwise each column is typed by the catalog.
+    """
+
+    source: str
+    options: tuple[tuple[str, str], ...] = ()
+    typed: bool = False
+
+
+@dataclass(frozen=True)
 class TraceFormat:
     """One trace format: the names its files go by, and its pure-Python reader and writer.
 
@@ -117,6 +139,12 @@ class TraceFormat:
         ``detect(path) -> bool`` for a file; by default its name ends in a suffix.
     description
         One line for listings and error messages.
+    columns
+        ``columns(path) -> list of str``: a file's column names without reading
+        its rows (a Parquet footer, a CSV header); by default the file is read.
+    stream
+        How Spark streams the format's files (:class:`StreamSource`); None: not
+        streamed, so not written one file per round either.
     """
 
     name: str
@@ -125,6 +153,25 @@ class TraceFormat:
     write: Callable[[pd.DataFrame, Path], None]
     detect: Callable[[Path], bool] | None = None
     description: str = ""
+    columns: Callable[[Path], list[str]] | None = None
+    stream: StreamSource | None = None
+
+    def file_columns(self, path: str | Path) -> list[str]:
+        """The column names of the file ``path``.
+
+        Raises
+        ------
+        TraceError
+            The file does not read as this format.
+        """
+        path = Path(path)
+        if self.columns is None:
+            return [str(c) for c in _read_file(self, path).columns]
+        try:
+            return [str(c) for c in self.columns(path)]
+        except (ValueError, OSError, EOFError, UnicodeDecodeError, zlib.error) as err:
+            raise TraceError(str(path), f"not a readable {self.name} file: "
+                             f"{_first_line(err)}") from None
 
     def matches(self, path: str | Path) -> bool:
         """Whether ``path`` is a file of this format."""
@@ -172,6 +219,15 @@ def unregister_trace_format(name: str) -> None:
 def trace_formats() -> dict[str, TraceFormat]:
     """The registered formats by name, built-in ones first."""
     return dict(_registry())
+
+
+def streamed_formats() -> dict[str, TraceFormat]:
+    """The registered formats Spark streams (and cqopt writes one file per round).
+
+    >>> list(streamed_formats())[:2]
+    ['csv', 'parquet']
+    """
+    return {name: fmt for name, fmt in _registry().items() if fmt.stream is not None}
 
 
 def register_trace_reader(fmt: str, engine: str, reader: Callable[..., Any]) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from cqopt.replay.trace_format import TraceFormat
+from cqopt.replay.trace_format import StreamSource, TraceFormat
 
 
 def read_parquet(path: Path) -> pd.DataFrame:
@@ -26,5 +26,13 @@ def write_parquet(frame: pd.DataFrame, path: Path) -> None:
     frame.to_parquet(path, index=False)
 
 
+def parquet_columns(path: Path) -> list[str]:
+    """A Parquet file's column names, from its footer."""
+    import pyarrow.parquet as pq
+
+    return pq.read_schema(path).names
+
+
 FORMAT = TraceFormat("parquet", (".parquet", ".pq"), read_parquet, write_parquet,
-                     description="Parquet, a file or a directory of parts")
+                     description="Parquet, a file or a directory of parts",
+                     columns=parquet_columns, stream=StreamSource("parquet", typed=True))

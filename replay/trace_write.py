@@ -22,7 +22,12 @@ import numpy as np
 import pandas as pd
 
 from cqopt.replay.rounds import round_of
-from cqopt.replay.trace_format import TraceError, detect_trace_format, get_trace_format
+from cqopt.replay.trace_format import (
+    TraceError,
+    detect_trace_format,
+    get_trace_format,
+    streamed_formats,
+)
 
 
 def write_trace(df: pd.DataFrame, path: str | Path, fmt: str | None = None) -> Path:
@@ -63,7 +68,9 @@ def write_trace_per_round(df: pd.DataFrame, folder: str | Path, round_s: float, 
         The round length in seconds.
     start, rounds : optional
         Round 0's start and the number of rounds to write.
-    fmt : {"parquet", "csv"}
+    fmt : str
+        A format Spark streams (:func:`~cqopt.replay.trace_format.streamed_formats`):
+        ``parquet``, ``csv``, ...
 
     Returns
     -------
@@ -73,9 +80,10 @@ def write_trace_per_round(df: pd.DataFrame, folder: str | Path, round_s: float, 
     if not (round_s > 0 and np.isfinite(round_s)):
         raise TraceError(str(folder), f"the round length must be a positive number of "
                          f"seconds, got {round_s!r}")
-    if fmt not in ("parquet", "csv"):
-        raise TraceError(str(folder), f"one file per round is written as parquet or csv, "
-                         f"not {fmt}")
+    found = get_trace_format(fmt, folder)
+    if found.stream is None:
+        raise TraceError(str(folder), f"one file per round is written in a format cqopt run "
+                         f"streams ({', '.join(streamed_formats())}), not {fmt}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     ts = df["ts"].to_numpy(dtype=np.float64)
@@ -92,7 +100,7 @@ def write_trace_per_round(df: pd.DataFrame, folder: str | Path, round_s: float, 
     base = 1_600_000_000  # a fixed past time: the files' order is what matters
     for r in range(rounds):
         rows = df.iloc[order[starts[r]:starts[r + 1]]]
-        path = write_trace(rows, folder / f"part-{r:05d}.{fmt}", fmt)
+        path = write_trace(rows, folder / f"part-{r:05d}{found.suffixes[0]}", fmt)
         os.utime(path, (base + r, base + r))
         paths.append(path)
     return paths

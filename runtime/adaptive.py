@@ -352,7 +352,7 @@ class AdaptiveQuery:
                 f"{self.switches} switches>")
 
     def step(self, actual: Mapping[str, float], *,
-             measured: Mapping[str, float] | None = None) -> RoundOutcome:
+             measured: Mapping[str, float] | bool | None = None) -> RoundOutcome:
         """Algorithm 2: estimate, look up, run one round, observe its statistics.
 
         ``actual`` is checked before anything changes: a statistic the query
@@ -370,7 +370,9 @@ class AdaptiveQuery:
             before running it (a micro-batch engine holds the round when it
             chooses: RTStream's sampler plan). The plan is chosen at these, for
             the statistics they give, instead of at the prediction from earlier
-            rounds; the others are predicted as usual.
+            rounds; the others are predicted as usual. ``True``: ``actual`` itself
+            was measured before the round ran (an engine that holds the round
+            whole), checked once.
 
         Raises
         ------
@@ -392,13 +394,15 @@ class AdaptiveQuery:
         'B'
         >>> aq.step({"sel.S": 0.1}, measured={"sel.S": 0.15}).plan_id  # not the prediction 0.9
         'A'
+        >>> aq.step({"sel.S": 0.8}, measured=True).plan_id  # chosen at the round's own 0.8
+        'B'
         """
         # Whatever can fail (the checks, a lookup, the cost functions a policy calls)
         # runs before anything changes: a failed step leaves the query as it was.
         values, dropped = self._checked(actual)
         current = self._current
-        if measured is not None:
-            now, _ = self._checked(measured)
+        if measured is not None and measured is not False:
+            now = values if measured is True else self._checked(measured)[0]
             current = [x if x == x else c for x, c in zip(now, current)]
         elif self.own_statistics:  # the round's own statistics are the ones given
             current = [x if x == x else c for x, c in zip(values, current)]

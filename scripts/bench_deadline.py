@@ -90,7 +90,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=5)
     args = parser.parse_args()
 
-    from cqopt.costmodel.engine import Engine
+    from cqopt.costmodel import make_model
     from cqopt.spark.engine_fit import fit_runs
     from cqopt.spark.session import spark_session
 
@@ -115,7 +115,7 @@ def main() -> int:
         print("engine model fitted on a run of 12 rounds: " + fit.summary_lines()[0])
         fitted = replace(catalog, engine=fit.constants)
         chart = local_chart(spec, fitted)
-        engine, plan = Engine(fitted), chart.plans[0]
+        engine, plan = make_model("engine", fitted), chart.plans[0]
         deadline = float(engine.seconds(plan, {"rate.TCP": args.capacity,
                                                "rate.UDP": args.capacity,
                                                "jsel.TCP.UDP": 1.0 / args.keys}))

@@ -41,7 +41,8 @@ import numpy as np
 
 from cqopt.catalog import Catalog
 from cqopt.catalog.catalog import EngineConstants
-from cqopt.costmodel.engine import CONSTANTS, Engine, fit_constants, smoothed, work
+from cqopt.costmodel import make_model
+from cqopt.costmodel.engine import CONSTANTS, fit_constants, smoothed, work
 from cqopt.errors import CqoptError, parse_json, read_text_file
 from cqopt.optimizer.query.logical import parse_query
 from cqopt.optimizer.plans.builder import PlanBuilder, shape_of
@@ -145,13 +146,14 @@ def read_timings(run: str | Path, catalog: Catalog) -> list[Timing]:
                 plans[plan_id] = builder.build_shape(shape_of(plans[base]).with_(
                     strategies=steps))
         return plans.get(plan_id)
+    model = make_model("engine", catalog)
 
     def work_row(plan_id: str, record: dict[str, Any]) -> np.ndarray | None:
         plan = plan_of(plan_id)
         stats = {k: (math.nan if v is None else float(v))
                  for k, v in record["observed"].items()}
         if plan is None or any(math.isnan(stats.get(s, math.nan))
-                               for s in Engine(catalog).statistics(plan)):
+                               for s in model.statistics(plan)):
             return None  # a statistic the round did not define (no tuples on a stream)
         row = work(plan, stats, catalog)
         return row if np.isfinite(row).all() else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from cqopt.catalog import load_catalog
@@ -69,12 +71,14 @@ def test_calibrate_writes_a_catalog_with_the_measured_rates(no_spark, dec_toml, 
 @pytest.mark.spark
 def test_measure_times_every_kind_on_spark(spark, dec_catalog):
     steps = []
+    began = time.perf_counter()
     timings = cal.measure(spark, dec_catalog, max_rows=4000, sizes=2, repeats=1,
                           say=steps.append)
+    whole = time.perf_counter() - began
     assert set(timings) == set(cal.KINDS)
     for kind, points in timings.items():
         assert [rows for rows, _ in points] == ([4000, 8000] if kind == "equi_join"
                                                 else [2000, 4000])
-        assert all(0 < seconds < 60 for _, seconds in points)
+        assert all(0 < seconds < whole for _, seconds in points)  # a part of the whole
     assert any("warming up" in s for s in steps)
     assert "master local[2]" in cal.describe_spark(spark)

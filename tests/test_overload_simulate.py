@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -107,8 +108,7 @@ def test_relative_errors_and_coverage():
 @pytest.mark.parametrize("kwargs, message", [
     (dict(stats={"sel.S": [0.5]}), "rate.STREAM"),
     (dict(stats={"rate.S": [1.0, 2.0], "sel.S": [0.5]}), "one length"),
-    (dict(deadline=0.0), "deadline"),
-    (dict(min_kept=2.0), "min_kept"),
+    (dict(round_seconds=0.0), "length"),
     (dict(reserve=1.0), "reserve"),
     (dict(aggregate={"count": [1.0]}), "mean"),
 ])
@@ -117,3 +117,25 @@ def test_bad_input_is_one_cqopt_error(kwargs, message):
     args.update(kwargs)
     with pytest.raises(CqoptError, match=message):
         simulate_rounds(**args)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"deadline": 0.0}, "--deadline 0.0: needs a number of seconds > 0"),
+    ({"deadline": True}, "--deadline True: expected a number"),
+    ({"min_kept": 2.0}, "--min_kept 2.0: needs a share in [0, 1]"),
+    ({"delta": 1.0}, "--delta 1.0: needs a probability in (0, 1)"),
+    ({"memory_budget": -1}, "--memory_budget -1: needs a size in bytes > 0"),
+    ({"window_min": 0}, "--window_min 0: needs a share in (0, 1]"),
+    ({"error_bound": 1}, "--error_bound 1: needs a relative error in (0, 1)"),
+    ({"quality": [[0, 0.5], [0.5, 0.9]]}, "the table is not monotone"),
+    ({"deadlines": 1.0}, "--deadlines 1.0: not an overload setting"),
+])
+def test_overload_settings_are_judged_once_where_they_are_made(values, message):
+    """The one judge of deadlines, shares kept, budgets and error bounds: the shedding,
+    negotiation and window replays read its values without checking them again."""
+    from cqopt.charts.overload_settings import OverloadSettings
+
+    with pytest.raises(CqoptError, match=re.escape(message)):
+        OverloadSettings.judged(values, lambda key, value: f"--{key} {value}")
+    judged = OverloadSettings.judged({"deadline": 1, "min_kept": None, "window_min": 1})
+    assert (judged.deadline, judged.min_kept, judged.window_min) == (1.0, 0.0, 1.0)

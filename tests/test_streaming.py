@@ -406,7 +406,11 @@ def test_a_file_of_another_layout_is_named(spark, setting, run_args, tmp_path, c
 
 
 @pytest.mark.spark
-def test_a_file_deleted_while_its_round_is_pending_loses_nothing(spark, setting, tmp_path):
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_file_deleted_while_its_round_is_pending_loses_nothing(spark, setting, tmp_path,
+                                                                 committed):
+    """Not committed: the stop at --max-rounds came before Spark committed the batch, which
+    then runs again on resumption; its tuples were staged by its first attempt, once."""
     from cqopt.spark.run import Source
 
     trace = setting["trace"]
@@ -415,6 +419,9 @@ def test_a_file_deleted_while_its_round_is_pending_loses_nothing(spark, setting,
     first = _run(setting, tmp_path / "run", sources, max_rounds=2)
     assert first.rounds["round"].tolist() == [0, 1] and first.pending == [2, 3, 4]
     (tmp_path / "TCP" / "part-00003.parquet").unlink()  # its tuples were kept by the run
+    if not committed:  # the commit and its checksum, as if never written
+        for name in ("0", ".0.crc"):
+            (tmp_path / "run" / "checkpoint" / "commits" / name).unlink(missing_ok=True)
     result = _run(setting, tmp_path / "run", sources)
     expected = _expected(trace, start)
     assert result.rounds["round"].tolist() == [0, 1, 2, 3, 4]

@@ -14,6 +14,7 @@ from cqopt.catalog import load_catalog
 from cqopt.cli.main import main
 from cqopt.replay.trace_format import (
     BUILTIN_MODULES,
+    StreamSource,
     TraceError,
     TraceFormat,
     detect_trace_format,
@@ -39,9 +40,13 @@ def write_psv(frame: pd.DataFrame, path: Path) -> None:
 
 @pytest.fixture
 def psv():
-    """A toy format, pipe-separated values, registered for one test."""
-    fmt = register_trace_format(TraceFormat("psv", (".psv",), read_psv, write_psv,
-                                            description="pipe-separated values"))
+    """A toy format, pipe-separated values, registered for one test: what a format's own
+    module would hold (its name in BUILTIN_MODULES being the second file). Spark streams it
+    through its CSV source."""
+    fmt = register_trace_format(TraceFormat(
+        "psv", (".psv",), read_psv, write_psv, description="pipe-separated values",
+        stream=StreamSource("csv", (("header", "true"), ("sep", "|"),
+                                    ("enforceSchema", "false")))))
     yield fmt
     unregister_trace_format("psv")
 
@@ -131,17 +136,34 @@ def test_unregistering_forgets_the_format(psv):
     assert "psv" not in trace_formats() and trace_stem("TCP.psv") is None
 
 
-def test_fidelity_replays_traces_of_a_registered_format(psv, dec_toml, workload_toml, spark,
-                                                        tmp_path, capsys):
-    """The toy format goes the fidelity replay's whole way: found in --traces by its
-    name, read by Spark (through its pandas reader), cut into rounds and replayed."""
-    catalog = load_catalog(dec_toml)
+def test_a_registered_format_works_for_generate_fidelity_and_run(psv, dec_toml, workload_toml,
+                                                                 spark, tmp_path, capsys):
+    """The toy format goes every command's whole way, with no code of its own but the
+    format: generated (one file, and one file per round), found in --traces by its name,
+    read by Spark (through its pandas reader), replayed; and streamed by cqopt run."""
     traces = tmp_path / "traces"
-    write_trace(generate_trace(catalog.stream("TCP"), 30.0, seed=5, mean_rate=50.0),
-                traces / "TCP.psv")
+    assert main(["generate", "--catalog", dec_toml, "--out", str(traces), "--streams", "TCP",
+                 "--duration", "30", "--rate-scale", "TCP=0.2", "--format", "psv"]) == 0
+    assert [p.name for p in traces.iterdir() if not p.name.startswith(".")] == ["TCP.psv"]
+    capsys.readouterr()
     assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml,
                  "--traces", str(traces), "--query", "Q1", "--out", str(tmp_path / "report"),
                  "--k-sweep", "none", "--json", "--quiet"]) == 0
     table = json.loads(capsys.readouterr().out)["queries"]
     assert set(table) == {"Q1"}
     assert table["Q1"]["rounds"] == 29  # 30 s in 1-second rounds, the last one dropped
+
+    rounds = tmp_path / "rounds"
+    assert main(["generate", "--catalog", dec_toml, "--out", str(rounds), "--streams", "TCP",
+                 "--duration", "3", "--rate-scale", "TCP=0.2", "--format", "psv",
+                 "--file-per-round", "1"]) == 0
+    parts = sorted((rounds / "TCP").glob("part-*.psv"))
+    assert [p.name for p in parts] == ["part-00000.psv", "part-00001.psv", "part-00002.psv"]
+    assert main(["build", "--catalog", dec_toml, "--workload", workload_toml, "--out",
+                 str(tmp_path / "charts"), "--engine", "local", "--k", "3", "--quiet"]) == 0
+    assert main(["run", "--catalog", dec_toml, "--workload", workload_toml, "--charts",
+                 str(tmp_path / "charts"), "--query", "Q1", "--source",
+                 f"TCP={rounds / 'TCP'}", "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    log = pd.read_csv(tmp_path / "run" / "rounds.csv")
+    assert log["round"].tolist() == [0, 1, 2]
+    assert log["rows_in:TCP"].tolist() == [len(read_psv(p)) for p in parts]

@@ -59,10 +59,10 @@ def test_a_querys_bounds_under_overload_are_read_and_kept_apart_from_its_chart()
 
 
 @pytest.mark.parametrize("keys, fragment", [
-    ({"deadline": 0}, "query[0].deadline = 0: a round's deadline needs seconds > 0"),
+    ({"deadline": 0}, "query[0].deadline = 0: needs a number of seconds > 0"),
     ({"deadline": "soon"}, "query[0].deadline = 'soon': expected a number"),
-    ({"min_kept": 1.5}, "query[0].min_kept = 1.5: the least share of input kept lies in"),
-    ({"error_bound": 0}, "query[0].error_bound = 0: a relative error bound lies in (0, 1)"),
+    ({"min_kept": 1.5}, "query[0].min_kept = 1.5: needs a share in [0, 1]"),
+    ({"error_bound": 0}, "query[0].error_bound = 0: needs a relative error in (0, 1)"),
     ({"quality": [[0, 1.0], [0.5, 0.9], [0.3, 0.8]]}, "the table is not monotone"),
     ({"quality": [[0, 0.5], [0.5, 0.9]]}, "the table is not monotone"),
     ({"quality": [[0, 1.0, 3]]}, "expected rows [share dropped, quality]"),

@@ -156,9 +156,10 @@ def simulate_rounds(stats: Mapping[str, ArrayLike], predict_seconds: Predict,
     Raises
     ------
     CqoptError
-        No ``rate.*`` column, columns of different lengths, a bad deadline,
-        round length or ``min_kept``, or aggregate statistics without count,
-        mean and std.
+        No ``rate.*`` column, columns of different lengths, a round length
+        that is not positive, or aggregate statistics without count, mean and
+        std. The deadline and ``min_kept`` are taken as judged
+        (:class:`~cqopt.charts.overload_settings.OverloadSettings`).
 
     Examples
     --------
@@ -178,10 +179,8 @@ def simulate_rounds(stats: Mapping[str, ArrayLike], predict_seconds: Predict,
         raise CqoptError(f"the round statistics must be 1-d columns of one length, got {lengths}")
     rounds = next(iter(lengths))[0]
     deadlines = np.broadcast_to(np.asarray(deadline, dtype=np.float64), (rounds,)).copy()
-    if not np.all(deadlines > 0) or not round_seconds > 0:
-        raise CqoptError("a round's deadline and length must be > 0 seconds")
-    if not 0.0 <= min_kept <= 1.0:
-        raise CqoptError(f"min_kept must lie in [0, 1], got {min_kept}")
+    if not round_seconds > 0:
+        raise CqoptError(f"a round's length must be > 0 seconds, got {round_seconds}")
     reserved = np.broadcast_to(np.asarray(reserve, dtype=np.float64), (rounds,))
     if not np.all((reserved >= 0) & (reserved < 1)):
         raise CqoptError("the reserve is a share of the deadline in [0, 1)")

@@ -297,13 +297,15 @@ class FileWatch:
 
     def _frame(self, source: Source, path: str, lines: list[str]) -> DataFrame:
         """``lines`` of the CSV file ``path``, parsed as the stream's files are."""
-        from cqopt.spark.run.sources import batch_columns, csv_header, file_schema
+        from cqopt.replay.trace_format import trace_formats
+        from cqopt.spark.run.sources import batch_columns, file_schema
 
         if source.stream not in self._schemas:
             self._schemas[source.stream] = file_schema(self.ctx, source)
         schema, time_column = self._schemas[source.stream]
         spark = self.ctx.spark
-        text = [",".join(csv_header(Path(path)))] + lines
+        header = trace_formats()[source.kind].file_columns(Path(path))
+        text = [",".join(header)] + lines
         raw = (spark.read.schema(schema).option("header", True).option("enforceSchema", False)
                .csv(spark.sparkContext.parallelize(text, 1)))
         return raw.select(*batch_columns(self.ctx.catalog.stream(source.stream), schema,

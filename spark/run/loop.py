@@ -340,12 +340,18 @@ class AdaptiveRun:
         from cqopt.spark.round_stats import assign_round
 
         window_s = self.ctx.window_s
+        if self.state.staged(batch_id):
+            # Spark runs again a batch whose first attempt finished (it ran its complete
+            # rounds and staged the rest, but was stopped before Spark committed it): its
+            # tuples are all in its stage, and a file deleted since is no loss.
+            self.progress(f"{self.ctx.name}: micro-batch {batch_id} ran before it was "
+                          "stopped; its tuples of rounds not yet run are kept, nothing more "
+                          "to do")
+            return None
         # Rounds this batch already ran before a kill: its replay skips them quietly;
         # tuples of rounds run by earlier batches are late.
         replayed = self.log.replayed(batch_id)
         cut = min(replayed) if replayed else self.next_round
-        # A batch staged before a kill and handed again holds those tuples itself.
-        self.staging.unstage(batch_id)
         # Every file read whole: what each gave, and the lines grown ones gained since.
         batch, local, grew = self.files.take(batch, local)
         opened = OpenBatch(batch_id)

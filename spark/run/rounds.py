@@ -95,9 +95,9 @@ class RoundRunner:
                                              **ctx.settings.adaptive_options)
         self.engine = None
         if ctx.settings.deadline is not None:  # the model that predicts each round's seconds
-            from cqopt.costmodel.engine import Engine
+            from cqopt.costmodel import make_model
 
-            self.engine = Engine(ctx.catalog)
+            self.engine = make_model("engine", ctx.catalog)
         self.unreachable_said = False
         self.profiling = ctx.settings.shadow  # per-operator metrics of each timed plan
         self.refresher = self._refresher()
@@ -269,8 +269,7 @@ class RoundRunner:
         if refresh and self.refresher is not None:
             self._swap()
         seen = observed_statistics(observed, self.adaptive.statistics)
-        own = self.ctx.settings.own_statistics
-        outcome = self.adaptive.step(seen, measured=seen if own else None)
+        outcome = self.adaptive.step(seen, measured=self.ctx.settings.own_statistics)
         if refresh and self.refresher is not None:
             self.refresher.observe(seen)
         return outcome

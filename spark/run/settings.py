@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cqopt.charts.overload_settings import OverloadSettings
 from cqopt.errors import CqoptError
 from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
 
@@ -160,13 +161,11 @@ class RunSettings:
                                         f"interval, but --trigger is {self.trigger}; give "
                                         "--trigger SECONDS or --deadline SECONDS")
             judged(self, "deadline", self.trigger)
-        if self.deadline is not None and not (isinstance(self.deadline, (int, float))
-                                              and math.isfinite(self.deadline)
-                                              and self.deadline > 0):
-            raise StreamingRunError(f"--deadline {self.deadline}: needs a number of seconds > 0")
-        if not (isinstance(self.min_kept, (int, float)) and 0 <= self.min_kept <= 1):
-            raise StreamingRunError(f"--min-kept {self.min_kept}: needs a share in [0, 1]")
-        judged(self, "min_kept", float(self.min_kept))
+        overload = OverloadSettings.judged(
+            {"deadline": self.deadline, "min_kept": self.min_kept},
+            lambda key, value: f"--{key.replace('_', '-')} {value}", StreamingRunError)
+        judged(self, "deadline", overload.deadline)
+        judged(self, "min_kept", overload.min_kept)
         if self.max_rounds is not None and not _whole(self.max_rounds):
             raise StreamingRunError(f"--max-rounds {self.max_rounds}: needs a whole number >= 1")
         if self.max_files_per_trigger is not None and not _whole(self.max_files_per_trigger):

@@ -1,7 +1,9 @@
 """A run's sources: each stream's input, checked against the catalog, read as a stream.
 
-A :class:`Source` is a directory of Parquet or CSV files (the trace-format
-registry names them, as for every reader of traces) or Spark's ``rate``
+A :class:`Source` is a directory of trace files in a format Spark streams
+(Parquet, CSV, or any registered format with a
+:class:`~cqopt.replay.trace_format.StreamSource`: the trace-format registry
+names and reads them, as for every reader of traces) or Spark's ``rate``
 source. Before Spark reads a tuple, every file of a directory is checked:
 readable, with a time column and no column the catalog's stream lacks.
 :func:`read_stream` gives the stream as Structured Streaming reads it, one
@@ -31,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 from cqopt.errors import parse_number
 from cqopt.replay.trace_format import (
     TraceError,
+    TraceFormat,
     detect_trace_format,
+    streamed_formats,
     trace_formats,
     trace_stem,
 )
@@ -45,7 +49,6 @@ if TYPE_CHECKING:
 
 RATE_DOMAIN = 1000
 _TIME_NAMES = ("ts", "timestamp", "time")
-STREAMABLE = ("parquet", "csv")  # trace formats Spark's file stream sources read
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class Source:
     Structured Streaming source by its format name and options (:meth:`stream_format`)."""
 
     stream: str
-    kind: str  # parquet, csv, rate, or a Structured Streaming format (socket, kafka, ...)
+    kind: str  # a streamed trace format (parquet, csv, ...), rate, or a Structured
+    # Streaming format by name (socket, kafka, ...)
     path: str | None = None
     rows_per_second: int | None = None
     options: dict[str, str] | None = None  # a format source's options, as Spark takes them
@@ -83,14 +87,14 @@ class Source:
         >>> Source.stream_format("TCP", "socket", {"host": "localhost", "port": "9999"}).kind
         'socket'
         """
-        if name in ("rate",) + STREAMABLE:
+        if name == "rate" or name in streamed_formats():
             raise StreamingRunError(f"--source {stream}={name}:...: give {name} sources as "
                                     + ("rate:N" if name == "rate" else "a directory"))
         return cls(stream, name, None, None, dict(options))
 
     @classmethod
     def files(cls, stream: str, path: str | Path) -> Source:
-        """A directory of ``.parquet`` or ``.csv`` files (optionally gzipped CSV).
+        """A directory of trace files of one format Spark streams (``.parquet``, ``.csv``, ...).
 
         Raises
         ------
@@ -106,17 +110,17 @@ class Source:
                                     "directory of .parquet or .csv files (cqopt generate "
                                     "--file-per-round writes one)")
         # The trace-format registry names the files (cqopt.replay.trace_format), as for
-        # every other reader of traces; Structured Streaming reads two of its formats.
+        # every other reader of traces; Structured Streaming reads those it can stream.
         try:
             kind = detect_trace_format(path).name
         except TraceError as err:
             raise StreamingRunError(f"{where}: {err.problem}; write one file per round "
                                     "with cqopt generate --file-per-round SECONDS") from None
-        if kind not in STREAMABLE:
+        if kind not in streamed_formats():
             raise StreamingRunError(f"{where}: holds {kind} traces, which Spark Structured "
                                     f"Streaming cannot read as they come; it reads "
-                                    f"{' or '.join(STREAMABLE)}: convert them (cqopt generate "
-                                    "--file-per-round writes Parquet)")
+                                    f"{' or '.join(streamed_formats())}: convert them (cqopt "
+                                    "generate --file-per-round writes Parquet)")
         # Absolute: Spark's JVM resolves a relative path against its own working directory,
         # which is not this process's after an os.chdir (a notebook, a test).
         return cls(stream, kind, str(path.absolute()))
@@ -142,7 +146,7 @@ class Source:
         >>> Source.parse("TCP", "rate:x")
         Traceback (most recent call last):
         ...
-        cqopt.errors.CqoptError: --source TCP=rate: 'x': expected a whole number in ASCII digits, e.g. 12
+        cqopt.errors.CqoptError: --source TCP=rate: 'x': expected a whole number ...
         """
         if text.startswith("rate:"):  # rows/s as the command line reads numbers
             return cls.rate(stream, parse_number(text[5:], f"--source {stream}=rate:",
@@ -268,7 +272,7 @@ def check_source_files(sources: Iterable[Source], catalog) -> None:
     from cqopt.replay.trace_format import check_trace_files
 
     for source in sources:
-        if source.kind == "rate":
+        if source.path is None:  # rate, or a Structured Streaming source by name
             continue
         try:
             check_trace_files(source.path)
@@ -277,7 +281,8 @@ def check_source_files(sources: Iterable[Source], catalog) -> None:
                                     "file out of the directory (or repair it)") from None
         stream = catalog.stream(source.stream)
         times = [c.name for c in stream.columns if c.type == "timestamp"][:1]
-        check_layouts(source, file_columns(source), [c.name for c in stream.columns],
+        check_layouts(source, file_columns(source, trace_formats()[source.kind]),
+                      [c.name for c in stream.columns],
                       [*times, *_TIME_NAMES])
 
 
@@ -302,16 +307,14 @@ def read_stream(ctx: RunContext, source: Source) -> DataFrame:
             value = seconds if col.type == "timestamp" else _rate_column(col.type, i)
             columns.append(value.alias(f"{stream.name}__{col.name}"))
         return raw.select(*columns)
-    if source.kind not in STREAMABLE:
+    if source.kind != "rate" and source.kind not in streamed_formats():
         return _format_stream(ctx, source, stream)
     schema, time_column = file_schema(ctx, source)
-    reader = ctx.spark.readStream.schema(schema)
+    spec = trace_formats()[source.kind].stream
+    reader = ctx.spark.readStream.schema(schema).format(spec.source).options(**dict(spec.options))
     if ctx.settings.max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", ctx.settings.max_files_per_trigger)
-    if source.kind == "csv":
-        raw = reader.option("header", True).option("enforceSchema", False).csv(source.path)
-    else:
-        raw = reader.parquet(source.path)
+    raw = reader.load(source.path)
     # Which file each tuple came from, and the size Spark listed it at: a file still
     # being written when listed is read in part (cqopt.spark.run.files reads the rest).
     return raw.select(*batch_columns(stream, schema, time_column),
@@ -402,15 +405,19 @@ def file_schema(ctx: RunContext, source: Source) -> tuple[StructType, Any]:
     where = f"--source {source.stream}={source.path}"
     time_names = [c.name for c in stream.columns if c.type == "timestamp"][:1]
     time_names += list(_TIME_NAMES)
+    fmt = trace_formats()[source.kind]
     # Every file readable and of the stream's layout, before Spark reads one.
-    check_layouts(source, file_columns(source), [c.name for c in stream.columns], time_names)
-    if source.kind == "parquet":
-        schema = ctx.spark.read.parquet(source.path).schema
-    else:
-        first = min(p for p in Path(source.path).iterdir()
-                    if p.name.lower().endswith((".csv", ".csv.gz")))
+    layouts = file_columns(source, fmt)
+    if not layouts:
+        raise StreamingRunError(f"{where}: holds no {fmt.name} file any more; put the "
+                                "stream's files back, or give another --source")
+    check_layouts(source, layouts, [c.name for c in stream.columns], time_names)
+    if fmt.stream.typed:  # the files say their columns' types
+        schema = (ctx.spark.read.format(fmt.stream.source).options(**dict(fmt.stream.options))
+                  .load(source.path).schema)
+    else:  # the catalog types each column; the first file names them
         fields = []
-        for name in csv_header(first):
+        for name in layouts[min(layouts)]:
             col = stream.column(name)
             fields.append(StructField(name, DoubleType() if col is None or
                                       col.type == "timestamp" else
@@ -439,34 +446,27 @@ def file_schema(ctx: RunContext, source: Source) -> tuple[StructType, Any]:
     return schema, time_column
 
 
-def file_columns(source: Source) -> dict[str, list[str]]:
-    """Each file of a source directory -> its columns (a Parquet footer, a CSV header).
+def file_columns(source: Source, fmt: TraceFormat) -> dict[str, list[str]]:
+    """Each file of a source directory -> its columns (a Parquet footer, a CSV header:
+    :meth:`TraceFormat.file_columns <cqopt.replay.trace_format.TraceFormat.file_columns>`).
 
     Raises
     ------
     StreamingRunError
-        A file that is not readable Parquet (corrupt, truncated): Spark would
+        A file that does not read as its format (corrupt, truncated): Spark would
         fail on it only when its micro-batch runs.
     """
-    import pyarrow.parquet as pq
-
     layouts = {}
     for path in sorted(Path(source.path).iterdir()):
-        name = path.name.lower()
-        if name.startswith((".", "_")):
+        if path.name.startswith((".", "_")) or not fmt.matches(path):
             continue
-        if not trace_formats()[source.kind].matches(path):
-            continue
-        if source.kind == "parquet":
-            try:
-                layouts[path.name] = pq.read_schema(path).names
-            except (OSError, ValueError) as err:
-                raise StreamingRunError(
-                    f"--source {source.stream}={source.path}: file {path.name} is not a "
-                    f"readable Parquet file ({str(err).splitlines()[0][:120]}); move it out of "
-                    "the directory (or repair it) and rerun with the same --out") from None
-        else:
-            layouts[path.name] = csv_header(path)
+        try:
+            layouts[path.name] = fmt.file_columns(path)
+        except TraceError as err:
+            raise StreamingRunError(
+                f"--source {source.stream}={source.path}: file {path.name}: "
+                f"{err.problem[:160]}; move it out of the directory (or repair it) and rerun "
+                "with the same --out") from None
     return layouts
 
 
@@ -491,18 +491,6 @@ def check_layouts(source: Source, layouts: Mapping[str, list[str]], columns: lis
         raise StreamingRunError(f"--source {source.stream}={source.path}: file {name}: {what} "
                                 f"(its columns: {', '.join(have)}); fix the catalog, or move "
                                 "the file out of the directory and rerun with the same --out")
-
-
-def csv_header(path: Path) -> list[str]:
-    """The column names on a CSV file's first line (gzipped or not)."""
-    import gzip
-
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        line = fh.readline().strip()
-    if not line:
-        raise StreamingRunError(f"{path}: no header line (a CSV source needs one)")
-    return [c.strip() for c in line.split(",")]
 
 
 def spark_type(name: str):

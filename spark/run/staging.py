@@ -131,13 +131,6 @@ class Staging:
         adopt(scratch, self._path(batch_id), kind="pending tuples")
         self.state.pending[str(batch_id)] = [first, top]
 
-    def unstage(self, batch_id: int) -> None:
-        """Forget the stage of a micro-batch that Spark hands again (it was not committed):
-        the batch holds its tuples itself, and would otherwise run them twice."""
-        if str(batch_id) in self.state.pending:
-            remove(self._path(batch_id))
-            del self.state.pending[str(batch_id)]
-
     def staged(self, first: int, stop: int) -> list[str]:
         """The stages holding tuples of rounds ``first <= r < stop``."""
         paths = []

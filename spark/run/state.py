@@ -120,6 +120,11 @@ class RunState:
         """The stages of tuples kept for rounds not yet run: batch id -> [first, last] round."""
         return self.data["pending"]
 
+    def staged(self, batch_id: int) -> bool:
+        """Whether micro-batch ``batch_id`` staged its tuples of open rounds: saved only
+        once the batch ran every round it completed, so its first attempt finished."""
+        return str(batch_id) in self.pending
+
     def see(self, latest: Mapping[str, float]) -> None:
         """Each stream's latest time, raised to ``latest``'s where that is later."""
         for stream, time in latest.items():
