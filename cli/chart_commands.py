@@ -210,8 +210,10 @@ def add_parsers(sub) -> None:
                     "every chart region and store the cheapest, as a chart set directory "
                     "(manifest.json + Parquet). Runs on Spark (--master, default local[*]) "
                     "or in this process (--engine local).")
-    p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
-    p.add_argument("--workload", required=True, help="workload (TOML) of named queries")
+    p.add_argument("--catalog", type=options.input_file, required=True,
+                   help="stream catalog (TOML)")
+    p.add_argument("--workload", type=options.input_file, required=True,
+                   help="workload (TOML) of named queries")
     p.add_argument("--out", required=True, metavar="DIR", help="chart set directory to write")
     p.add_argument("--k", type=whole_number,
                    help="regions per axis, for every query (default: the workload's, else 10)")
@@ -257,7 +259,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
     p.add_argument("--stat", action="append", metavar="NAME=VALUE", type=parse_stat,
                    help="a statistic, e.g. rate.TCP=500 (repeat for each chart axis)")
-    p.add_argument("--catalog", metavar="CATALOG",
+    p.add_argument("--catalog", type=options.input_file, metavar="CATALOG",
                    help="refuse charts built from a catalog with other costs (see "
                         "--allow-stale)")
     p.add_argument("--allow-stale", action="store_true",

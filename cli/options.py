@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from collections.abc import Callable
 
 from cqopt.errors import CqoptError, did_you_mean, parse_number, shorten
@@ -172,3 +173,17 @@ def pairs(items: list[str] | None, option: str) -> dict[str, str]:
             raise CqoptError(f"{option} {item!r}: expected STREAM=VALUE")
         out[key] = value
     return out
+
+
+def input_file(text: str) -> str:
+    """An argparse ``type`` for a catalog or workload: the path, or the bundled example
+    it names (``examples/dec-pkt.toml``) when no such file is here, said on stderr in
+    one line (:func:`cqopt.examples.resolve`), so the help examples run from any folder.
+    """
+    from cqopt.examples import resolve
+
+    path, note = resolve(text)
+    if note:
+        print(f"cqopt: {note}", file=sys.stderr)
+    return path
+

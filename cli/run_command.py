@@ -92,8 +92,10 @@ def add_parsers(sub) -> None:
                     "round, observe its statistics, choose a plan from the chart (OM's "
                     "Algorithm 2), run it on Spark and write its result under --out, with a "
                     "round log and a report. A killed run resumes where it stopped.")
-    p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
-    p.add_argument("--workload", required=True, help="workload (TOML) of named queries")
+    p.add_argument("--catalog", type=options.input_file, required=True,
+                   help="stream catalog (TOML)")
+    p.add_argument("--workload", type=options.input_file, required=True,
+                   help="workload (TOML) of named queries")
     p.add_argument("--charts", required=True, metavar="DIR", help="chart set (cqopt build)")
     p.add_argument("--query", required=True, metavar="NAME", help="the query to run")
     p.add_argument("--source", action="append", metavar="STREAM=PATH",
