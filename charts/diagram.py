@@ -109,7 +109,7 @@ def choose_slices(chart, at: Mapping[str, float] | None = None,
     ----------
     chart : QueryChart
     at : mapping of str to float, optional
-        A value for some axes beyond the first two (``cqopt show --at``).
+        A value for some axes beyond the first two (``cqopt show --stat``).
     overlay : mapping of str to sequence of float, optional
         Points to be drawn over the diagram, one sequence per axis.
 
@@ -127,7 +127,7 @@ def choose_slices(chart, at: Mapping[str, float] | None = None,
     >>> axes = tuple(Axis(f"rate.{s}", 0.0, 100.0, 10) for s in "ABC")
     >>> chart = SimpleNamespace(spec=SimpleNamespace(axes=axes))
     >>> choose_slices(chart)
-    ([{'rate.C': 0}, {'rate.C': 3}, {'rate.C': 6}, {'rate.C': 9}], '4 of 10 slices of rate.C, evenly spaced (pick one with --at rate.C=VALUE)')
+    ([{'rate.C': 0}, {'rate.C': 3}, {'rate.C': 6}, {'rate.C': 9}], '4 of 10 slices of rate.C, evenly spaced (pick one with --stat rate.C=VALUE)')
     >>> choose_slices(chart, overlay={"rate.C": [55, 56, 57, 12]})
     ([{'rate.C': 1}, {'rate.C': 5}], '2 of 10 slices of rate.C: every one the path visits')
     """
@@ -162,7 +162,7 @@ def choose_slices(chart, at: Mapping[str, float] | None = None,
                 n = min(MAX_SLICES, axis.k)
                 choices.append(sorted({int(round(j)) for j in np.linspace(0, axis.k - 1, n)}))
                 notes.append(f"{len(choices[-1])} of {axis.k} slices of {name}, evenly spaced"
-                             + (f" (pick one with --at {name}=VALUE)"
+                             + (f" (pick one with --stat {name}=VALUE)"
                                 if len(choices[-1]) < axis.k else ""))
         elif visits is not None:
             choices.append([int(np.argmax(visits))])

@@ -271,7 +271,7 @@ def add_parsers(sub) -> None:
                         "hive, postgres, duckdb, ...), as explain --sql-out does")
     # The old spelling, kept for one release (--sql is the query in explain).
     p.add_argument("--sql", dest="sql_out", metavar="DIALECT", type=dialect,
-                   help=argparse.SUPPRESS)
+                   action=options.OldSpelling, new="--sql-out")
     p.set_defaults(run=cmd_choose)
 
     p = sub.add_parser(
@@ -292,6 +292,6 @@ def add_parsers(sub) -> None:
                    dest="at",
                    help="for 3+ axes: slice at this value of an axis beyond the first two")
     # The old spelling, kept for one release: --stat names a statistic everywhere else.
-    p.add_argument("--at", action="append", metavar="NAME=VALUE", type=parse_stat,
-                   dest="at", help=argparse.SUPPRESS)
+    p.add_argument("--at", metavar="NAME=VALUE", type=parse_stat, dest="at",
+                   action=options.OldSpelling, new="--stat", append=True)
     p.set_defaults(run=cmd_show)

@@ -187,3 +187,21 @@ def input_file(text: str) -> str:
         print(f"cqopt: {note}", file=sys.stderr)
     return path
 
+
+class OldSpelling(argparse.Action):
+    """An option's old spelling, kept unlisted for a release: it does what ``new`` does
+    (stores, or with ``append`` appends, to the same ``dest``) and says so once, in one
+    line on stderr, naming the spelling to use."""
+
+    def __init__(self, option_strings, dest, *, new: str, append: bool = False, **kwargs):
+        self.new, self.append, self.said = new, append, False
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if not self.said:
+            self.said = True
+            print(f"cqopt: warning: {option_string} is the old spelling of {self.new}, "
+                  "which it does the same as; it goes in a later release", file=sys.stderr)
+        if self.append:
+            values = [*(getattr(namespace, self.dest, None) or []), values]
+        setattr(namespace, self.dest, values)

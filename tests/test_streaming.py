@@ -111,6 +111,43 @@ def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path)
 
 
 @pytest.mark.spark
+def test_plan_sql_on_duckdb_gives_the_rows_a_run_of_the_same_trace_gives(spark, setting,
+                                                                          tmp_path):
+    """One round origin: round 0 starts at the first tuple, in cqopt run and in plan_sql's
+    SQL (which computes it as MIN(ts)); a trace whose first tuple is off the whole seconds
+    gives the same rows round by round in both. From ts 0 they would part."""
+    import duckdb
+
+    from cqopt.optimizer.plans.sql import ROUND_COLUMN, plan_sql
+    from cqopt.optimizer.rules.enumerate import enumerate_plans
+    from cqopt.spark.run import Source
+
+    trace = setting["trace"]
+    trace = trace[trace.ts < 3.0].assign(ts=trace.ts + 0.4)  # the first tuple at 0.401 s
+    write_trace_per_round(trace, tmp_path / "TCP", W)
+    result = _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")})
+    state = json.loads((tmp_path / "run" / "state.json").read_text())
+    assert state["start"] == float(trace.ts.min())
+    ran = {int(r): sorted(map(tuple, pd.read_parquet(
+        tmp_path / "run" / "results" / f"round-{r:06d}.parquet").itertuples(index=False)))
+        for r in result.rounds["round"]}
+    con = duckdb.connect()
+    con.register("TCP", trace)
+
+    def per_round(text: str) -> dict[int, list[tuple]]:
+        frame = con.execute(text).df()
+        return {r: sorted(map(tuple, frame[frame[ROUND_COLUMN] == r]
+                              .drop(columns=ROUND_COLUMN).itertuples(index=False)))
+                for r in ran}
+
+    for plan in enumerate_plans(setting["query"]):
+        text = plan_sql(plan, "duckdb", query=setting["query"])
+        assert "from the first tuple" in text.splitlines()[0]
+        assert per_round(text) == ran, plan.id
+    assert per_round(plan_sql(plan, "duckdb", query=setting["query"], start=0.0)) != ran
+
+
+@pytest.mark.spark
 def test_a_round_without_tuples_is_logged_and_the_run_goes_on(spark, setting, tmp_path):
     from cqopt.spark.run import Source
 
