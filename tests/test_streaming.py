@@ -108,6 +108,10 @@ def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path)
         (tmp_path / "run" / "report.md").read_text()
     assert report["policy"]["estimator"] == "sample:1"
     assert "- policy: estimator sample:1" in (tmp_path / "run" / "report.md").read_text()
+    # The timeline beside the report, linked from it.
+    assert report["timeline"] == "timeline.png"
+    assert (tmp_path / "run" / "timeline.png").read_bytes()[:4] == b"\x89PNG"
+    assert "](timeline.png)" in (tmp_path / "run" / "report.md").read_text()
 
 
 @pytest.mark.spark
@@ -623,3 +627,27 @@ def test_a_deadline_sheds_the_rounds_it_must_and_scales_counts(spark, setting, t
     summary = json.loads((tmp_path / "bounded" / "report.json").read_text())
     assert summary["deadline"]["shed_rounds"] == sum(k < 1.0 for k in kept.values())
     assert "deadline 0.3075 s per round" in (tmp_path / "bounded" / "report.md").read_text()
+
+
+def test_the_timeline_is_drawn_from_the_round_log_alone():
+    """Which plan ran when, its seconds against every shadowed plan's and the prediction,
+    and the lag: one panel each, from rounds.csv's columns."""
+    from cqopt.spark.run.timeline import timeline_figure
+
+    rounds = pd.DataFrame({"round": [0, 1, 2, 3], "plan": ["A", "A", "B", "A"],
+                           "plan_seconds": [0.2, 0.25, 0.1, 0.3], "lag_s": [0, 1.0, 2.0, 0],
+                           "shadow:A": [0.2, 0.25, 0.3, 0.3], "shadow:B": [0.3, 0.2, 0.1, 0.4],
+                           "shadow:C": [0.5, 0.5, 0.5, 0.5],
+                           "predicted:chosen": [0.21, 0.2, 0.12, 0.28]})
+    seconds, ran, lag = timeline_figure(rounds, "Q1").axes
+    lines = {line.get_label(): line.get_ydata().tolist() for line in seconds.get_lines()}
+    assert lines["C (shadow)"] == [0.5] * 4 and lines["B (shadow)"] == [0.3, 0.2, 0.1, 0.4]
+    assert lines["chosen plan, measured"] == [0.2, 0.25, 0.1, 0.3]
+    assert lines["chosen plan, predicted (engine model)"] == [0.21, 0.2, 0.12, 0.28]
+    assert [t.get_text() for t in ran.get_yticklabels()] == ["A", "B", "C"]
+    assert ran.collections[0].get_offsets()[:, 1].tolist() == [0, 0, 1, 0]  # B in round 2
+    assert lag.get_lines()[0].get_ydata().tolist() == [0, 1.0, 2.0, 0]
+    without = timeline_figure(rounds.drop(columns=["shadow:A", "shadow:B", "shadow:C",
+                                                   "predicted:chosen"]), "Q1")
+    assert [line.get_label() for line in without.axes[0].get_lines()] == [
+        "chosen plan, measured"]
