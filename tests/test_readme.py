@@ -81,3 +81,33 @@ def test_the_structured_streaming_block_runs_as_written(spark, repo_root, exampl
     # Q1 keeps TCP.src_host where TCP.dest_host = 2: the plan's rows, every file read.
     assert len(written) == int((tcp["dest_host"] == 2).sum()) > 0, plan.id
     assert "SELECT" in capsys.readouterr().out
+
+
+def test_the_duckdb_block_runs_as_written(repo_root, examples, tmp_path, monkeypatch, capsys):
+    """A plan's SQL on DuckDB over a whole trace: every round's rows, as the executor gives
+    them round by round (rounds from the first tuple, as cqopt run cuts them)."""
+    from cqopt.catalog import load_catalog
+    from cqopt.costmodel.reference_executor import execute
+    from cqopt.optimizer.query.logical import parse_query
+    from cqopt.replay.rounds import round_of
+    import pandas as pd
+
+    (block,) = [b for b in _python_blocks((repo_root / "README.md").read_text(encoding="utf-8"))
+                if "duckdb" in b]
+    monkeypatch.chdir(tmp_path)
+    assert main(["build", "--catalog", "examples/dec-pkt.toml", "--workload",
+                 "examples/workload.toml", "--out", "out/charts", "--engine", "local"]) == 0
+    argv = _generate_line(block)
+    assert argv[:1] == ["generate"] and main(argv + ["--quiet"]) == 0
+    scope: dict = {}
+    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 (the README's own code)
+    assert "count" in capsys.readouterr().out
+    rows, plan = scope["rows"], scope["plan"]
+    query = parse_query(scope["charts"]["Q2"].spec.sql, load_catalog(examples / "dec-pkt.toml"))
+    data = {s: pd.read_parquet(tmp_path / "out" / "traces" / f"{s}.parquet")
+            for s in query.stream_names}
+    start = min(float(f.ts.min()) for f in data.values())
+    for r in (0, 7):  # two rounds, by the executor
+        windows = {s: f[[round_of(t, start, 1.0) == r for t in f.ts]] for s, f in data.items()}
+        assert (rows.cqopt_round == r).sum() == len(execute(plan, query, windows).result)
+    assert len(rows) > 0

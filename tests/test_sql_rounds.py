@@ -301,3 +301,20 @@ def test_rounds_start_at_the_first_tuple_unless_given():
     assert computed == given and given
     assert per_round(con.execute(plan_sql(plan, "duckdb", query=query, start=0.0)).df()) \
         != given
+
+
+@pytest.mark.slow
+def test_the_duckdb_script_runs_as_the_readme_lists_it(repo_root, tmp_path):
+    """The README lists ``scripts/sql_rounds_duckdb.py`` without arguments: it generates
+    its own trace, and the rounds SQL gives every plan the reference executor's rows."""
+    import subprocess
+    import sys
+
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    (listed,) = re.findall(r"^\| `(scripts/sql_rounds_duckdb\.py[^`]*)` \|", readme, re.M)
+    done = subprocess.run([sys.executable, *listed.split()], cwd=repo_root, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = [int(n) for n in re.findall(r"rounds SQL (\d+) rows", done.stdout)]
+    reference = int(re.search(r"one by one: (\d+) rows", done.stdout).group(1))
+    assert len(counts) >= 2 and set(counts) == {reference} and reference > 0, done.stdout
