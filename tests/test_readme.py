@@ -111,3 +111,27 @@ def test_the_duckdb_block_runs_as_written(repo_root, examples, tmp_path, monkeyp
         windows = {s: f[[round_of(t, start, 1.0) == r for t in f.ts]] for s, f in data.items()}
         assert (rows.cqopt_round == r).sum() == len(execute(plan, query, windows).result)
     assert len(rows) > 0
+
+
+def test_the_readme_places_cqopt_beside_aqe_defines_its_words_and_keeps_cells_short(
+        repo_root):
+    """A Spark user's first question (AQE), the reports' two words defined where a reader
+    starts, and tables a reader can scan: no cell over 300 characters."""
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    assert "adaptive query execution (AQE)" in readme
+    aqe = readme[readme.index("### cqopt and Spark's adaptive query execution"):]
+    aqe = aqe[:aqe.index("\n#")]
+    for said in ("shuffle", "join order", "before each round", "precomputed", "hints"):
+        assert said in aqe, said
+    assert re.search(r"\*\*Regret\*\*: [^*]*minus 1", readme)
+    assert re.search(r"\*\*Fidelity\*\*: the share of rounds", readme)
+    assert readme.index("**Regret**") < readme.index("## Using it")
+    cells = [cell for line in readme.splitlines() if line.startswith("|")
+             for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+    assert cells and max(map(len, cells)) <= 300, max(cells, key=len)[:120]
+    # every command of the table has its details, its synopsis first
+    from cqopt.cli.main import EXAMPLES
+
+    for command in EXAMPLES:
+        assert f"[`cqopt {command}`](#cqopt-{command})" in readme
+        assert f"#### cqopt {command}\n\n```\ncqopt {command} " in readme
