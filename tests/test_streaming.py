@@ -651,3 +651,32 @@ def test_the_timeline_is_drawn_from_the_round_log_alone():
                                                    "predicted:chosen"]), "Q1")
     assert [line.get_label() for line in without.axes[0].get_lines()] == [
         "chosen plan, measured"]
+
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Spark must not start: a check that needs none is made before it."""
+    import cqopt.spark.session
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(cqopt.spark.session, "running_session", refuse)
+
+
+def test_a_rate_source_without_a_trigger_is_refused_before_spark(run_args, no_spark, capsys):
+    err = _error(run_args("--source", "TCP=rate:500"), capsys)
+    assert "needs a processing-time trigger (--trigger SECONDS)" in err
+
+
+def test_a_run_folder_of_another_query_is_refused_before_spark(run_args, no_spark, tmp_path,
+                                                               capsys):
+    """The folder's state.json names its query: read before Spark starts, not after."""
+    (tmp_path / "TCP").mkdir()
+    pd.DataFrame({"ts": [0.5], "src_host": [1], "dest_host": [2], "src_port": [1],
+                  "dest_port": [1], "bytes": [1]}).to_parquet(tmp_path / "TCP" / "a.parquet")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "state.json").write_text(json.dumps(
+        {"version": 2, "query": "Q2", "sql": "SELECT * FROM TCP, UDP, SF", "start": 0.0}))
+    err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
+    assert "holds a run with another query ('Q2', now 'Q1')" in err and "new --out" in err
