@@ -68,13 +68,15 @@ def timeline_figure(rounds: pd.DataFrame, query: str) -> Figure:
             seconds.plot(x, rounds[column], color=colour[plan], lw=1.2, alpha=0.75,
                          label=f"{plan} (shadow)")
     seconds.plot(x, rounds["plan_seconds"], color="black", lw=2, marker="o", ms=4,
-                 label="chosen plan, measured")
+                 label="chosen plan, measured")  # with its result written; shadows: noop sink
     if PREDICTED in rounds and rounds[PREDICTED].notna().any():
         seconds.plot(x, rounds[PREDICTED], color="black", lw=1.5, ls="--",
                      label="chosen plan, predicted (engine model)")
     seconds.set_ylabel("seconds")
     seconds.set_ylim(bottom=0)
-    seconds.legend(fontsize=LABEL_SIZE - 2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    # Above the panel, so the panels keep the figure's width.
+    seconds.legend(fontsize=LABEL_SIZE - 2, loc="lower left", bbox_to_anchor=(0.0, 1.01),
+                   ncols=2, frameon=False)
     row = {plan: i for i, plan in enumerate(plans)}
     ran.scatter(x, [row[p] for p in rounds["plan"]], c=[colour[p] for p in rounds["plan"]],
                 marker="s", s=40)
@@ -93,7 +95,8 @@ def timeline_figure(rounds: pd.DataFrame, query: str) -> Figure:
     if len(x) and np.ptp(x) < 20:
         lag.set_xticks(x)
     fig.suptitle(f"{query}: which plan ran when, its seconds against the other plans' and "
-                 "the prediction, and the lag", fontsize=LABEL_SIZE)
+                 "the prediction, and the lag\n(measured: the chosen plan run and its result "
+                 "written; shadow: each plan timed into a no-op sink)", fontsize=LABEL_SIZE)
     return fig
 
 
