@@ -23,6 +23,8 @@ True
 >>> import cqopt.charts.lookup
 >>> cqopt.load is cqopt.charts.lookup.load
 True
+>>> [n for n in dir(cqopt) if not n.startswith("__")][:4]
+['AdaptiveQuery', 'Catalog', 'ChartSet', 'Choice']
 """
 
 from __future__ import annotations
@@ -75,4 +77,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    # The public names and the module's own dunders; not the helpers this file imports.
+    return sorted(set(__all__) | {n for n in globals() if n.startswith("__")})

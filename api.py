@@ -854,7 +854,9 @@ def run(catalog: PathLike | Catalog, workload: PathLike | Workload, charts: Path
     matched = match_sources(sources, parsed.stream_names, query, settings.trigger,
                             list(catalog.streams))
     check_source_files(matched.values(), catalog)
-    check_run_folder(Path(out))
+    # A folder of another query's run is refused here, before Spark starts; the loop
+    # checks the rest of the run's identity (its sources, its round) when it opens it.
+    check_run_folder(Path(out), {"query": query, "sql": parsed.sql})
     say = progress if callable(progress) else (
         (lambda line: print(line, file=sys.stderr, flush=True)) if progress else
         (lambda _: None))

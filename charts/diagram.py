@@ -43,6 +43,10 @@ MAX_SLICES = 4
 LEGEND_ID_CHARS = 40  # a longer plan id is cut in the legend; `cqopt show --plans` has it whole
 
 
+FONT_SIZE = 10.0  # points, a one-column diagram's text
+TWO_COLUMN_SCALE = 1.4  # a two-column diagram's, relative
+
+
 def axis_label(statistic: str) -> str:
     return f"{statistic} ({UNITS[split_name(statistic)[0]]})"
 
@@ -110,7 +114,7 @@ def choose_slices(chart, at: Mapping[str, float] | None = None,
     ----------
     chart : QueryChart
     at : mapping of str to float, optional
-        A value for some axes beyond the first two (``cqopt show --at``).
+        A value for some axes beyond the first two (``cqopt show --stat``).
     overlay : mapping of str to sequence of float, optional
         Points to be drawn over the diagram, one sequence per axis.
 
@@ -128,7 +132,7 @@ def choose_slices(chart, at: Mapping[str, float] | None = None,
     >>> axes = tuple(Axis(f"rate.{s}", 0.0, 100.0, 10) for s in "ABC")
     >>> chart = SimpleNamespace(spec=SimpleNamespace(axes=axes))
     >>> choose_slices(chart)
-    ([{'rate.C': 0}, {'rate.C': 3}, {'rate.C': 6}, {'rate.C': 9}], '4 of 10 slices of rate.C, evenly spaced (pick one with --at rate.C=VALUE)')
+    ([{'rate.C': 0}, {'rate.C': 3}, {'rate.C': 6}, {'rate.C': 9}], '4 of 10 slices of rate.C, evenly spaced (pick one with --stat rate.C=VALUE)')
     >>> choose_slices(chart, overlay={"rate.C": [55, 56, 57, 12]})
     ([{'rate.C': 1}, {'rate.C': 5}], '2 of 10 slices of rate.C: every one the path visits')
     """
@@ -163,7 +167,7 @@ def choose_slices(chart, at: Mapping[str, float] | None = None,
                 n = min(MAX_SLICES, axis.k)
                 choices.append(sorted({int(round(j)) for j in np.linspace(0, axis.k - 1, n)}))
                 notes.append(f"{len(choices[-1])} of {axis.k} slices of {name}, evenly spaced"
-                             + (f" (pick one with --at {name}=VALUE)"
+                             + (f" (pick one with --stat {name}=VALUE)"
                                 if len(choices[-1]) < axis.k else ""))
         elif visits is not None:
             choices.append([int(np.argmax(visits))])
@@ -254,6 +258,9 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
     slices, note = choose_slices(chart, at, overlay)
     cols = min(len(slices), 2)
     rows = -(-len(slices) // cols)
+    # Two columns make a figure about 1040 px wide, which a report shows at 800 px and
+    # less: its text is drawn larger, so that it stays readable (11 px or more) there.
+    size = FONT_SIZE * (1.0 if cols == 1 else TWO_COLUMN_SCALE)
     fig = Figure(figsize=(5.0 * cols + 0.4, 3.9 * rows + 0.28 * len(numbered) / cols + 1.3),
                  layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
@@ -276,22 +283,24 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
         ax.pcolormesh(x_axis.edges(), y_edges, rgb[..., :3], shading="flat")
         if getattr(chart, "leaves", None) is not None:
             _draw_leaves(ax, chart, point)
-        ax.set_xlabel(axis_label(x_axis.statistic))
+        ax.tick_params(labelsize=size)
+        ax.set_xlabel(axis_label(x_axis.statistic), fontsize=size)
         if y_axis:
-            ax.set_ylabel(axis_label(y_axis.statistic))
+            ax.set_ylabel(axis_label(y_axis.statistic), fontsize=size)
         else:
             ax.set_yticks([])
         where = ", ".join(f"{s} = {by_name[s].centroids()[i]:.4g}" for s, i in point.items())
         if path is not None and len(path[x_axis.statistic]):
             where += _draw_path(ax, path, point, by_name, x_axis, y_axis)
         if where:
-            ax.set_title(where, fontsize=9)
+            ax.set_title(where, fontsize=size * 0.9)
     for ax in axes[len(slices):]:
         ax.set_visible(False)
     handles = [Patch(color=colours[i], label=plan_label(number[i], share, plans[i].id))
                for i, share in numbered if i in used]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(cols + 1, len(handles)),
-               title="plan (share of the chart's area)", fontsize=8, title_fontsize=9)
+               title="plan (share of the chart's area)", fontsize=size * 0.8,
+               title_fontsize=size * 0.9)
     weights = ", ".join(f"{w:g}" for w in spec.weights)
     leaves = getattr(chart, "leaves", None)
     shape = f"k = {x_axis.k}" if leaves is None else \
@@ -306,7 +315,7 @@ def plan_diagram(chart, out: str | Path, *, at: Mapping[str, float] | None = Non
         lines.append(f"fixed: {fixed_text(spec)}")
     if note:
         lines.append(f"shown: {note}")
-    fig.suptitle("\n".join(lines), fontsize=10)
+    fig.suptitle("\n".join(lines), fontsize=size)
     image = io.BytesIO()
     fig.savefig(image, format=out.suffix.lower().lstrip(".") or "png", dpi=dpi)
     return write_owned(out, image.getvalue())

@@ -91,6 +91,19 @@ class Choices:
     def plan_ids(self) -> np.ndarray:
         return np.asarray([p.id for p in self.plans], dtype=object)[self.plan_index]
 
+    def __repr__(self) -> str:
+        """Rows, plans and clamps counted, not the arrays (``plan_ids`` has every row's).
+
+        >>> from types import SimpleNamespace
+        >>> Choices((SimpleNamespace(id="A"), SimpleNamespace(id="B")), np.array([0, 1, 0]),
+        ...         np.zeros((3, 1), int), np.array([False, True, False]))
+        Choices(3 rows: A x2, B x1; 1 clamped)
+        """
+        counts = np.bincount(self.plan_index, minlength=len(self.plans))
+        plans = ", ".join(f"{p.id} x{n}" for p, n in zip(self.plans, counts) if n)
+        return (f"Choices({len(self.plan_index)} rows: {plans or 'none'}; "
+                f"{int(np.count_nonzero(self.clamped))} clamped)")
+
 
 @dataclass(frozen=True)
 class Staleness:

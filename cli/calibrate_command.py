@@ -76,7 +76,8 @@ def add_parsers(sub) -> None:
                     "Spark's per-job fixed cost, reported), and write a copy of the catalog "
                     "whose [operators] hold the measured rates. An existing --out is replaced "
                     "only if cqopt wrote it and nobody edited it since.")
-    p.add_argument("--catalog", required=True, help="stream catalog (TOML) to calibrate")
+    p.add_argument("--catalog", type=options.input_file, required=True,
+                   help="stream catalog (TOML) to calibrate")
     p.add_argument("--out", required=True, metavar="CATALOG2", help="catalog (TOML) to write")
     p.add_argument("--master", type=options.master, default="local[*]",
                    help="Spark master URL (default local[*])")

@@ -211,8 +211,10 @@ def add_parsers(sub) -> None:
                     "every chart region and store the cheapest, as a chart set directory "
                     "(manifest.json + Parquet). Runs on Spark (--master, default local[*]) "
                     "or in this process (--engine local).")
-    p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
-    p.add_argument("--workload", required=True, help="workload (TOML) of named queries")
+    p.add_argument("--catalog", type=options.input_file, required=True,
+                   help="stream catalog (TOML)")
+    p.add_argument("--workload", type=options.input_file, required=True,
+                   help="workload (TOML) of named queries")
     p.add_argument("--out", required=True, metavar="DIR", help="chart set directory to write")
     p.add_argument("--k", type=whole_number,
                    help="regions per axis, for every query (default: the workload's, else 10)")
@@ -258,7 +260,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--query", required=True, metavar="NAME", help="query name")
     p.add_argument("--stat", action="append", metavar="NAME=VALUE", type=parse_stat,
                    help="a statistic, e.g. rate.TCP=500 (repeat for each chart axis)")
-    p.add_argument("--catalog", metavar="CATALOG",
+    p.add_argument("--catalog", type=options.input_file, metavar="CATALOG",
                    help="refuse charts built from a catalog with other costs (see "
                         "--allow-stale)")
     p.add_argument("--allow-stale", action="store_true",
@@ -270,7 +272,7 @@ def add_parsers(sub) -> None:
                         "hive, postgres, duckdb, ...), as explain --sql-out does")
     # The old spelling, kept for one release (--sql is the query in explain).
     p.add_argument("--sql", dest="sql_out", metavar="DIALECT", type=dialect,
-                   help=argparse.SUPPRESS)
+                   action=options.OldSpelling, new="--sql-out")
     p.set_defaults(run=cmd_choose)
 
     p = sub.add_parser(
@@ -292,6 +294,6 @@ def add_parsers(sub) -> None:
                    dest="at",
                    help="for 3+ axes: slice at this value of an axis beyond the first two")
     # The old spelling, kept for one release: --stat names a statistic everywhere else.
-    p.add_argument("--at", action="append", metavar="NAME=VALUE", type=parse_stat,
-                   dest="at", help=argparse.SUPPRESS)
+    p.add_argument("--at", metavar="NAME=VALUE", type=parse_stat, dest="at",
+                   action=options.OldSpelling, new="--stat", append=True)
     p.set_defaults(run=cmd_show)

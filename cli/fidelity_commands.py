@@ -112,7 +112,8 @@ def add_parsers(sub) -> None:
         description="Write one trace per stream: bursty arrivals (a Markov-modulated Poisson "
                     "process, or real inter-arrival times from a file) and Zipf-skewed values "
                     "whose mix drifts, so that rates and selectivities move.")
-    p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
+    p.add_argument("--catalog", type=options.input_file, required=True,
+                   help="stream catalog (TOML)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the traces")
     p.add_argument("--streams", metavar="A,B", help="streams to generate (default: all)")
     p.add_argument("--duration", type=number(above=0), default=600.0,
@@ -148,8 +149,10 @@ def add_parsers(sub) -> None:
                     "each query's chart with estimated statistics, and report how often the "
                     "chosen plan was the truly cheapest, against RAND, RATE and ORACLE-CHART, "
                     "with a k sweep, as report.md and report.html with figures.")
-    p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
-    p.add_argument("--workload", required=True, help="workload (TOML) of named queries")
+    p.add_argument("--catalog", type=options.input_file, required=True,
+                   help="stream catalog (TOML)")
+    p.add_argument("--workload", type=options.input_file, required=True,
+                   help="workload (TOML) of named queries")
     p.add_argument("--charts", metavar="DIR",
                    help="chart set to replay (default: build the charts locally)")
     p.add_argument("--trace", action="append", metavar="STREAM=PATH",

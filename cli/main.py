@@ -226,11 +226,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _add_query_source(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--catalog", required=True, metavar="CATALOG",
+    p.add_argument("--catalog", type=options.input_file, required=True, metavar="CATALOG",
                    help="stream catalog (TOML), e.g. examples/dec-pkt.toml")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--sql", metavar="QUERY", help="a CQL query text")
-    src.add_argument("--workload", metavar="W", help="workload file (TOML) of named queries")
+    src.add_argument("--workload", type=options.input_file, metavar="W",
+                     help="workload file (TOML) of named queries")
     p.add_argument("--query", metavar="NAME",
                    help="with --workload: the query to use (default: every query)")
 
@@ -238,7 +239,10 @@ def _add_query_source(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="cqopt",
-        description="Cost-based optimizer for continuous queries over data streams.")
+        description="Cost-based optimizer for continuous queries over data streams. A "
+                    "--catalog or --workload examples/NAME that is not in this folder is the "
+                    "example bundled with cqopt, said on stderr, so every command's example "
+                    "runs from any folder.")
     parser.add_argument("--version", action="version", version=f"cqopt {cqopt.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     p = sub.add_parser(
@@ -277,47 +281,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Every subcommand's help ends with a worked example (tests check that each has one).
+# Every subcommand's help ends with a worked example (tests check that each has one), that
+# runs as written from any folder: examples/NAME is the bundled example when this folder has
+# none (said on stderr), everything is written under out/, and an example that reads what
+# another writes names it ("run cqopt build's example first").
 EXAMPLES = {
     "explain": """\
-example:
+examples (the second reads out/traces: run cqopt generate's example first):
   cqopt explain --catalog examples/dec-pkt.toml \\
       --sql "SELECT * FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]" --stat rate.TCP=500
   cqopt explain --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
-      --query Q1 --analyze traces --round 3""",
+      --query Q1 --analyze out/traces --round 3""",
     "build": """\
-example:
+example (writes out/charts, which the examples of choose, show, fidelity and run read):
   cqopt build --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
-      --out charts --engine local""",
+      --out out/charts --engine local""",
     "choose": """\
-example:
-  cqopt choose --charts charts --query Q1 --stat rate.TCP=500 --stat sel.TCP=0.3""",
+example (reads out/charts: run cqopt build's example first):
+  cqopt choose --charts out/charts --query Q1 --stat rate.TCP=500 --stat sel.TCP=0.3""",
     "show": """\
-example:
-  cqopt show --charts charts --query Q2 --out q2.png --stat rate.SF=300""",
+example (reads out/charts: run cqopt build's example first):
+  cqopt show --charts out/charts --query Q2 --out out/q2.png --stat rate.SF=300""",
     "generate": """\
-example:
-  cqopt generate --catalog examples/dec-pkt.toml --out traces --duration 60 \\
+example (writes out/traces, which the examples of explain and fidelity read):
+  cqopt generate --catalog examples/dec-pkt.toml --out out/traces --duration 60 \\
       --steady TCP.src_host --steady UDP.dest_host --steady SF.dest_host""",
     "fidelity": """\
 examples (--traces DIR, or one --trace STREAM=PATH per stream instead; the second adds
-a deadline per round, shared by the queries, and a memory budget, all replayed):
+a deadline per round, shared by the queries, and a memory budget, all replayed; both
+read out/charts and out/traces: run cqopt build's and cqopt generate's examples first):
   cqopt fidelity --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
-      --charts charts --traces traces --out report
+      --charts out/charts --traces out/traces --out out/report
   cqopt fidelity --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
-      --charts charts --traces traces --out report-overload --k-sweep none \\
+      --charts out/charts --traces out/traces --out out/report-overload --k-sweep none \\
       --deadline 0.8 --negotiate --memory-budget 40k""",
     "calibrate": """\
-examples (operator rates timed on Spark; the engine model fitted to a run's plan times):
-  cqopt calibrate --catalog examples/dec-pkt.toml --out calibrated.toml
-  cqopt calibrate --catalog examples/dec-pkt.toml --from-run run --out engine.toml""",
+examples (operator rates timed on Spark; the engine model fitted to a run's plan times,
+from out/run: run cqopt run's example first):
+  cqopt calibrate --catalog examples/dec-pkt.toml --out out/calibrated.toml
+  cqopt calibrate --catalog examples/dec-pkt.toml --from-run out/run --out out/engine.toml""",
     "run": """\
 example (each --source a directory of round files, as generate --file-per-round writes;
---shadow also times every candidate plan, which cqopt calibrate --from-run fits):
+--shadow also times every candidate plan, which cqopt calibrate --from-run fits; reads
+out/charts: run cqopt build's example first):
   cqopt generate --catalog examples/dec-pkt.toml --streams TCP --duration 20 \\
-      --file-per-round 1 --out rounds
+      --file-per-round 1 --out out/rounds
   cqopt run --catalog examples/dec-pkt.toml --workload examples/workload.toml \\
-      --charts charts --query Q1 --source TCP=rounds/TCP --out run --shadow""",
+      --charts out/charts --query Q1 --source TCP=out/rounds/TCP --out out/run --shadow""",
 }
 
 

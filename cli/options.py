@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -195,3 +196,35 @@ def pairs(items: list[str] | None, option: str) -> dict[str, str]:
             raise CqoptError(f"{option} {item!r}: expected STREAM=VALUE")
         out[key] = value
     return out
+
+
+def input_file(text: str) -> str:
+    """An argparse ``type`` for a catalog or workload: the path, or the bundled example
+    it names (``examples/dec-pkt.toml``) when no such file is here, said on stderr in
+    one line (:func:`cqopt.examples.resolve`), so the help examples run from any folder.
+    """
+    from cqopt.examples import resolve
+
+    path, note = resolve(text)
+    if note:
+        print(f"cqopt: {note}", file=sys.stderr)
+    return path
+
+
+class OldSpelling(argparse.Action):
+    """An option's old spelling, kept unlisted for a release: it does what ``new`` does
+    (stores, or with ``append`` appends, to the same ``dest``) and says so once, in one
+    line on stderr, naming the spelling to use."""
+
+    def __init__(self, option_strings, dest, *, new: str, append: bool = False, **kwargs):
+        self.new, self.append, self.said = new, append, False
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if not self.said:
+            self.said = True
+            print(f"cqopt: warning: {option_string} is the old spelling of {self.new}, "
+                  "which it does the same as; it goes in a later release", file=sys.stderr)
+        if self.append:
+            values = [*(getattr(namespace, self.dest, None) or []), values]
+        setattr(namespace, self.dest, values)

@@ -138,8 +138,10 @@ def add_parsers(sub) -> None:
                     "round, observe its statistics, choose a plan from the chart (OM's "
                     "Algorithm 2), run it on Spark and write its result under --out, with a "
                     "round log and a report. A killed run resumes where it stopped.")
-    p.add_argument("--catalog", required=True, help="stream catalog (TOML)")
-    p.add_argument("--workload", required=True, help="workload (TOML) of named queries")
+    p.add_argument("--catalog", type=options.input_file, required=True,
+                   help="stream catalog (TOML)")
+    p.add_argument("--workload", type=options.input_file, required=True,
+                   help="workload (TOML) of named queries")
     p.add_argument("--charts", required=True, metavar="DIR", help="chart set (cqopt build)")
     p.add_argument("--query", action="append", metavar="NAME",
                    help="a query to run (repeatable); default every query of the workload, "

@@ -12,7 +12,9 @@ and if not, what to try) with the settings that produced it. Per query follow th
 details, the table of the chart against every baseline, the k sweep, the
 plan diagram with the path of the estimates, fidelity over time, the plans
 P1…Pn; at the end the inputs and a glossary of every term the page uses
-(:data:`GLOSSARY`).
+(:data:`cqopt.replay.glossary.GLOSSARY`), each term linked to it where it first
+appears. ``report.html`` is one file: its figures are inlined (``data:`` URIs);
+``report.md`` links ``figures/``.
 
 Every verdict names the unit its totals are in (:mod:`cqopt.replay.verdict`,
 which words the run report's verdicts too), and says so where the chart's
@@ -28,6 +30,7 @@ model was never checked against the engine:
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import re
@@ -39,6 +42,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from cqopt.charts.diagram import fixed_text, plan_numbers, plan_diagram
+from cqopt.replay.glossary import anchor, glossary_entries, glossary_terms, link_first
 from cqopt.replay.replay import BASELINES, Replay, fidelity_over_time, off_chart_line
 from cqopt.replay.verdict import replay_verdict
 
@@ -46,115 +50,6 @@ TEMPLATES = Path(__file__).parent / "templates"
 LABELS = {"chart": "chart (estimated)", "oracle_chart": "ORACLE-CHART", "rand": "RAND",
           "rate": "RATE", "best_static": "BEST-STATIC"}
 OVER_TIME_POINTS = 24  # buckets of the fidelity-over-time figure, whatever the trace's length
-
-# Every term the report uses, defined once; the tables' headers and method names are
-# looked up here (tests check that none is missing). A term may have other names.
-GLOSSARY: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("verdict",), "whether the chart's plans cost less in total than the best fixed plan "
-                   "in hindsight (BEST-STATIC), in one sentence per query that names its "
-                   "unit."),
-    (("unit",), "what the totals a verdict compares count: the chart's model's utility "
-                "(OM's and PIPES' weighted rate and memory, a number that is not time), "
-                "predicted seconds (a chart of the engine model), or measured seconds on "
-                "Spark (cqopt run --shadow times every plan). A model never checked against "
-                "Spark says so."),
-    (("method",), "how a round's plan was chosen: the chart, or one of the baselines below."),
-    (("chart (estimated)",), "the chart as it runs: each round's statistics are estimated "
-                             "(by default measured on a sample of the round's own tuples; "
-                             "with --estimator decay, predicted from earlier rounds) and the "
-                             "chart's plan at the estimate runs."),
-    (("ORACLE-CHART",), "the same chart looked up at each round's actual statistics: what "
-                        "the chart would do with perfect estimates."),
-    (("RAND",), "a plan drawn at random every round (seeded): the floor."),
-    (("RATE",), "one plan chosen once, at the mean statistics of the first rounds, and "
-                "never switched: what a static optimizer does."),
-    (("BEST-STATIC",), "the one fixed plan with the lowest total cost over the whole trace, "
-                       "known only in hindsight: no fixed plan does better."),
-    (("regret",), "the total cost of the plans a method ran over the total cost of the "
-                  "per-round optimal plans, minus 1 (0 is perfect; 0.05 means 5% more "
-                  "cost than always choosing right)."),
-    (("mean regret",), "the mean over rounds of cost(chosen) / cost(optimal) - 1; unlike "
-                       "regret, a round whose optimum costs almost nothing weighs as much as "
-                       "any other."),
-    (("fidelity",), "the share of rounds in which the method's plan was the optimal one "
-                    "(ties count)."),
-    (("within 1%", "near fidelity"), "the share of rounds in which the method's plan cost "
-                                     "at most 1% more than the optimal one."),
-    (("oracle fidelity",), "ORACLE-CHART's fidelity for that k."),
-    (("headroom",), "BEST-STATIC's regret: the most any switching between plans can save "
-                    "on this trace. Below 0.1%, no chart can help."),
-    (("off-chart rounds",), "rounds whose statistics the chart does not cover (an axis "
-                            "out of its range, a fixed statistic more than 2x off): every "
-                            "plan was costed at them and the cheapest ran."),
-    (("moves",), "rounds in which the estimate fell in another chart region than the round "
-                 "before."),
-    (("switches",), "rounds in which the running plan changed; a switch hands the join "
-                    "state over to the new plan."),
-    (("estimation miss",), "a round the chart missed although ORACLE-CHART hit: the "
-                           "estimate, not the chart, was wrong."),
-    (("discretization miss",), "a round both the chart and ORACLE-CHART missed: the chart's "
-                               "regions are too coarse (or the model ties) there."),
-    (("undefined rounds",), "rounds in which every plan costs infinitely much (an unbounded "
-                            "window): no plan is right, and they are left out of every "
-                            "score."),
-    (("k",), "the number of regions per axis of the chart."),
-    (("cells",), "the chart's regions: k to the power of its number of axes."),
-    (("plans used",), "how many plans the chart holds in at least one region."),
-    (("plan",), "a plan the chart holds, numbered P1…Pn by its share of the chart's area, "
-                "P1 the largest (as in Picasso's plan diagrams)."),
-    (("share of area",), "the fraction of the chart's regions in which the plan is the "
-                         "cheapest."),
-    (("join order and operators",), "the plan's id: its join order, and σ (selection) and "
-                                    "π (projection) in the order they run; cqopt show "
-                                    "--plans prints the whole tree."),
-    (("estimator",), "how a round's statistics are estimated: sample (the default) "
-                     "measures them on a simple random sample of the round's own tuples, as "
-                     "RTStream does; decay, holt, median, ... predict them from the rounds "
-                     "before it, as OM does."),
-    (("choice",), "point: the chart's plan at the estimate (OM); expected: the plan of "
-                  "lowest expected cost over recent estimation errors."),
-    (("fallback",), "with --fallback N, the best fixed plan of the last N rounds runs while "
-                    "it beats the chart."),
-    (("hysteresis",), "how long the current plan is held before switching: none, margin "
-                      "(another plan must win by a margin for some rounds), or priced "
-                      "(the saving must pay for handing the join state over)."),
-    (("model",), "the cost model the chart was built with (OM, PIPES or the engine's "
-                 "seconds)."),
-    (("deadline",), "with --deadline: the seconds each round may take; the chosen plan's "
-                    "seconds are predicted by the engine model, and a round predicted to "
-                    "overrun keeps only the share of its input that fits (the rest shed at "
-                    "the inputs)."),
-    (("run", "without shedding", "with shedding"), "without shedding, every tuple runs; "
-                                                   "with shedding, each round keeps the share "
-                                                   "of its input that fits the deadline."),
-    (("rounds missing the deadline",), "the share of rounds whose predicted seconds exceed "
-                                       "the deadline."),
-    (("rounds shed",), "the share of rounds that dropped input to fit the deadline."),
-    (("tuples shed",), "the tuples dropped at the inputs, and their share of all tuples."),
-    (("QoS", "full QoS", "negotiated QoS"), "with --negotiate: every query at its full "
-                                            "input, or at the common QoS level RTStream's "
-                                            "negotiation lowered until every query finishes "
-                                            "by the shared deadline."),
-    (("average quality",), "RTStream's measure: the mean over queries and rounds of each "
-                           "query's quality by its input/quality table (the share kept "
-                           "without one), a miss counting 0."),
-    (("lowest level",), "the lowest common QoS level the negotiation chose in any round "
-                        "(1: full input)."),
-    (("memory budget",), "with --memory-budget: the bytes every replayed query may hold "
-                         "together; PIPES' resource manager shrinks every window to the same "
-                         "fraction of its range in the rounds that would exceed it."),
-    (("windows", "full windows", "adapted windows"), "each query's window as written, or as "
-                                                     "PIPES' resource manager set it."),
-    (("rounds over the budget",), "rounds whose predicted memory exceeds the budget."),
-    (("peak memory",), "the most the queries hold together in any round, as the chart's "
-                       "cost model predicts it."),
-    (("window fraction",), "f, the common fraction of every query's window range "
-                           "[least, own] (1: every window as written)."),
-    (("largest promised error",), "for a COUNT: the largest relative error the shedding "
-                                  "promises at confidence 1 - delta (Babcock et al.: "
-                                  "epsilon = C / p); other queries get none."),
-    (("weights",), "the utility weights of the cost model's terms (rate, memory[, CPU])."),
-)
 
 
 DEADLINE_HEADERS = ("run", "rounds missing the deadline", "rounds shed", "tuples shed",
@@ -302,11 +197,6 @@ def alarm_line(alarm: dict[str, str], who: str = "") -> str:
 def _labelled(alarms) -> list[dict[str, str]]:
     labelled = [{"label": a.get("severity", "Warning"), "message": a["message"]} for a in alarms]
     return sorted(labelled, key=lambda a: a["label"] != "ALARM")
-
-
-def glossary_terms() -> set[str]:
-    """Every name :data:`GLOSSARY` defines."""
-    return {name for names, _ in GLOSSARY for name in names}
 
 
 def summary_json(replays: dict[str, Replay]) -> dict[str, Any]:
@@ -496,6 +386,15 @@ def _settings(chart) -> str:
 
 
 POLICY_KEYS = ("estimator", "choice", "off-chart", "fallback", "hysteresis")
+# The terms the first screen names, linked to the glossary under the verdicts.
+FIRST_TERMS = ("cost", "unit", "regret", "fidelity", "headroom", "BEST-STATIC")
+
+
+def data_uri(path: Path) -> str:
+    """An image file as a ``data:`` URI, so ``report.html`` holds its figures itself."""
+    kind = {".png": "image/png", ".svg": "image/svg+xml"}.get(path.suffix.lower(),
+                                                               "application/octet-stream")
+    return f"data:{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
 def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
@@ -522,7 +421,7 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
     figures = out / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     policy = {k: meta[k] for k in POLICY_KEYS if k in meta}
-    queries = []
+    queries, linked = [], {anchor(t) for t in FIRST_TERMS}  # the first screen links these
     for name, replay in replays.items():
         chart, s, sweep = charts[name], replay.summary, sweeps.get(name)
         if sweep is not None and not len(sweep):
@@ -572,16 +471,19 @@ def report_summary(out: Path, replays: dict[str, Replay], charts: dict,
             details += " " + off_chart_line(s)
         queries.append({
             "name": name, "verdict": verdict_sentence(s, policy, sweep),
-            "settings": _settings(chart), "details": details, "tables": tables,
+            "settings": _settings(chart), "details": details,
+            "tables": link_first(tables, linked),
             # Statistics the chart does not cover (replay/coverage.py): on the first screen.
             "alarms": query_alarms(s),
             "figures": [{"src": path.relative_to(out).as_posix(), "alt": f"{name}: {caption}",
-                         "caption": caption} for path, caption in images]})
+                         "caption": caption, "inline": data_uri(path)}
+                        for path, caption in images]})
     return {"title": "cqopt fidelity report", "alarms": shared_alarms(replays),
             "policy": [(k, str(v)) for k, v in policy.items()],
             "inputs": [(k, str(v)) for k, v in meta.items() if k not in policy],
             "queries": queries,
-            "glossary": [{"names": names, "text": text} for names, text in GLOSSARY]}
+            "terms": [(term, anchor(term)) for term in FIRST_TERMS],
+            "glossary": glossary_entries()}
 
 
 def _numeric(text: str) -> bool:
@@ -622,7 +524,7 @@ def render(summary: dict[str, Any], fmt: str) -> str:
     env.filters["cell"] = lambda text: str(text).replace("|", "\\|").replace("\n", " ")
     env.filters["code"] = _code_html if fmt == "html" else str
     env.tests["numeric"] = _numeric
-    return env.get_template("report.j2").render(fmt=fmt, **{"alarms": [], **summary})
+    return env.get_template("report.j2").render(fmt=fmt, **{"alarms": [], "terms": [], **summary})
 
 
 def write_report(out: Path, replays: dict[str, Replay], charts: dict, sweeps: dict[str,

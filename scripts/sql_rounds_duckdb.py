@@ -7,15 +7,22 @@ on the same tables, and the rows the reference executor gives round by
 round, which the first must equal. Also the median time of the rounds SQL
 and its ratio to the first plan's, measured in the same run.
 
-    cqopt generate --catalog examples/dec-pkt.toml --out /tmp/trace --duration 60 \\
+Without a trace folder, it generates the README demo's trace (60 s of the
+DEC-PKT streams, join keys steady) in a temporary folder first::
+
+    python scripts/sql_rounds_duckdb.py [TRACE] [--query Q2] [--repeat 3]
+
+where TRACE is a folder of STREAM.parquet files, such as::
+
+    cqopt generate --catalog examples/dec-pkt.toml --out out/traces --duration 60 \\
         --steady TCP.src_host --steady UDP.dest_host --steady SF.dest_host
-    python scripts/sql_rounds_duckdb.py /tmp/trace [--query Q2] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,12 +41,21 @@ from cqopt.replay.rounds import round_of
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trace", type=Path, help="a directory of STREAM.parquet files")
+    parser.add_argument("trace", type=Path, nargs="?",
+                        help="a directory of STREAM.parquet files (default: 60 s generated "
+                             "here, as the README's demo generates them)")
     parser.add_argument("--catalog", default=example("dec-pkt.toml"))
     parser.add_argument("--workload", default=example("workload.toml"))
     parser.add_argument("--query", default="Q2")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    if args.trace is None:
+        from cqopt.api import generate
+
+        args.trace = Path(tempfile.mkdtemp()) / "traces"
+        generate(args.catalog, args.trace, duration=60, progress=False,
+                 steady=["TCP.src_host", "UDP.dest_host", "SF.dest_host"])
+        print(f"generated 60 s of every stream in {args.trace}")
 
     catalog = load_catalog(args.catalog)
     sql = next(q.sql for q in load_workload(args.workload).queries if q.name == args.query)
@@ -56,7 +72,7 @@ def main() -> None:
 
     baseline = None
     for plan in enumerate_plans(query):
-        text = plan_sql(plan, "duckdb", query=query, start=start)
+        text = plan_sql(plan, "duckdb", query=query)  # rounds from the first tuple, as start
         times = []
         for _ in range(args.repeat):
             began = time.perf_counter()

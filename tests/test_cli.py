@@ -135,7 +135,16 @@ def test_one_name_per_concept_and_the_old_spellings_still_work(dec_toml, workloa
                  "duckdb"]) == 0
     new = capsys.readouterr().out
     assert main(["choose", "--charts", charts, "--query", "Q1", *stats, "--sql", "duckdb"]) == 0
-    assert capsys.readouterr().out == new and "SELECT" in new
+    old = capsys.readouterr()
+    assert old.out == new and "SELECT" in new
+    # The old spellings say, in one line, which spelling to use instead.
+    assert old.err == ("cqopt: warning: --sql is the old spelling of --sql-out, which it does "
+                       "the same as; it goes in a later release\n")
+    assert main(["show", "--charts", charts, "--query", "Q2", "--out", str(tmp_path / "q.png"),
+                 "--at", "rate.SF=300"]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert warnings == ["cqopt: warning: --at is the old spelling of --stat, which it does the "
+                        "same as; it goes in a later release"]
     for command, listed, hidden in (("choose", "--sql-out", "--sql "),
                                     ("show", "--stat", "--at")):
         try:
@@ -160,8 +169,10 @@ def test_choose_refuses_charts_of_another_catalog_unless_allowed(dec_toml, workl
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("cqopt: error: --charts ") and "--allow-stale" in err
+    assert err.count("cqopt build --force") == 1 and err.count("rebuild") == 1, err
     assert main([*args, "--allow-stale"]) == 0
-    assert "warning" in capsys.readouterr().err
+    warned = capsys.readouterr().err
+    assert "warning" in warned and warned.count("cqopt build --force") == 1, warned
 
 
 def test_explain_of_a_workload_costs_as_the_chart_does(dec_toml, workload_toml, capsys):

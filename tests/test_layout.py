@@ -24,13 +24,15 @@ LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress", "cqopt.output", "cqopt.owne
           "cqopt.optimizer", "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay",
           "cqopt.spark", "cqopt.spark.run.settings", "cqopt.spark.run.sources",
           "cqopt.spark.run.sink", "cqopt.spark.run.state", "cqopt.spark.run.staging",
-          "cqopt.spark.run.files", "cqopt.spark.run.roundlog", "cqopt.spark.run.report", "cqopt.spark.run.rounds",
-          "cqopt.spark.run.microbatch", "cqopt.spark.run.loop",
-          "cqopt.spark.run.workload", "cqopt.spark.run", "cqopt.api", "cqopt.cli", "cqopt.__main__"]
+          "cqopt.spark.run.files", "cqopt.spark.run.roundlog", "cqopt.spark.run.timeline",
+          "cqopt.spark.run.report", "cqopt.spark.run.rounds", "cqopt.spark.run.microbatch",
+          "cqopt.spark.run.loop", "cqopt.spark.run.workload", "cqopt.spark.run", "cqopt.api",
+          "cqopt.cli", "cqopt.__main__"]
 ENGINES = {  # third-party package -> the only packages or modules that may import it
     "pyspark": ("cqopt.spark",),
     "py4j": ("cqopt.spark",),
-    "matplotlib": ("cqopt.charts.diagram", "cqopt.replay.report", "cqopt.cli"),
+    "matplotlib": ("cqopt.charts.diagram", "cqopt.replay.report", "cqopt.spark.run.timeline",
+                   "cqopt.cli"),
 }
 NO_PANDAS = ("cqopt.runtime", "cqopt.charts.lookup", "cqopt.charts.store", "cqopt.charts.spec")
 

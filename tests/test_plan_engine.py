@@ -278,12 +278,14 @@ def test_sql_nests_each_streams_selection_and_projection_in_the_plans_order():
     assert "windows: S [RANGE 2 SECONDS]" in plan_sql(select_project, "duckdb", query=query, one_round=True)
 
 
-def test_sql_without_the_query_names_columns_by_their_text():
+def test_sql_without_the_query_names_columns_by_the_query_rule():
+    """A column by its name, not its stream's (``k``, as the query names ``SELECT A.k``);
+    the query's alias where the query is given."""
     query = parse_query("SELECT A.k AS key, COUNT(*) FROM A, B WHERE A.a = B.a GROUP BY A.k "
                         "WINDOW [1]", ABCD)
     tree = sqlglot.parse_one(plan_sql(enumerate_plans(query)[0], "duckdb", one_round=True),
                            read="duckdb")
-    assert [e.alias for e in tree.expressions] == ["A.k", "COUNT(*)"]
+    assert [e.alias for e in tree.expressions] == ["k", "COUNT(*)"]
     tree = sqlglot.parse_one(plan_sql(enumerate_plans(query)[0], "duckdb", query=query,
                                                                       one_round=True))
     assert [e.alias for e in tree.expressions] == ["key", "COUNT(*)"]

@@ -130,8 +130,8 @@ def _markdown_tables(text: str) -> list[list[list[str]]]:
     tables, current = [], None
     for line in text.splitlines():
         if line.startswith("|"):
-            cells = [c.strip().replace("\\|", "|")
-                     for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            cells = [re.sub(r"^\[(.*)\]\(#[\w-]+\)$", r"\1", c.strip().replace("\\|", "|"))
+                     for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]  # a link's text
             if all(set(c) <= {"-", ":"} for c in cells):
                 continue  # the header's rule
             if current is None:
@@ -178,12 +178,18 @@ def test_every_term_of_the_tables_is_in_the_glossary(report):
 
 
 def test_figures_exist_and_nothing_is_wider_than_the_page(report):
+    """report.html is one file, its figures inlined; report.md links the same figures."""
+    import base64
+
     out, _ = report
     page = _page(out)
     assert len(page.images) == 5  # Q1: diagram, over time; Q2: diagram, over time, k sweep
-    for src in page.images:
-        assert (out / src).is_file(), src
-        assert f"({src})" in (out / "report.md").read_text(encoding="utf-8")
+    md = (out / "report.md").read_text(encoding="utf-8")
+    linked = re.findall(r"!\[[^]]*\]\((figures/[^)]+)\)", md)
+    assert len(linked) == 5
+    for src, path in zip(page.images, linked):
+        assert src.startswith("data:image/png;base64,"), src[:40]
+        assert base64.b64decode(src.split(",", 1)[1]) == (out / path).read_bytes(), path
     assert page.widths == []  # no width attribute or inline style anywhere
     assert re.search(r"img\s*\{[^}]*max-width:\s*100%", page.style)
     # Every width the stylesheet sets is a maximum, or no more than 800 px.
@@ -362,3 +368,48 @@ def test_answers_all_shed_are_an_alarm_on_the_first_screen(report, examples, tmp
     assert "  **ALARM:** Q1 answered nothing" in first_screen
     html = (tmp_path / "report.html").read_text(encoding="utf-8").split("<h2")[0]
     assert html.count('class="alarm severe"><b>ALARM:</b>') == 2
+
+
+def test_terms_link_to_the_glossary_where_they_first_appear(report):
+    """The first screen links cost, regret, fidelity...; a table header links its term the
+    first time the page shows it; every link lands on an entry, and cost is defined."""
+    out, _ = report
+    html = (out / "report.html").read_text(encoding="utf-8")
+    md = (out / "report.md").read_text(encoding="utf-8")
+    ids = set(re.findall(r'<dt id="([\w-]+)">', html))
+    links = re.findall(r'<a href="#(g-[\w-]+)">', html)
+    assert links and set(links) <= ids
+    assert len(links) == len(set(links))  # each term linked once: where it first appears
+    assert html.index('href="#g-cost"') < html.index("<table")  # on the first screen
+    assert html.index('href="#g-mean-regret"') < html.index("<table", html.index("<table") + 1)
+    assert re.search(r'<dt id="g-cost">cost</dt><dd>[^<]*utility[^<]*seconds', html)
+    md_links = re.findall(r"\]\(#(g-[\w-]+)\)", md)
+    assert md_links == links  # the same links in the same order
+    assert set(md_links) <= set(re.findall(r'<a id="(g-[\w-]+)"></a>', md))
+
+
+def test_a_two_column_diagram_keeps_its_text_readable_at_800_px(examples, tmp_path,
+                                                                 monkeypatch):
+    """Q2's diagram (four slices in two columns, about 1040 px) is shown at most 776 px
+    wide in an 800 px window: its tick labels must still be 11 px or more there."""
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    from cqopt.charts.diagram import plan_diagram
+
+    catalog = load_catalog(examples / "dec-pkt.toml")
+    (spec,) = [s for s, _ in workload_specs(load_workload(examples / "workload.toml"), catalog,
+                                            {"k": 5}) if s.name == "Q2"]
+    drawn, save = [], Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, *a, **k: (drawn.append(fig),
+                                                                 save(fig, *a, **k))[1])
+    path = plan_diagram(local_chart(spec, catalog), tmp_path / "q2.png")
+    (fig,) = drawn
+    width = Image.open(path).size[0]
+    shown = min(1.0, 776 / width)  # the report's column at 800 px, less its padding
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(axes) == 4 and width > 776
+    for ax in axes:
+        for label in ax.get_xticklabels() + ax.get_yticklabels():
+            assert label.get_fontsize() * fig.dpi / 72 * shown >= 11, label.get_fontsize()
+        assert ax.xaxis.label.get_fontsize() * fig.dpi / 72 * shown >= 11

@@ -266,3 +266,55 @@ def test_the_round_column_must_be_in_every_frame_and_no_catalog_column(spark):
         to_spark(plan, {"TCP": frame}, round_column=ROUND)
     with pytest.raises(PlanFrameError, match="round_column 'bytes' is a column of stream TCP"):
         to_spark(plan, {"TCP": frame}, round_column="bytes")
+
+
+@pytest.mark.parametrize("name", ["Q1", "Q2"])
+def test_columns_are_named_alike_with_and_without_the_query(name):
+    """One naming rule: ``plan_sql(plan)`` names its columns as ``--sql-out`` (which passes
+    the query) does: ``src_host``, qualified only where two outputs share a name."""
+    (_, cat, query), = [e for e in example_queries() if e[0] == name]
+    con = duckdb.connect()
+    for stream, frame in trace(cat, query.stream_names, 0, 1.0).items():
+        con.register(stream, frame)
+    for plan in enumerate_plans(query):
+        # the same names (in the plan's join order without the query, the query's with it)
+        named = [sorted(con.execute(plan_sql(plan, "duckdb", **given)).df().columns)
+                 for given in ({}, {"query": query})]
+        assert named[0] == named[1], plan.id
+    assert ("src_host" if name == "Q1" else "TCP.src_host") in named[0]
+
+
+def test_rounds_start_at_the_first_tuple_unless_given():
+    """Round 0 starts at the earliest ts of the plan's streams (the SQL computes it, as
+    cqopt run fixes it from its first tuples): the rounds of the executor from that time."""
+    (_, cat, query), = [e for e in example_queries() if e[0] == "Q2"]
+    data = trace(cat, query.stream_names, 2, 1.0)
+    first = min(float(f.ts.min()) for f in data.values())
+    shifted = {s: f.assign(ts=f.ts - first + START + 0.37) for s, f in data.items()}
+    con = duckdb.connect()
+    for stream, frame in shifted.items():
+        con.register(stream, frame)
+    plan = enumerate_plans(query)[0]
+    given = per_round(con.execute(plan_sql(plan, "duckdb", query=query,
+                                           start=START + 0.37)).df())
+    computed = per_round(con.execute(plan_sql(plan, "duckdb", query=query)).df())
+    assert computed == given and given
+    assert per_round(con.execute(plan_sql(plan, "duckdb", query=query, start=0.0)).df()) \
+        != given
+
+
+@pytest.mark.slow
+def test_the_duckdb_script_runs_as_the_readme_lists_it(repo_root, tmp_path):
+    """The README lists ``scripts/sql_rounds_duckdb.py`` without arguments: it generates
+    its own trace, and the rounds SQL gives every plan the reference executor's rows."""
+    import subprocess
+    import sys
+
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    (listed,) = re.findall(r"^\| `(scripts/sql_rounds_duckdb\.py[^`]*)` \|", readme, re.M)
+    done = subprocess.run([sys.executable, *listed.split()], cwd=repo_root, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = [int(n) for n in re.findall(r"rounds SQL (\d+) rows", done.stdout)]
+    reference = int(re.search(r"one by one: (\d+) rows", done.stdout).group(1))
+    assert len(counts) >= 2 and set(counts) == {reference} and reference > 0, done.stdout

@@ -108,6 +108,47 @@ def test_rounds_split_across_micro_batches_are_carried(spark, setting, tmp_path)
         (tmp_path / "run" / "report.md").read_text()
     assert report["policy"]["estimator"] == "sample:1"
     assert "- policy: estimator sample:1" in (tmp_path / "run" / "report.md").read_text()
+    # The timeline beside the report, linked from it.
+    assert report["timeline"] == "timeline.png"
+    assert (tmp_path / "run" / "timeline.png").read_bytes()[:4] == b"\x89PNG"
+    assert "](timeline.png)" in (tmp_path / "run" / "report.md").read_text()
+
+
+@pytest.mark.spark
+def test_plan_sql_on_duckdb_gives_the_rows_a_run_of_the_same_trace_gives(spark, setting,
+                                                                          tmp_path):
+    """One round origin: round 0 starts at the first tuple, in cqopt run and in plan_sql's
+    SQL (which computes it as MIN(ts)); a trace whose first tuple is off the whole seconds
+    gives the same rows round by round in both. From ts 0 they would part."""
+    import duckdb
+
+    from cqopt.optimizer.plans.sql import ROUND_COLUMN, plan_sql
+    from cqopt.optimizer.rules.enumerate import enumerate_plans
+    from cqopt.spark.run import Source
+
+    trace = setting["trace"]
+    trace = trace[trace.ts < 3.0].assign(ts=trace.ts + 0.4)  # the first tuple at 0.401 s
+    write_trace_per_round(trace, tmp_path / "TCP", W)
+    result = _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")})
+    state = json.loads((tmp_path / "run" / "state.json").read_text())
+    assert state["start"] == float(trace.ts.min())
+    ran = {int(r): sorted(map(tuple, pd.read_parquet(
+        tmp_path / "run" / "results" / f"round-{r:06d}.parquet").itertuples(index=False)))
+        for r in result.rounds["round"]}
+    con = duckdb.connect()
+    con.register("TCP", trace)
+
+    def per_round(text: str) -> dict[int, list[tuple]]:
+        frame = con.execute(text).df()
+        return {r: sorted(map(tuple, frame[frame[ROUND_COLUMN] == r]
+                              .drop(columns=ROUND_COLUMN).itertuples(index=False)))
+                for r in ran}
+
+    for plan in enumerate_plans(setting["query"]):
+        text = plan_sql(plan, "duckdb", query=setting["query"])
+        assert "from the first tuple" in text.splitlines()[0]
+        assert per_round(text) == ran, plan.id
+    assert per_round(plan_sql(plan, "duckdb", query=setting["query"], start=0.0)) != ran
 
 
 @pytest.mark.spark
@@ -593,3 +634,56 @@ def test_a_deadline_sheds_the_rounds_it_must_and_scales_counts(spark, setting, t
     summary = json.loads((tmp_path / "bounded" / "report.json").read_text())
     assert summary["deadline"]["shed_rounds"] == sum(k < 1.0 for k in kept.values())
     assert "deadline 0.3075 s per round" in (tmp_path / "bounded" / "report.md").read_text()
+
+
+def test_the_timeline_is_drawn_from_the_round_log_alone():
+    """Which plan ran when, its seconds against every shadowed plan's and the prediction,
+    and the lag: one panel each, from rounds.csv's columns."""
+    from cqopt.spark.run.timeline import timeline_figure
+
+    rounds = pd.DataFrame({"round": [0, 1, 2, 3], "plan": ["A", "A", "B", "A"],
+                           "plan_seconds": [0.2, 0.25, 0.1, 0.3], "lag_s": [0, 1.0, 2.0, 0],
+                           "shadow:A": [0.2, 0.25, 0.3, 0.3], "shadow:B": [0.3, 0.2, 0.1, 0.4],
+                           "shadow:C": [0.5, 0.5, 0.5, 0.5],
+                           "predicted:chosen": [0.21, 0.2, 0.12, 0.28]})
+    seconds, ran, lag = timeline_figure(rounds, "Q1").axes
+    lines = {line.get_label(): line.get_ydata().tolist() for line in seconds.get_lines()}
+    assert lines["C (shadow)"] == [0.5] * 4 and lines["B (shadow)"] == [0.3, 0.2, 0.1, 0.4]
+    assert lines["chosen plan, measured"] == [0.2, 0.25, 0.1, 0.3]
+    assert lines["chosen plan, predicted (engine model)"] == [0.21, 0.2, 0.12, 0.28]
+    assert [t.get_text() for t in ran.get_yticklabels()] == ["A", "B", "C"]
+    assert ran.collections[0].get_offsets()[:, 1].tolist() == [0, 0, 1, 0]  # B in round 2
+    assert lag.get_lines()[0].get_ydata().tolist() == [0, 1.0, 2.0, 0]
+    without = timeline_figure(rounds.drop(columns=["shadow:A", "shadow:B", "shadow:C",
+                                                   "predicted:chosen"]), "Q1")
+    assert [line.get_label() for line in without.axes[0].get_lines()] == [
+        "chosen plan, measured"]
+
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Spark must not start: a check that needs none is made before it."""
+    import cqopt.spark.session
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Spark was started")
+
+    monkeypatch.setattr(cqopt.spark.session, "running_session", refuse)
+
+
+def test_a_rate_source_without_a_trigger_is_refused_before_spark(run_args, no_spark, capsys):
+    err = _error(run_args("--source", "TCP=rate:500"), capsys)
+    assert "needs a processing-time trigger (--trigger SECONDS)" in err
+
+
+def test_a_run_folder_of_another_query_is_refused_before_spark(run_args, no_spark, tmp_path,
+                                                               capsys):
+    """The folder's state.json names its query: read before Spark starts, not after."""
+    (tmp_path / "TCP").mkdir()
+    pd.DataFrame({"ts": [0.5], "src_host": [1], "dest_host": [2], "src_port": [1],
+                  "dest_port": [1], "bytes": [1]}).to_parquet(tmp_path / "TCP" / "a.parquet")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "state.json").write_text(json.dumps(
+        {"version": 2, "query": "Q2", "sql": "SELECT * FROM TCP, UDP, SF", "start": 0.0}))
+    err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
+    assert "holds a run with another query ('Q2', now 'Q1')" in err and "new --out" in err

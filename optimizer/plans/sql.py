@@ -45,7 +45,15 @@ only partly. ``[ROWS n]``, ``[PARTITION BY ... ROWS n]``, ``[NOW]`` and
 plan is a :class:`PlanSqlError` naming the stream and its window. A tuple's
 round is read from its ``ts`` column (seconds, as cqopt's traces hold it),
 so every stream needs one; ``W`` defaults to the longest ``[RANGE]`` window
-of the plan's streams (the round ``cqopt run`` cuts), ``start`` to 0.
+of the plan's streams (the round ``cqopt run`` cuts).
+
+**The round origin** is one rule, the run's: round 0 starts at the first
+tuple, the earliest ``ts`` of the plan's streams, as ``cqopt run`` fixes it
+from its first micro-batch (and keeps it in its ``state.json``, so a resumed
+run keeps its rounds). By default the SQL computes it, ``(SELECT MIN(m) FROM
+(SELECT MIN(ts) AS m FROM S UNION ALL ...))``, so on a whole trace it gives
+the rounds a run of that trace gives; ``start=`` fixes it instead (a run's
+``--start``, or the ``start`` of its ``state.json``).
 
 One difference from the per-round result remains: a query with aggregates
 and no GROUP BY has, per round, one row even when nothing reaches the
@@ -72,9 +80,13 @@ join hints: a plan with a hinted join is a :class:`PlanSqlError` naming the
 plan and the dialect there (a plan that leaves every join to the engine is
 written in every dialect).
 
-**Output columns.** With the query (``query=``), the result has the query's
-output columns in its order and names. Without it, the plan's own top
-columns are used, named by their text (``S.a``, ``COUNT(*)``).
+**Output columns** are named by one rule, the query's (``cqopt explain
+--sql-out`` and ``choose --sql-out`` give the query): a column by its alias,
+else its column name (``a``, not ``S.a``), qualified by its stream only where
+two outputs would share a name (``SELECT *`` over a join), an aggregate by
+its text (``COUNT(*)``). With the query (``query=``), the result has the
+query's output columns in its order; without it, the plan's own top columns,
+named by the same rule.
 
 A plan the dialect cannot express (sqlglot reports the construct as
 unsupported there), an unknown dialect, or a join whose right input is a join
@@ -99,6 +111,7 @@ and the dialect.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -127,6 +140,8 @@ CARTESIAN_HINT = "SHUFFLE_REPLICATE_NL"
 ROUND_COLUMN = "cqopt_round"
 TIME_COLUMN = "ts"
 _OFFSET, _OFFSET_COLUMN = "cqopt_offset", "k"
+# The one-row table of round 0's start when the SQL computes it (the first tuple's ts).
+_START, _START_COLUMN = "cqopt_start", "ts"
 
 
 class PlanSqlError(CqoptError):
@@ -134,8 +149,8 @@ class PlanSqlError(CqoptError):
 
 
 def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | None = None,
-             pretty: bool = True, round_s: float | None = None, start: float = 0.0,
-             one_round: bool = False) -> str:
+             pretty: bool = True, round_s: float | None = None,
+             start: float | None = None, one_round: bool = False) -> str:
     """The SQL text of ``plan`` in ``dialect`` (see the module docstring).
 
     Parameters
@@ -151,8 +166,10 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
     round_s : float, optional
         The round's length ``W`` in seconds; default the longest ``[RANGE]``
         window of the plan's streams.
-    start : float
-        The ``ts`` at which round 0 starts.
+    start : float, optional
+        The ``ts`` at which round 0 starts; default the first tuple's, the
+        earliest ``ts`` of the plan's streams, computed by the SQL (as
+        ``cqopt run`` starts its rounds; see the module docstring).
     one_round : bool
         SQL over tables that hold one round's windows, carrying no round
         (``round_s`` and ``start`` are then unused).
@@ -195,7 +212,7 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
 
 def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
                     cartesian_hints: bool = False, round_s: float | None = None,
-                    start: float = 0.0, one_round: bool = False,
+                    start: float | None = None, one_round: bool = False,
                     strategy_hints: bool = False) -> exp.Select:
     """The sqlglot tree of :func:`plan_sql`, before any dialect prints it.
 
@@ -239,8 +256,15 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
     windows = ", ".join(f"{s} {plan.node(f'src:{s}').window}" for s in plan.join_order)
     comment = f" cqopt plan {plan.id}; windows: {windows}"
     if rounds is not None:
-        comment += f"; rounds of {rounds.seconds:g} s from ts {rounds.start:g}: {ROUND_COLUMN}"
-    select.add_comments([comment + " "], prepend=True)
+        origin = (f"ts {rounds.start:g}" if rounds.start is not None else
+                  "the first tuple (MIN(ts) of " + ", ".join(plan.join_order) + ")")
+        comment += f"; rounds of {rounds.seconds:g} s from {origin}: {ROUND_COLUMN}"
+    first = None if rounds is None else rounds.first_tuple()
+    if first is not None:
+        select = select.with_(exp.to_identifier(_START, quoted=True), as_=first, copy=False)
+    # The comment leads the text, before any WITH.
+    leading = select.args.get("with_", select.args.get("with")) if first is not None else None
+    (leading or select).add_comments([comment + " "], prepend=True)
     return select
 
 
@@ -268,13 +292,41 @@ _ONE_ROUND = ("plan_sql(..., one_round=True) writes SQL over tables that each ho
 
 @dataclass(frozen=True)
 class _Rounds:
-    """Round ``r`` holds ``start + r seconds <= ts < start + (r + 1) seconds``."""
+    """Round ``r`` holds ``start + r seconds <= ts < start + (r + 1) seconds``; ``start``
+    None is the first tuple's ``ts``, computed by the SQL (``origin``)."""
 
-    start: float
+    start: float | None
     seconds: float
+    streams: tuple[str, ...]
+
+    def origin(self) -> exp.Expression:
+        """Round 0's start: the number given, else the first tuple's ``ts``, read from the
+        query's one-row ``cqopt_start`` (:meth:`first_tuple`)."""
+        if self.start is not None:
+            return _number(self.start)
+        return exp.select(exp.column(_START_COLUMN, quoted=True)).from_(
+            exp.Table(this=exp.to_identifier(_START, quoted=True))).subquery()
+
+    def first_tuple(self) -> exp.Select | None:
+        """The one row of ``cqopt_start``: the earliest ``ts`` of the streams (None when
+        ``start`` is given)."""
+        if self.start is not None:
+            return None
+        firsts = [exp.select(exp.alias_(exp.Min(this=exp.column(TIME_COLUMN, quoted=True)),
+                                        _START_COLUMN, quoted=True))
+                  .from_(exp.Table(this=exp.to_identifier(s, quoted=True)))
+                  for s in self.streams]
+        if len(firsts) == 1:
+            return firsts[0]
+        union = firsts[0]
+        for first in firsts[1:]:
+            union = exp.union(union, first, distinct=False)
+        return exp.select(exp.alias_(exp.Min(this=exp.column(_START_COLUMN, quoted=True)),
+                                     _START_COLUMN, quoted=True)).from_(
+            union.subquery(exp.to_identifier("cqopt_firsts", quoted=True)))
 
 
-def _rounds(plan: Plan, round_s: float | None, start: float) -> _Rounds:
+def _rounds(plan: Plan, round_s: float | None, start: float | None) -> _Rounds:
     """The plan's rounds, once every stream's window and ``ts`` are checked."""
     sources = [plan.node(f"src:{s}") for s in plan.join_order]
     for node in sources:
@@ -288,6 +340,9 @@ def _rounds(plan: Plan, round_s: float | None, start: float) -> _Rounds:
             raise PlanSqlError(
                 f"plan {plan.id}: stream {node.stream} has no {TIME_COLUMN} column, from which "
                 f"the SQL reads a tuple's round; add it to the catalog, or: {_ONE_ROUND}")
+        if start is None and node.stream.lower() == _START:
+            raise PlanSqlError(f"plan {plan.id}: a stream is named {_START}, the name the SQL "
+                               "gives round 0's start; pass start=, or rename the stream")
         if (node.stream, ROUND_COLUMN) in node.emits:
             raise PlanSqlError(f"plan {plan.id}: stream {node.stream} has a column named "
                                f"{ROUND_COLUMN}, the name the SQL gives a tuple's round; "
@@ -296,9 +351,9 @@ def _rounds(plan: Plan, round_s: float | None, start: float) -> _Rounds:
         round_s = max(node.window.seconds for node in sources)
     if not (isinstance(round_s, (int, float)) and math.isfinite(round_s) and round_s > 0):
         raise PlanSqlError(f"round_s must be a number of seconds > 0, got {round_s!r}")
-    if not (isinstance(start, (int, float)) and math.isfinite(start)):
+    if start is not None and not (isinstance(start, (int, float)) and math.isfinite(start)):
         raise PlanSqlError(f"start must be a finite ts, got {start!r}")
-    return _Rounds(float(start), float(round_s))
+    return _Rounds(None if start is None else float(start), float(round_s), plan.join_order)
 
 
 def plan_outputs(plan: Plan, query: ContinuousQuery | None = None
@@ -323,7 +378,11 @@ def plan_outputs(plan: Plan, query: ContinuousQuery | None = None
     root = plan.node(plan.root)
     refs = root.columns if isinstance(root, kinds.ProjectionNode) and root.stream is None \
         else root.emits
-    return [(ref, column_text(ref)) for ref in refs]
+    # The query's rule (cqopt.optimizer.query.classify): the column's name, qualified only
+    # where two outputs share it.
+    shared = Counter(name for stream, name in refs if stream is not None)
+    return [(ref, column_text(ref) if ref[0] is None or shared[ref[1]] > 1 else ref[1])
+            for ref in refs]
 
 
 @dataclass(frozen=True)
@@ -355,7 +414,7 @@ def _(node: kinds.SourceNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | 
     ts = _column(node.stream, TIME_COLUMN)
     w, width = node.window.seconds, rounds.seconds
     round_of = exp.cast(exp.Floor(this=exp.Div(
-        this=exp.paren(exp.Sub(this=ts, expression=_number(rounds.start)), copy=False),
+        this=exp.paren(exp.Sub(this=ts, expression=rounds.origin()), copy=False),
         expression=_number(width))), "BIGINT")
     copies = max(1, math.ceil(w / width - 1e-9))  # the rounds whose window holds a tuple
     columns = [_column(*c) for c in node.emits]
@@ -371,7 +430,7 @@ def _(node: kinds.SourceNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | 
     if math.isclose(copies * width, w, rel_tol=1e-12):
         return _Sql(relation)
     # w is not a whole number of rounds: drop what fell out of the window by the round's end
-    end = exp.Add(this=_number(rounds.start), expression=exp.Mul(
+    end = exp.Add(this=rounds.origin(), expression=exp.Mul(
         this=exp.paren(exp.Add(this=_column(node.stream, ROUND_COLUMN),
                                expression=exp.Literal.number(1)), copy=False),
         expression=_number(width)))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from cqopt.errors import CqoptError
 from cqopt.output import write_atomic
 from cqopt.replay.overload import shed_alarm
 from cqopt.replay.verdict import observed_rounds, run_verdict
@@ -54,7 +55,8 @@ def measured_hit(seconds: list[float], chosen: int, tolerance: Tolerance) -> boo
 
 def write_report(ctx: RunContext, state: RunState, records: list[dict[str, Any]],
                  stopped_by: str) -> RunResult:
-    """Write ``rounds.csv``, ``report.json`` and ``report.md`` for every logged round.
+    """Write ``rounds.csv``, ``report.json``, ``report.md`` and its ``timeline.png`` for
+    every logged round.
 
     Each alarm of the summary (a statistic the chart does not cover) is said too.
     """
@@ -70,9 +72,40 @@ def write_report(ctx: RunContext, state: RunState, records: list[dict[str, Any]]
     for alarm in summary.get("alarms", []):
         ctx.say(f"{ctx.name}: warning: {alarm['message']}")
     write_atomic(ctx.out / "rounds.csv", rounds.to_csv(index=False))
+    summary["timeline"] = write_timeline(ctx, records, rounds)
     write_json(ctx.out / "report.json", summary)
     write_atomic(ctx.out / "report.md", report_markdown(summary))
     return RunResult(ctx.out, rounds, summary, stopped_by, pending)
+
+
+def write_timeline(ctx: RunContext, records: list[dict[str, Any]], rounds: pd.DataFrame
+                   ) -> str:
+    """Draw ``timeline.png`` beside the report (:mod:`cqopt.spark.run.timeline`), the
+    chosen plans' predicted seconds by the engine model with it; what the report says of it:
+    the file's name, or why there is none."""
+    if not records:
+        return "no timeline: no round ran"
+    try:
+        from cqopt.spark.run.timeline import timeline_figure
+    except ModuleNotFoundError as err:
+        return (f"no timeline: drawing it needs {err.name} (pip install 'cqopt[report]'); "
+                "rounds.csv holds its numbers")
+    import io
+
+    from cqopt.replay.verdict import engine_seconds
+
+    frame = rounds.copy()
+    try:
+        predicted = engine_seconds(ctx.chart, ctx.catalog, records)
+        index = {plan.id: i for i, plan in enumerate(ctx.chart.plans)}
+        frame["predicted:chosen"] = [predicted[index[rec["plan"]], i] if rec["plan"] in index
+                                     else np.nan for i, rec in enumerate(records)]
+    except CqoptError:  # a catalog the engine model cannot price: measured times only
+        pass
+    image = io.BytesIO()
+    timeline_figure(frame, ctx.name).savefig(image, format="png", dpi=100)
+    write_atomic(ctx.out / "timeline.png", image.getvalue())
+    return "timeline.png"
 
 
 def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict[str, Any]],
@@ -208,6 +241,12 @@ def report_markdown(summary: dict[str, Any]) -> str:
              f"{s['statistics_seconds_total']:.3f} s in all, "
              f"{_share(s['statistics_seconds_total'], s['plan_seconds_total'])} of the "
              "chosen plans' time"]
+    timeline = s.get("timeline", "")
+    if timeline == "timeline.png":
+        lines += ["", "![Which plan ran when, its seconds against the other plans' and the "
+                  "prediction, and the lag](timeline.png)", ""]
+    elif timeline:
+        lines.append(f"- {timeline}")
     if "deadline" in s:
         d = s["deadline"]
         lines.append(f"- deadline {d['seconds']:g} s per round: {d['missed']} of {d['rounds']} "

@@ -32,17 +32,20 @@ from cqopt.spark.run.sink import write_json
 STATE_VERSION = 2
 
 
-def check_run_folder(out: Path) -> None:
-    """Refuse an ``out`` that is no run folder cqopt wrote, before any work.
+def check_run_folder(out: Path, identity: Mapping[str, Any] | None = None) -> None:
+    """Refuse an ``out`` that is no run folder cqopt wrote, or (given ``identity``) one
+    that holds another run, before any work: before Spark starts.
 
     A new or empty folder starts a run and a folder with a run's ``state.json``
-    (a JSON table) resumes it; anything else (a file, a user's folder) is left alone.
+    resumes it, if its run is the same (each key of ``identity``, such as the
+    query, as the state holds it); anything else (a file, a user's folder) is
+    left alone.
 
     Raises
     ------
     StreamingRunError
         ``out`` is a file, a folder that holds something and no ``state.json``,
-        or one whose ``state.json`` is no run's state.
+        a ``state.json`` that is no run's state, or one of another run.
     """
     if out.exists() and not out.is_dir():
         raise StreamingRunError(f"--out {out}: is a file, not a directory; pick a new --out")
@@ -50,15 +53,32 @@ def check_run_folder(out: Path) -> None:
         raise StreamingRunError(f"--out {out}: exists and is not a cqopt run folder (no "
                                 "state.json); cqopt leaves it alone: pick a new --out")
     if (out / "state.json").is_file():
-        try:
-            state = parse_json(read_text_file(out / "state.json"), nan=True)
-        except (OSError, ValueError) as err:
-            state = err
-        if not isinstance(state, dict):
+        state = _read_state(out)
+        if identity:
+            check_identity(out, state, identity)
+
+
+def _read_state(out: Path) -> dict[str, Any]:
+    try:
+        state = parse_json(read_text_file(out / "state.json"), nan=True)
+    except (OSError, ValueError) as err:
+        state = err
+    if not isinstance(state, dict):
+        raise StreamingRunError(
+            f"--out {out}: its state.json is no run's state ("
+            f"{state if isinstance(state, Exception) else 'not a table'}); the folder was "
+            "edited: resume from a copy, or pick a new --out")
+    return state
+
+
+def check_identity(out: Path, data: Mapping[str, Any], identity: Mapping[str, Any]) -> None:
+    """Refuse a run folder whose state is of another run than ``identity`` says."""
+    for key, value in identity.items():
+        if data.get(key) != value:
             raise StreamingRunError(
-                f"--out {out}: its state.json is no run's state ("
-                f"{state if isinstance(state, Exception) else 'not a table'}); the folder was "
-                "edited: resume from a copy, or pick a new --out")
+                f"--out {out}: holds a run with another {key} ({data.get(key)!r}, "
+                f"now {value!r}); resume with the same query and sources, or use a "
+                "new --out")
 
 
 class RunState:
@@ -80,17 +100,8 @@ class RunState:
         path = out / "state.json"
         check_run_folder(out)
         if path.exists():
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as err:
-                raise StreamingRunError(f"--out {out}: state.json is unreadable ({err}); "
-                                        "use a new --out") from None
-            for key, value in identity.items():
-                if data.get(key) != value:
-                    raise StreamingRunError(
-                        f"--out {out}: holds a run with another {key} ({data.get(key)!r}, "
-                        f"now {value!r}); resume with the same query and sources, or use a "
-                        "new --out")
+            data = _read_state(out)
+            check_identity(out, data, identity)
             return cls(path, data)
         out.mkdir(parents=True, exist_ok=True)
         state = cls(path, {**identity, "start": start, "seen": {}, "late": {}, "untimed": {},
