@@ -3,8 +3,13 @@ fidelity's options and trailing tuples said out loud, a refused round kept in th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+import cqopt
+from cqopt.cli.main import main
+from cqopt.errors import CqoptError
 from cqopt.optimizer.query.dialect import parse
 from cqopt.optimizer.query.errors import CQLSyntaxError, UnsupportedQueryError
 from cqopt.optimizer.query.logical import parse_query
@@ -53,3 +58,45 @@ def test_an_absurd_window_is_refused_with_its_bound(dec_catalog, sql, bound):
 ])
 def test_the_windows_and_lists_at_the_bounds_still_parse(dec_catalog, sql):
     parse_query(sql, dec_catalog)
+
+
+# -- fidelity: a deadline's options need a deadline -----------------------------------------
+@pytest.fixture
+def no_spark_start(monkeypatch):
+    """Spark's start replaced by a failure: a check that passes reaches it."""
+    def start(*args, **kwargs):
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr("cqopt.spark.session.running_session", start)
+
+
+@pytest.fixture(scope="module")
+def tcp_trace(dec_toml, tmp_path_factory):
+    out = tmp_path_factory.mktemp("round3-rest") / "gen"
+    assert main(["generate", "--catalog", dec_toml, "--out", str(out), "--duration", "3",
+                 "--streams", "TCP", "--format", "parquet"]) == 0
+    return out / "TCP.parquet"
+
+
+@pytest.mark.parametrize("option", [["--min-kept", "0.5"], ["--delta", "0.1"]])
+def test_fidelity_refuses_a_deadlines_option_without_a_deadline(no_spark_start, dec_toml,
+                                                                workload_toml, tcp_trace,
+                                                                tmp_path, capsys, option):
+    out = tmp_path / "report"
+    code = main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--out",
+                 str(out), "--trace", f"TCP={tcp_trace}", "--query", "Q1", "--quiet", *option])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("cqopt: error: ") and err.count("\n") == 1, err
+    assert f"{' '.join(option)} is given without a deadline" in err and "--deadline" in err
+    assert "Spark started" not in err and not out.exists()
+    # the API says it too, and a query's own deadline in the workload is a deadline
+    workload = tmp_path / "w.toml"
+    workload.write_text(Path(workload_toml).read_text())
+    with pytest.raises(CqoptError, match="min_kept = 0.5 is given without a deadline"):
+        cqopt.fidelity(dec_toml, str(workload), out, traces={"TCP": str(tcp_trace)},
+                       queries=["Q1"], min_kept=0.5, progress=False)
+    workload.write_text(Path(workload_toml).read_text().replace(
+        'name = "Q1"', 'name = "Q1"\ndeadline = 0.5', 1))
+    with pytest.raises(AssertionError, match="Spark started"):
+        cqopt.fidelity(dec_toml, str(workload), out, traces={"TCP": str(tcp_trace)},
+                       queries=["Q1"], min_kept=0.5, progress=False)
