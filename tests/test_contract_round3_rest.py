@@ -100,3 +100,27 @@ def test_fidelity_refuses_a_deadlines_option_without_a_deadline(no_spark_start, 
     with pytest.raises(AssertionError, match="Spark started"):
         cqopt.fidelity(dec_toml, str(workload), out, traces={"TCP": str(tcp_trace)},
                        queries=["Q1"], min_kept=0.5, progress=False)
+
+
+# -- the round-robin scheduler keeps a query whose round was refused ------------------------
+def test_a_refused_round_is_reported_and_its_query_stays_scheduled():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from cqopt.charts.lookup import QueryChart
+    from cqopt.charts.spec import Axis, ChartSpec
+    from cqopt.runtime.adaptive import AdaptiveQuery
+    from cqopt.runtime.scheduler import RoundRobin
+
+    spec = ChartSpec("q", "x", (Axis("sel.S", 0.0, 1.0, 2),))
+    chart = QueryChart(spec, [SimpleNamespace(id="A"), SimpleNamespace(id="B")],
+                       np.array([0, 1]), np.zeros(2))
+    rr = RoundRobin({n: AdaptiveQuery(chart, estimator="last") for n in ("q1", "q2")})
+    log = rr.run({"q1": [{"sel.S": 0.1}] * 2, "q2": [{"sel.S": "nonsense"}, {"sel.S": 0.9}]})
+    assert [name for name, _ in log] == ["q1", "q1", "q2"]
+    assert [name for name, _ in rr.refused] == ["q2"] and "sel.S" in str(rr.refused[0][1])
+    # a later run schedules both again, the refused one and the one whose feed ended
+    log = rr.run({"q1": [{"sel.S": 0.2}], "q2": [{"sel.S": 0.8}]})
+    assert sorted(name for name, _ in log) == ["q1", "q2"]
+    assert rr.queries["q2"].rounds == 2
