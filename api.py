@@ -703,6 +703,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     with staged_directory(out, force, kind="report") as tmp:
         observed, infos = _trace_statistics(chosen, catalog, paths, times, rounds, master,
                                             progress, name)
+        unreplayed = _not_replayed(chosen, observed, infos)
         (tmp / "rounds").mkdir()
         for spec_name, table in observed.items():
             write_round_statistics(table, tmp / "rounds" / f"{spec_name}.parquet")
@@ -761,10 +762,29 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
                       "the least windows and count as over budget", file=sys.stderr)
         meta = {"catalog": catalog_path, "workload": workload_path,
                 **{f"trace {s}": _describe(info) for s, info in infos.items()},
+                **unreplayed,
                 "charts": str(charts) if charts else "built for this report",
                 **(describe or {})}
         write_report(tmp, replays, used, sweeps, meta)
     return replays
+
+
+def _not_replayed(chosen, observed: Mapping[str, pd.DataFrame], infos: Mapping[str, Any]
+                  ) -> dict[str, str]:
+    """Each query's tuples after its last whole round, said on stderr; the report's lines."""
+    from cqopt.replay.rounds import tuples_not_replayed
+
+    lines = {}
+    for spec, query in chosen:
+        table = observed[spec.name]
+        left = tuples_not_replayed(table, {s: infos[s].rows for s in query.stream_names})
+        if left:
+            lines[f"not replayed {spec.name}"] = (
+                f"the last {', '.join(f'{n:,} tuples of {s}' for s, n in left.items())}, "
+                f"after the last whole round ({len(table)} rounds of "
+                f"{table.attrs['window_s']:g} s), were not replayed")
+            print(f"{spec.name}: {lines[f'not replayed {spec.name}']}", file=sys.stderr)
+    return lines
 
 
 def _trace_statistics(chosen, catalog: Catalog, paths: Mapping[str, str],
