@@ -154,3 +154,23 @@ def test_fidelity_says_the_trailing_tuples_it_did_not_replay(monkeypatch, dec_to
             "were not replayed")
     assert f"Q1: {said}" in capsys.readouterr().err
     assert said in (out / "report.md").read_text()
+
+
+# -- a trace with flipped bytes is refused ---------------------------------------------------
+def test_a_parquet_trace_with_flipped_bytes_is_refused_before_spark(no_spark_start, dec_toml,
+                                                                    workload_toml, tcp_trace,
+                                                                    tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(tcp_trace).metadata.num_rows > 0
+    data = bytearray(tcp_trace.read_bytes())
+    middle = len(data) // 3
+    data[middle:middle + 200] = bytes(b ^ 0x5A for b in data[middle:middle + 200])
+    flipped = tmp_path / "TCP.parquet"
+    flipped.write_bytes(bytes(data))
+    out = tmp_path / "report"
+    code = main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--out",
+                 str(out), "--trace", f"TCP={flipped}", "--query", "Q1", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "is corrupt" in err, err
+    assert str(flipped) in err and "Spark started" not in err and not out.exists()
