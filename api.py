@@ -509,6 +509,22 @@ def _describe(info) -> str:
             + (f", unparsed values kept as missing ({unparsed})" if unparsed else ""))
 
 
+def _need_a_deadline(deadline: float | None, options: Mapping[str, Any], workload: Workload,
+                     chosen: list, name: Name) -> None:
+    """Refuse a deadline's options (min_kept, delta) when no deadline applies: neither
+    ``deadline`` nor a replayed query's own in the workload, so nothing would use them."""
+    if deadline is not None or any(qos(workload.query(spec.name)).get("deadline") is not None
+                                   for spec, _ in chosen):
+        return
+    for key, value in options.items():
+        if value is not None:
+            given, wanted = name(key, value), name("deadline", "SECONDS").replace("'", "")
+            raise CqoptError(f"{given} is given without a deadline, which it modifies: "
+                             f"no {wanted.split(' ')[0]}, and no replayed query of "
+                             f"{workload.source} has a deadline; give {wanted} too, or "
+                             f"leave {given.split(' ')[0]} out")
+
+
 def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: PathLike, *,
              traces: Mapping[str, PathLike] | None = None, trace_dir: PathLike | None = None,
              charts: PathLike | None = None, k: int | None = None,
@@ -517,7 +533,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
              replay_options: Mapping[str, Any] | None = None,
              describe: Mapping[str, str] | None = None, master: str = "local[*]",
              deadline: float | None = None, min_kept: float | None = None,
-             delta: float = 0.05,
+             delta: float | None = None,
              memory_budget: float | None = None, window_min: float = 0.25,
              negotiate: bool = False,
              force: bool = False, progress: bool = True, name: Name = setting_label
@@ -571,8 +587,10 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         The least share of a round's input kept, in [0, 1]; default each query's
         ``min_kept`` in the workload, else 0. A query's ``error_bound`` counts the
         rounds whose promised error exceeds it.
-    delta : float
-        With ``deadline``: the confidence ``1 - delta`` of a COUNT's promised error.
+    delta : float, optional
+        With ``deadline``: the confidence ``1 - delta`` of a COUNT's promised error
+        (default 0.05). ``min_kept`` and ``delta`` are refused when no deadline applies:
+        neither ``deadline`` nor a replayed query's own ``deadline`` in the workload.
     memory_budget : float, optional
         Bytes the replayed queries may hold together: PIPES' resource manager shrinks
         every query's window to the same fraction of its range ``[window_min · W, W]``
@@ -624,8 +642,8 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
                          "share a "
                          "deadline; give the deadline too")
     given: dict[str, Any] = {"deadline": deadline, "min_kept": min_kept}
-    if deadline is not None or min_kept is not None:
-        given["delta"] = delta
+    if deadline is not None or min_kept is not None or delta is not None:
+        given["delta"] = 0.05 if delta is None else delta
     if memory_budget is not None:
         given.update(memory_budget=memory_budget, window_min=window_min)
     OverloadSettings.judged(given, name, CqoptError)  # the values below are judged
@@ -668,6 +686,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     if not chosen:
         raise CqoptError(f"no query of {workload.source} has a trace for all its streams; "
                          f"traces were given for {', '.join(paths)}")
+    _need_a_deadline(deadline, {"min_kept": min_kept, "delta": delta}, workload, chosen, name)
     from cqopt.replay.trace_format import check_trace_files
 
     for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
@@ -684,6 +703,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     with staged_directory(out, force, kind="report") as tmp:
         observed, infos = _trace_statistics(chosen, catalog, paths, times, rounds, master,
                                             progress, name)
+        unreplayed = _not_replayed(chosen, observed, infos)
         (tmp / "rounds").mkdir()
         for spec_name, table in observed.items():
             write_round_statistics(table, tmp / "rounds" / f"{spec_name}.parquet")
@@ -704,7 +724,8 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
 
                 kept = min_kept if min_kept is not None else bounds.get("min_kept", 0.0)
                 shed = deadline_replay(replays[spec.name], used[spec.name], catalog,
-                                       observed[spec.name], bound, min_kept=kept, delta=delta,
+                                       observed[spec.name], bound, min_kept=kept,
+                                       delta=0.05 if delta is None else delta,
                                        error_bound=bounds.get("error_bound"),
                                        quality=bounds.get("quality"))
                 replays[spec.name].summary["deadline"] = shed.summary
@@ -741,10 +762,29 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
                       "the least windows and count as over budget", file=sys.stderr)
         meta = {"catalog": catalog_path, "workload": workload_path,
                 **{f"trace {s}": _describe(info) for s, info in infos.items()},
+                **unreplayed,
                 "charts": str(charts) if charts else "built for this report",
                 **(describe or {})}
         write_report(tmp, replays, used, sweeps, meta)
     return replays
+
+
+def _not_replayed(chosen, observed: Mapping[str, pd.DataFrame], infos: Mapping[str, Any]
+                  ) -> dict[str, str]:
+    """Each query's tuples after its last whole round, said on stderr; the report's lines."""
+    from cqopt.replay.rounds import tuples_not_replayed
+
+    lines = {}
+    for spec, query in chosen:
+        table = observed[spec.name]
+        left = tuples_not_replayed(table, {s: infos[s].rows for s in query.stream_names})
+        if left:
+            lines[f"not replayed {spec.name}"] = (
+                f"the last {', '.join(f'{n:,} tuples of {s}' for s, n in left.items())}, "
+                f"after the last whole round ({len(table)} rounds of "
+                f"{table.attrs['window_s']:g} s), were not replayed")
+            print(f"{spec.name}: {lines[f'not replayed {spec.name}']}", file=sys.stderr)
+    return lines
 
 
 def _trace_statistics(chosen, catalog: Catalog, paths: Mapping[str, str],

@@ -186,7 +186,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--min-kept", type=number(low=0, high=1), metavar="SHARE",
                    help="with --deadline: the least share of a round's input kept, its "
                         "least QoS (default: the query's min_kept in the workload, else 0)")
-    p.add_argument("--delta", type=number(above=0, high=0.5), default=0.05,
+    p.add_argument("--delta", type=number(above=0, high=0.5),
                    help="with --deadline: a COUNT's error is promised at confidence "
                         "1 - DELTA (default 0.05)")
     p.add_argument("--negotiate", action="store_true",

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from cqopt.errors import CqoptError
+from cqopt.optimizer.query.statistics import rate_name
 from cqopt.output import atomic_file
 
 FORMAT_VERSION = 1
@@ -103,3 +104,22 @@ def read_round_statistics(path: str | Path) -> pd.DataFrame:
         raise RoundStatsError(f"{path}: not a round statistics table (no column "
                               f"{', '.join(absent)}; its columns are {', '.join(df.columns)})")
     return df
+
+
+def tuples_not_replayed(table: pd.DataFrame, rows: dict[str, int]) -> dict[str, int]:
+    """The tuples of each stream outside a per-round statistics table's rounds: those after
+    its last whole round (a trace's trailing partial round), which no replay sees.
+
+    ``rows`` is each stream's tuple count in its trace; a round's tuples are its
+    ``rate.S`` times the round length ``W`` (``table.attrs["window_s"]``).
+
+    >>> table = pd.DataFrame({"round": [0, 1], "start": [0.0, 2.0], "rate.S": [3.0, 4.5]})
+    >>> table.attrs["window_s"] = 2.0
+    >>> tuples_not_replayed(table, {"S": 20})  # 6 + 9 in the two rounds
+    {'S': 5}
+    """
+    window_s = float(table.attrs["window_s"])
+    replayed = {stream: round(float(table[rate_name(stream)].sum()) * window_s)
+                if rate_name(stream) in table else n for stream, n in rows.items()}
+    return {stream: int(n - replayed[stream]) for stream, n in rows.items()
+            if n > replayed[stream]}

@@ -392,10 +392,27 @@ def check_trace_files(path: str | Path, fmt: str | None = None) -> list[Path]:
         if found.name == "parquet" and not (head[:4] == b"PAR1" and tail == b"PAR1"):
             raise TraceError(str(file), "is not a whole Parquet file (no PAR1 at its start "
                              "and end: truncated, or another format); write it again")
+        if found.name == "parquet":
+            _verify_pages(file)
         if found.name in ("csv", "dec") and not _text_line(head):
             raise TraceError(str(file), f"is not a {found.name} text file (binary bytes in "
                              "its first line)")
     return files
+
+
+def _verify_pages(file: Path) -> None:
+    """Read every page of a Parquet file, checking the CRC of each page that has one
+    (cqopt's traces do): a file with flipped bytes is refused, not read as other tuples."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        reader = pq.ParquetFile(file, page_checksum_verification=True)
+        for group in range(reader.num_row_groups):
+            reader.read_row_group(group)
+    except (OSError, pa.ArrowException) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise TraceError(str(file), f"is corrupt ({reason}); write it again") from None
 
 
 def _text_line(head: bytes) -> bool:

@@ -22,8 +22,9 @@ def read_parquet(path: Path) -> pd.DataFrame:
 
 
 def write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    """Write ``frame`` as one Parquet file, no index."""
-    frame.to_parquet(path, index=False)
+    """Write ``frame`` as one Parquet file, no index, each page with its CRC checksum
+    (which :func:`~cqopt.replay.trace_format.check_trace_files` verifies)."""
+    frame.to_parquet(path, index=False, write_page_checksum=True)
 
 
 def parquet_columns(path: Path) -> list[str]:

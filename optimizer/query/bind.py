@@ -28,7 +28,6 @@ WINDOW [1] (seconds) or a per-stream window such as TCP [RANGE 10 SECONDS]
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -46,6 +45,12 @@ from cqopt.optimizer.query.errors import (
     UnsupportedQueryError,
 )
 from cqopt.optimizer.query.literals import literal_value
+
+# The windows a query may ask for: beyond them a window's state is no real memory size
+# (RANGE 1e297 SECONDS) or shorter than the times a trace can tell apart.
+MIN_RANGE_SECONDS = 0.001
+MAX_RANGE_SECONDS = 365 * 24 * 3600
+MAX_ROWS = 2**31
 
 ColumnRef = tuple[str, str]  # (stream, column), both spelled as in the catalog
 
@@ -197,8 +202,8 @@ def window(node: exp.Expression, scope: Scope, stream: str | None = None) -> Win
     Raises
     ------
     UnsupportedQueryError
-        A size that is not positive and finite, a ROWS count that is not a whole
-        number, or PARTITION BY outside a stream's window or over another
+        A size that is not positive, a range outside 1 ms to 1 year, a ROWS
+        count that is not a whole number or beyond 2^31, or PARTITION BY outside a stream's window or over another
         stream's column.
     """
     kind = node.args.get("kind")
@@ -221,15 +226,20 @@ def window(node: exp.Expression, scope: Scope, stream: str | None = None) -> Win
         if not seconds or seconds <= 0:
             raise UnsupportedQueryError(f"window {node.sql(dialect=CQL)} must have a "
                                         "positive size")
-        if not math.isfinite(seconds):  # 1e308 HOURS is a finite number of hours only
-            raise UnsupportedQueryError(f"window {node.sql(dialect=CQL)} is too long: its "
-                                        "size in seconds must be finite")
+        if not MIN_RANGE_SECONDS <= seconds <= MAX_RANGE_SECONDS:
+            raise UnsupportedQueryError(f"window {node.sql(dialect=CQL)} is "
+                                        f"{'too long' if seconds > 1 else 'too short'}: a "
+                                        "range window spans 1 MILLISECONDS to 1 year "
+                                        f"({MAX_RANGE_SECONDS:,} SECONDS)")
         return Window("range", seconds=float(seconds), partition_by=parts)
     if kind == "rows":
         size = literal_value(node.args["size"])
         if not isinstance(size, int) or isinstance(size, bool) or size <= 0:
             raise UnsupportedQueryError(f"window {node.sql(dialect=CQL)}: ROWS needs a "
                                         "positive whole number of tuples")
+        if size > MAX_ROWS:
+            raise UnsupportedQueryError(f"window {node.sql(dialect=CQL)} is too long: a ROWS "
+                                        f"window holds at most 2^31 = {MAX_ROWS:,} tuples")
         return Window("rows", rows=size, partition_by=parts)
     return Window(kind, partition_by=parts)
 

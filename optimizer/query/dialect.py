@@ -41,6 +41,7 @@ from sqlglot.tokens import Token, TokenType
 
 from cqopt.optimizer.query.cql_errors import check_cql_shape, in_cql_words
 from cqopt.optimizer.query.errors import CQLSyntaxError
+from cqopt.optimizer.query.stray_tokens import NoStrayTokens
 
 # The arg under which a window hangs off an exp.Table (per-stream window) or an
 # exp.Select (query-level window). Select's own "windows" arg keeps its SQL meaning
@@ -110,7 +111,7 @@ def _is_number(text: str) -> bool:
         return False
 
 
-class CQLParser(BaseParser):
+class CQLParser(NoStrayTokens):
     QUERY_MODIFIER_PARSERS = {
         **BaseParser.QUERY_MODIFIER_PARSERS,
         TokenType.WINDOW: lambda self: self._parse_window_modifier(),
@@ -204,6 +205,9 @@ class CQLParser(BaseParser):
             and self._match(TokenType.L_BRACKET)
         ):
             table.set(WINDOW_ARG, self._parse_stream_window_body())
+        if isinstance(table, exp.Table) and self._match(TokenType.STAR, advance=False):
+            # Postgres's `FROM S *` (S and its child tables), which sqlglot drops
+            self.raise_error(f"unexpected '*' after the stream {table.name}")
         return table
 
     def _parse_table(self, *args: t.Any, **kwargs: t.Any) -> exp.Expr | None:
