@@ -38,6 +38,8 @@ costed cheapest at them, and is counted in ``off_chart_rounds``.
 
 from __future__ import annotations
 
+import collections
+
 import math
 import operator
 import warnings
@@ -70,6 +72,10 @@ class Hysteresis:
 
     margin: float = 0.05
     rounds: int = 3
+
+
+# Rounds whose mean judges whether a statistic the chart fixes has left its cover.
+LEVEL_ROUNDS = 20
 
 
 class RoundOutcome(NamedTuple):
@@ -239,6 +245,13 @@ class AdaptiveQuery:
         self._n_means, self._n_vector = len(means), len(means) + len(jsel)
         self._current = [self.initial[n] for n in self._names]
         self._scalar_current = self._current[self._n_vector:]
+        # The statistics the chart fixes, by their place in _current, and their last
+        # values (see _choose).
+        self._fixed_at = tuple((n, self._names.index(n)) for n in self.chart.spec.fixed
+                               if n in self._names)
+        # seeded with the chart's own value, half a window's worth: the prior
+        self._levels = {n: collections.deque([self.chart.spec.fixed[n]] * (LEVEL_ROUNDS // 2),
+                                             maxlen=LEVEL_ROUNDS - 1) for n, _ in self._fixed_at}
         axes = [self._names.index(a.statistic) for a in self.chart.spec.axes]
         self._axis_values = (operator.itemgetter(*axes) if len(axes) > 1 else
                              lambda current, i=axes[0]: (current[i],))
@@ -294,7 +307,18 @@ class AdaptiveQuery:
         estimate = dict(zip(self._names, current))
         choice = self.chart.locate(self._axis_values(current))
         if self.off_chart is not None:
-            decided = self.off_chart.choose(estimate, choice)
+            # Whether a statistic the chart fixes left its cover is judged at its mean
+            # over the last LEVEL_ROUNDS rounds, this one included, not at one round's
+            # measure: a round's sample of a join selectivity of 0.001 is 0 more often
+            # than not, which is sampling, not the chart's cover being left (a jump to
+            # 0.1 still leaves it at once). Axes are judged at the round's own values;
+            # the plans are costed at the round's values.
+            judged = dict(estimate)
+            for name, kept in self._levels.items():
+                x = estimate[name]
+                if x == x:
+                    judged[name] = (sum(kept) + x) / (len(kept) + 1)
+            decided = self.off_chart.choose(estimate, choice, judged)
             if decided.off_chart:  # costed at the point: the chart's cells say nothing here
                 if decided.plan is not choice.plan:
                     choice = choice._replace(plan=decided.plan, plan_id=decided.plan_id)
@@ -429,6 +453,9 @@ class AdaptiveQuery:
                                       "" if off_chart is None else off_chart.reason))
         # From here on, float arithmetic on values within their bounds: nothing can fail.
         self._observe(values)
+        for name, i in self._fixed_at:
+            if values[i] == values[i]:
+                self._levels[name].append(values[i])
         if learn is not None:
             learn()
         self._pending = pending

@@ -115,7 +115,8 @@ class OffChart:
             how = "far from"
         return f"{name} = {x:.4g} is {how} the {value:.4g} the chart fixes"
 
-    def choose(self, stats: Mapping[str, float], choice=None) -> OffChartChoice:
+    def choose(self, stats: Mapping[str, float], choice=None,
+               judged: Mapping[str, float] | None = None) -> OffChartChoice:
         """The plan for a round at ``stats`` (every statistic of the chart, valid values).
 
         Parameters
@@ -124,6 +125,10 @@ class OffChart:
             The round's statistics: its axes and the statistics the chart fixes.
         choice : Choice, optional
             The chart's lookup at ``stats`` when the caller has it already.
+        judged : mapping of str to float, optional
+            What the chart's cover is judged at, when not ``stats`` (the
+            adaptive query's mean of each fixed statistic over recent rounds);
+            the plans are costed at ``stats`` either way.
 
         Returns
         -------
@@ -134,7 +139,7 @@ class OffChart:
         """
         if choice is None:
             choice = self.chart.locate([float(stats[a]) for a in self.axes])
-        reason = self.outside(stats)
+        reason = self.outside(stats if judged is None else judged)
         if not reason:
             return OffChartChoice(choice.plan, choice.plan_id, False, "", choice.plan_id,
                                   choice.cell)

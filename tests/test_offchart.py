@@ -96,17 +96,36 @@ def test_off_the_chart_the_cheapest_plan_by_the_charts_kernel_runs(charts, catal
 
 
 def test_the_adaptive_query_runs_and_reports_the_off_chart_plan(charts, catalog):
+    """A statistic the chart fixes leaves its cover once its mean over the last rounds
+    does, not on one round's value: a sampled join selectivity of 0.001 reads 0 in most
+    rounds, which is sampling, not drift. A jump to 0.2 leaves it at once."""
     query = AdaptiveQuery.costed(charts["Q2"], catalog, estimator="last")
     inside = query.step(_q2(charts), measured=_q2(charts))
     stats = _q2(charts, **{"jsel.TCP.UDP": 0.3, "jsel.SF.UDP": 0.01, "jsel.SF.TCP": 0.2})
     off = query.step(stats, measured=stats)
-    assert not inside.off_chart and off.off_chart and "jsel." in off.off_chart_reason
+    assert not inside.off_chart
+    assert off.off_chart and "jsel." in off.off_chart_reason
     assert off.plan is OffChart(charts["Q2"], catalog).choose(stats).plan
     assert off.chart_plan_id == charts["Q2"].choose(RATES).plan_id
     assert query.off_chart_rounds == 1
     plain = AdaptiveQuery.costed(charts["Q2"], catalog, estimator="last", off_chart=False)
     plain.step(_q2(charts))
-    assert not plain.step(stats, measured=stats).off_chart and plain.off_chart_rounds == 0
+    for _ in range(3):
+        assert not plain.step(stats, measured=stats).off_chart
+    assert plain.off_chart_rounds == 0
+
+
+def test_a_sampled_zero_join_selectivity_does_not_leave_the_chart(charts, catalog):
+    """Rounds whose sampled join selectivities read 0 or a few times the chart's value, as
+    a 10% sample of a 0.001 selectivity does (0.001 on average), stay on the chart."""
+    query = AdaptiveQuery.costed(charts["Q2"], catalog, estimator="decay")
+    rng = np.random.default_rng(3)
+    outcomes = []
+    for _ in range(40):
+        noisy = {k: float(rng.choice([0.0, 0.0, 0.001, 0.003])) for k in
+                 ("jsel.TCP.UDP", "jsel.SF.UDP", "jsel.SF.TCP")}
+        outcomes.append(query.step(_q2(charts, **noisy), measured=True))
+    assert sum(o.off_chart for o in outcomes) <= 8  # a mean of 20 such rounds still wanders
 
 
 def _drifting_rounds(charts, n: int = 40) -> pd.DataFrame:
