@@ -108,7 +108,9 @@ def test_example_paths_are_the_bundled_examples_from_any_folder(examples, tmp_pa
     notes = [line for line in captured.err.splitlines() if "bundled" in line]
     assert len(notes) == 2 and notes[0].startswith("cqopt: examples/dec-pkt.toml is not in "
                                                    "this folder"), captured.err
-    assert str(examples / "dec-pkt.toml") in notes[0] and "== Q1" in captured.out
+    from cqopt.examples import example  # the installed package's copy (a wheel's, or here)
+
+    assert str(example("dec-pkt.toml")) in notes[0] and "== Q1" in captured.out
     (tmp_path / "examples").mkdir()
     (tmp_path / "examples" / "dec-pkt.toml").write_text("not a catalog [", encoding="utf-8")
     assert main(argv) == 2
