@@ -97,13 +97,15 @@ def read_text_file(path: str | os.PathLike, limit: int = MAX_TEXT_FILE) -> str:
         return io.TextIOWrapper(f, encoding="utf-8").read(limit + 1)
 
 
-def open_regular(path: str | os.PathLike, limit: int) -> io.BufferedReader:
+def open_regular(path: str | os.PathLike, limit: int,
+                 follow: bool = True) -> io.BufferedReader:
     """``path`` opened for reading, checked to be a regular file of at most ``limit`` bytes
     on the open file itself, before a byte is read; else an OSError.
 
     Opened without waiting (a FIFO does not block the open) and read without
     waiting (``/proc/kmsg``, a regular file with nothing to say yet, fails at
-    once instead of blocking).
+    once instead of blocking); with ``follow=False``, a final symbolic link is
+    refused rather than followed.
 
     >>> open_regular("/dev/zero", 1 << 20)
     Traceback (most recent call last):
@@ -111,6 +113,8 @@ def open_regular(path: str | os.PathLike, limit: int) -> io.BufferedReader:
     OSError: [Errno 22] not a regular file (a FIFO, device or directory): '/dev/zero'
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     fd = os.open(path, flags)
     try:
         info = os.fstat(fd)

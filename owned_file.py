@@ -38,6 +38,7 @@ import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
+from cqopt.errors import open_regular
 from cqopt.output import OutputError, atomic_file
 
 MAX_OWNED = 256 << 20  # a diagram or a catalog is megabytes at most
@@ -121,16 +122,7 @@ def read_regular(path: str | os.PathLike, limit: int = MAX_OWNED) -> bytes:
     ...
     OSError: [Errno 22] not a regular file (a FIFO, device or directory): '/dev/zero'
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | \
-        getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(path, flags)
-    with open(fd, "rb", closefd=True) as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or directory)",
-                          str(path))
-        if info.st_size > limit:
-            raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
+    with open_regular(path, limit, follow=False) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise OSError(errno.EFBIG, f"larger than {limit >> 20} MiB", str(path))
