@@ -122,6 +122,10 @@ class ChartRefresher:
         """The latest chart: built completely before it was published."""
         return self._published[0]
 
+    def latest(self) -> tuple[QueryChart, int]:
+        """The latest chart and its generation, read together (one reference)."""
+        return self._published
+
     @property
     def generation(self) -> int:
         """How many rebuilds have been swapped in."""

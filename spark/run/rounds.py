@@ -125,10 +125,10 @@ class RoundRunner:
         compare the same plans in every round. The adaptive query is made anew on
         the new chart and warmed on the last rounds' observations, as on resumption.
         """
-        new = self.refresher.current()
-        if self.refresher.generation == self.generation:
+        new, generation = self.refresher.latest()  # one read: a chart and its number
+        if generation == self.generation:
             return
-        self.generation = self.refresher.generation
+        self.generation = generation
         if [p.id for p in new.plans] != [p.id for p in self.adaptive_chart.plans]:
             self.ctx.say(f"{self.ctx.name}: the chart rebuilt from the run's rounds has other "
                          "candidate plans; the run goes on with its chart")
