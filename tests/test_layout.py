@@ -15,10 +15,14 @@ import cqopt
 # The optimizer's rooms are layers too: the query front end, then plans, then the rules.
 # So are the rooms of the streaming run, above the rest of cqopt.spark, each importing
 # only those before it, the loop that ties them and the package's face last.
+# So are output's rooms, from the file written whole up to the directory switched in.
 # A module's layer is its longest entry.
 # The root package comes first: it imports nothing of cqopt (its names load lazily, by
 # name), so a module no other entry covers lands there and any import of it runs upward.
-LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress", "cqopt.output", "cqopt.owned_file",
+LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress",
+          "cqopt.output.atomic", "cqopt.output.marker", "cqopt.output.checks",
+          "cqopt.output.retire", "cqopt.output.recovery", "cqopt.output.switch",
+          "cqopt.output.snapshot", "cqopt.output", "cqopt.owned_file",
           "cqopt.examples", "cqopt.catalog",
           "cqopt.optimizer.query", "cqopt.optimizer.plans", "cqopt.optimizer.rules",
           "cqopt.optimizer", "cqopt.costmodel", "cqopt.charts", "cqopt.runtime", "cqopt.replay",
