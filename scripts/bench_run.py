@@ -51,6 +51,7 @@ from cqopt.charts.spec import workload_specs
 from cqopt.charts.store import write_chart_set
 from cqopt.charts.workload import load_workload
 from cqopt.cli.main import main as cqopt_main
+from cqopt.output import atomic_file
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 STREAMS = ("TCP", "UDP", "SF")
@@ -126,8 +127,8 @@ def live(spark, chart, query, catalog, traces: Path, folder: Path, rounds: int) 
         for r in range(1, rounds + 1):
             time.sleep(1.0)
             for s in STREAMS:  # written under a hidden name, then renamed: whole files only
-                shutil.copy(files[s][r], sources / s / f".{files[s][r].name}")
-                (sources / s / f".{files[s][r].name}").rename(sources / s / files[s][r].name)
+                with atomic_file(sources / s / files[s][r].name) as scratch:
+                    shutil.copy(files[s][r], scratch)
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
