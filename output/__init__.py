@@ -69,7 +69,7 @@ cqopt: kept 1 file cqopt did not write (or that changed since), moved into the n
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path  # noqa: F401  (the examples above use it)
 
 from cqopt.output.atomic import atomic_file, write_atomic
 from cqopt.output.checks import NAME_MAX, SCRATCH_ROOM, OutputError, check_file_target, \
