@@ -177,59 +177,81 @@ def refine_chart(context: ChartContext, budget: int, depth: int | None = None, k
         A budget below the corner regions, or a depth beyond the index cap.
     """
     start = time.perf_counter()
-    spec = context.spec
-    depth = check_refinement(spec, budget, depth, k0)
-    n = len(spec.axes)
-    fine = [k0 << depth for _ in spec.axes]
-    lattice = tuple(2 * f + 1 for f in fine)  # half-cell points per axis
-    table = {"ids": np.zeros(0, np.int64), "u": np.zeros((len(context.plans), 0))}
-    corner_offsets = np.array(np.unravel_index(np.arange(1 << n), (2,) * n)).T  # (2^n, n)
-    sample_offsets = np.array(np.unravel_index(np.arange(3 ** n), (3,) * n)).T  # (3^n, n)
-    centre_column = (3 ** n - 1) // 2
+    depth = check_refinement(context.spec, budget, depth, k0)
+    samples = _Samples(context, depth, k0, evaluate)
+    level, index, ids = _split_where_plans_disagree(samples, budget, k0, depth)
+    leaves = _leaves(samples, level, index, ids[:, samples.centre], k0, depth)
+    return refined_chart(context, leaves, time.perf_counter() - start)
 
-    def points(level: np.ndarray, index: np.ndarray) -> np.ndarray:
-        """Lattice ids of each region's 3^n sample points: corners, edge and face
-        midpoints and, in the middle (``centre_column``), the centroid: (regions, 3^n)."""
-        side = 2 << (depth - level.astype(np.int64))  # the region's side in half-cells
+
+class _Samples:
+    """The lattice of half-cells of the finest level, and the utilities costed on it so far.
+
+    A region's 3^n sample points are the corners, edge and face midpoints and, in the
+    middle (column :attr:`centre`), the centroid; a point shared by many regions is
+    costed once.
+    """
+
+    def __init__(self, context: ChartContext, depth: int, k0: int, evaluate: Evaluate):
+        n = len(context.spec.axes)
+        self.context, self.evaluate, self.depth = context, evaluate, depth
+        self.fine = [k0 << depth for _ in context.spec.axes]
+        self.lattice = tuple(2 * f + 1 for f in self.fine)  # half-cell points per axis
+        self.ids = np.zeros(0, np.int64)
+        self.u = np.zeros((len(context.plans), 0))
+        self.offsets = np.array(np.unravel_index(np.arange(3 ** n), (3,) * n)).T  # (3^n, n)
+        self.centre = (3 ** n - 1) // 2
+
+    def points(self, level: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """Lattice ids of each region's 3^n sample points: (regions, 3^n)."""
+        side = 2 << (self.depth - level.astype(np.int64))  # the region's side in half-cells
         coords = (index * side[:, None])[:, None, :] \
-            + sample_offsets[None] * (side // 2)[:, None, None]
-        return np.ravel_multi_index(tuple(np.moveaxis(coords, -1, 0)), lattice)
+            + self.offsets[None] * (side // 2)[:, None, None]
+        return np.ravel_multi_index(tuple(np.moveaxis(coords, -1, 0)), self.lattice)
 
-    def cost_points(ids: np.ndarray) -> None:
+    def cost(self, ids: np.ndarray) -> None:
         """One round: cost the points not costed before, in one kernel call (one job)."""
-        new = np.setdiff1d(ids, table["ids"])
+        new = np.setdiff1d(ids, self.ids)
         if not len(new):
             return
-        coords = np.unravel_index(new, lattice)
+        coords = np.unravel_index(new, self.lattice)
         stats = {a.statistic: a.lo + c / (2 * f) * (a.hi - a.lo)
-                 for a, c, f in zip(spec.axes, coords, fine)}
-        u = np.asarray(evaluate(context, stats), dtype=np.float64)
-        ids_all = np.concatenate([table["ids"], new])
+                 for a, c, f in zip(self.context.spec.axes, coords, self.fine)}
+        u = np.asarray(self.evaluate(self.context, stats), dtype=np.float64)
+        ids_all = np.concatenate([self.ids, new])
         order = np.argsort(ids_all, kind="stable")
-        table["ids"], table["u"] = ids_all[order], np.concatenate([table["u"], u], axis=1)[:, order]
+        self.ids, self.u = ids_all[order], np.concatenate([self.u, u], axis=1)[:, order]
 
-    def regret(ids: np.ndarray) -> np.ndarray:
+    def utilities(self, ids: np.ndarray) -> np.ndarray:
+        """The costed utilities at lattice ids ``ids``: (plans, *ids.shape)."""
+        return self.u[:, np.searchsorted(self.ids, ids)]
+
+    def regret(self, ids: np.ndarray) -> np.ndarray:
         """Per region, the most its centroid's plan loses at a sample point (relative)."""
-        u = table["u"][:, np.searchsorted(table["ids"], ids)]  # (plans, regions, 3^n)
-        plan = np.argmin(u[:, :, centre_column], axis=0)
+        u = self.utilities(ids)  # (plans, regions, 3^n)
+        plan = np.argmin(u[:, :, self.centre], axis=0)
         mine = np.take_along_axis(u, plan[None, :, None], axis=0)[0]
         best = u.min(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
             loss = np.where(mine <= best, 0.0, mine / best - 1.0)
         return np.nan_to_num(loss, nan=0.0, posinf=np.inf).max(axis=1)
 
-    # Level 0: every coarse region.
+
+def _split_where_plans_disagree(samples: _Samples, budget: int, k0: int,
+                                depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every coarse region, split breadth first where its sample points disagree on the
+    best plan, within ``budget`` leaves: the leaves' (level, index, sample ids)."""
+    n = len(samples.fine)
+    corner_offsets = np.array(np.unravel_index(np.arange(1 << n), (2,) * n)).T  # (2^n, n)
     level = np.zeros(k0 ** n, dtype=np.int64)
     index = np.stack(np.unravel_index(np.arange(k0 ** n), (k0,) * n), axis=-1)
-    ids = points(level, index)
-    cost_points(ids)
+    ids = samples.points(level, index)
+    samples.cost(ids)
     leaves_level, leaves_index, leaves_ids = [level], [index], [ids]
-    frontier = (level, index, ids)
     total = len(level)
     per_split = (1 << n) - 1
     for current in range(depth):
-        level, index, ids = frontier
-        loss = regret(ids) if len(ids) else np.zeros(0)
+        loss = samples.regret(ids) if len(ids) else np.zeros(0)
         candidates = np.flatnonzero(loss > SPLIT_TOLERANCE)
         room = (budget - total) // per_split
         if not len(candidates) or room <= 0:
@@ -242,28 +264,31 @@ def refine_chart(context: ChartContext, budget: int, depth: int | None = None, k
         # The split regions leave the leaves; their children join them.
         leaves_level[-1], leaves_index[-1], leaves_ids[-1] = \
             level[keep], index[keep], ids[keep]
-        child_index = (2 * index[candidates][:, None, :] + corner_offsets[None]).reshape(-1, n)
-        child_level = np.full(len(child_index), current + 1, dtype=np.int64)
-        child_ids = points(child_level, child_index)
-        cost_points(child_ids)
-        leaves_level.append(child_level)
-        leaves_index.append(child_index)
-        leaves_ids.append(child_ids)
-        frontier = (child_level, child_index, child_ids)
+        index = (2 * index[candidates][:, None, :] + corner_offsets[None]).reshape(-1, n)
+        level = np.full(len(index), current + 1, dtype=np.int64)
+        ids = samples.points(level, index)
+        samples.cost(ids)
+        leaves_level.append(level)
+        leaves_index.append(index)
+        leaves_ids.append(ids)
         total += len(candidates) * per_split
-    level = np.concatenate(leaves_level)
-    index = np.concatenate(leaves_index)
-    centre = np.concatenate(leaves_ids)[:, centre_column]
+    return (np.concatenate(leaves_level), np.concatenate(leaves_index),
+            np.concatenate(leaves_ids))
+
+
+def _leaves(samples: _Samples, level: np.ndarray, index: np.ndarray, centre: np.ndarray,
+            k0: int, depth: int) -> Leaves:
+    """The leaves in storage order (level, then cell), each with its centroid's best plan."""
+    n = index.shape[1]
     cell = np.empty(len(level), dtype=np.int64)
     for lv in np.unique(level):
         rows = level == lv
         cell[rows] = np.ravel_multi_index(tuple(index[rows].T), (k0 << int(lv),) * n)
     order = np.lexsort((cell, level))
-    u = table["u"][:, np.searchsorted(table["ids"], centre[order])]
+    u = samples.utilities(centre[order])
     plan = np.argmin(u, axis=0)  # first minimum: ties go to the lowest plan id, as in a grid
-    leaves = Leaves((k0,) * n, depth, level[order].astype(np.uint8), cell[order],
-                    plan.astype(np.uint16), u[plan, np.arange(len(plan))])
-    return refined_chart(context, leaves, time.perf_counter() - start)
+    return Leaves((k0,) * n, depth, level[order].astype(np.uint8), cell[order],
+                  plan.astype(np.uint16), u[plan, np.arange(len(plan))])
 
 
 def refined_chart(context: ChartContext, leaves: Leaves, seconds: float = 0.0) -> Chart:
