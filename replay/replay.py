@@ -59,7 +59,7 @@ import pandas as pd
 from cqopt.catalog import Catalog
 from cqopt.charts.build import build_chart
 from cqopt.charts.kernel import ChartContext
-from cqopt.charts.lookup import QueryChart
+from cqopt.charts.lookup import Choices, QueryChart
 from cqopt.charts.spec import Axis, ChartSpec
 from cqopt.costmodel import plan_utilities
 from cqopt.replay import baselines
@@ -128,14 +128,38 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
     ``residuals``, ``fallback``, ``hysteresis`` and ``off_chart`` are
     :meth:`AdaptiveQuery.costed <cqopt.runtime.adaptive.AdaptiveQuery.costed>`'s options.
     """
-    spec = chart.spec
-    plans = list(chart.plans)
     actual = actual_statistics(chart, observed)
-    n = len(observed)
     if utilities is None:
         utilities = exact_utilities(chart, catalog, observed)
     best, defined = baselines.optimal(utilities)
+    steps = _step_through(chart, catalog, observed, actual, estimator=estimator, d=d,
+                          decay=decay, seed=seed, hysteresis=hysteresis, choice=choice,
+                          residuals=residuals, fallback=fallback, off_chart=off_chart)
+    others = _Baselines.run(chart, catalog, actual, utilities, defined, d, seed)
+    ids = np.array([p.id for p in chart.plans], dtype=object)
+    rounds = _rounds_table(observed, actual, steps, others, utilities, best, ids)
+    summary = _summary(chart, catalog, observed, steps, others, utilities, best, defined, ids)
+    return Replay(name, rounds, summary, tuple(ids))
 
+
+@dataclass
+class _Steps:
+    """What the chart's adaptive query did in each round of a replay."""
+
+    chosen: np.ndarray  # the plan's index into the chart's plans
+    moves: np.ndarray
+    switches: np.ndarray
+    off: np.ndarray
+    reasons: np.ndarray
+    estimates: dict[str, np.ndarray]
+    fallbacks: int
+
+
+def _step_through(chart: QueryChart, catalog: Catalog, observed: pd.DataFrame,
+                  actual: dict[str, np.ndarray], *, estimator: str, d: int, decay: float,
+                  seed: int, **options: Any) -> _Steps:
+    """Step the chart's :class:`AdaptiveQuery` through the observed rounds, one by one."""
+    n = len(observed)
     sampled = None
     if estimator.startswith("sample"):
         # The round's own statistics from a simulated sampler (replay/sampling.py); OM's
@@ -144,16 +168,11 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
                                      window_s=round_length(observed), seed=seed)
         estimator = "decay"
     adaptive = AdaptiveQuery.costed(chart, catalog, estimator=estimator, d=d, decay=decay,
-                                    hysteresis=hysteresis, choice=choice,
-                                    residuals=residuals, fallback=fallback,
-                                    off_chart=off_chart)
-    position = {id(p): i for i, p in enumerate(plans)}
-    chosen = np.empty(n, dtype=np.intp)
-    moves = np.zeros(n, dtype=bool)
-    switches = np.zeros(n, dtype=bool)
-    off = np.zeros(n, dtype=bool)
-    reasons = np.full(n, "", dtype=object)
-    estimates = {a.statistic: np.empty(n) for a in spec.axes}
+                                    **options)
+    position = {id(p): i for i, p in enumerate(chart.plans)}
+    steps = _Steps(np.empty(n, dtype=np.intp), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool),
+                   np.zeros(n, dtype=bool), np.full(n, "", dtype=object),
+                   {a.statistic: np.empty(n) for a in chart.spec.axes}, 0)
     # The estimators see what was observed (nothing where a round defines a statistic
     # not, NaN in the rounds table); the filled-in values serve only to cost the optimum.
     raw = {k: observed[k].to_numpy(dtype=np.float64) for k in actual if k in observed}
@@ -162,69 +181,103 @@ def replay(name: str, chart: QueryChart, catalog: Catalog, observed: pd.DataFram
             k: v[t] for k, v in sampled.items() if not math.isnan(v[t])}
         outcome = adaptive.step({k: v[t] for k, v in raw.items() if not math.isnan(v[t])},
                                 measured=measured)
-        chosen[t] = position[id(outcome.plan)]
-        moves[t], switches[t] = outcome.move, outcome.switch
-        off[t], reasons[t] = outcome.off_chart, outcome.off_chart_reason
-        for k in estimates:
-            estimates[k][t] = outcome.estimate[k]
-    hit, regret = baselines.outcome(utilities, chosen, best)
+        steps.chosen[t] = position[id(outcome.plan)]
+        steps.moves[t], steps.switches[t] = outcome.move, outcome.switch
+        steps.off[t], steps.reasons[t] = outcome.off_chart, outcome.off_chart_reason
+        for k in steps.estimates:
+            steps.estimates[k][t] = outcome.estimate[k]
+    steps.fallbacks = adaptive.fallback.fallbacks if adaptive.fallback else 0
+    return steps
 
-    oracle = chart.choose_many({a.statistic: actual[a.statistic] for a in spec.axes})
-    rand = baselines.rand(len(plans), n, seed)
-    # RATE decides once, from the first d rounds that have an optimum at all.
-    early = np.flatnonzero(defined)[:d] if defined.any() else np.arange(min(d, n))
-    first = {k: np.array([np.mean(v[early])]) if len(early) else np.array([np.nan])
-             for k, v in actual.items()}
-    rate_plan = baselines.rate(plan_utilities(spec.cost_model(catalog), spec.utility, plans,
-                                              first)[:, 0])
-    static_plan = baselines.best_static(utilities, defined)
-    runs = {"rand": rand, "rate": np.full(n, rate_plan), "best_static": np.full(n, static_plan),
-            "oracle_chart": oracle.plan_index}
-    hits = {name: baselines.outcome(utilities, index, best)[0] for name, index in runs.items()}
 
-    ids = np.array([p.id for p in plans], dtype=object)
-    rounds = pd.DataFrame({
+@dataclass
+class _Baselines:
+    """The plans each baseline runs in each round, and the one plan of the fixed ones."""
+
+    runs: dict[str, np.ndarray]  # baseline -> plan index per round
+    rate_plan: int
+    static_plan: int
+    oracle: Choices  # the chart's lookups at the actual statistics
+
+    @classmethod
+    def run(cls, chart: QueryChart, catalog: Catalog, actual: dict[str, np.ndarray],
+            utilities: np.ndarray, defined: np.ndarray, d: int, seed: int) -> _Baselines:
+        spec, plans, n = chart.spec, list(chart.plans), utilities.shape[1]
+        oracle = chart.choose_many({a.statistic: actual[a.statistic] for a in spec.axes})
+        rand = baselines.rand(len(plans), n, seed)
+        # RATE decides once, from the first d rounds that have an optimum at all.
+        early = np.flatnonzero(defined)[:d] if defined.any() else np.arange(min(d, n))
+        first = {k: np.array([np.mean(v[early])]) if len(early) else np.array([np.nan])
+                 for k, v in actual.items()}
+        rate_plan = baselines.rate(plan_utilities(spec.cost_model(catalog), spec.utility,
+                                                  plans, first)[:, 0])
+        static_plan = baselines.best_static(utilities, defined)
+        runs = {"rand": rand, "rate": np.full(n, rate_plan),
+                "best_static": np.full(n, static_plan), "oracle_chart": oracle.plan_index}
+        return cls(runs, rate_plan, static_plan, oracle)
+
+    def hits(self, utilities: np.ndarray, best: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: baselines.outcome(utilities, index, best)[0]
+                for name, index in self.runs.items()}
+
+
+def _rounds_table(observed: pd.DataFrame, actual: dict[str, np.ndarray], steps: _Steps,
+                  others: _Baselines, utilities: np.ndarray, best: np.ndarray,
+                  ids: np.ndarray) -> pd.DataFrame:
+    """One row per round: the statistics, the chart's plan and every baseline's hit."""
+    n = len(observed)
+    hit, regret = baselines.outcome(utilities, steps.chosen, best)
+    hits = others.hits(utilities, best)
+    return pd.DataFrame({
         "round": observed["round"].to_numpy() if "round" in observed else np.arange(n),
         "start": observed["start"].to_numpy() if "start" in observed else np.arange(n, float),
         **{f"actual:{k}": v for k, v in actual.items()},
-        **{f"estimate:{k}": v for k, v in estimates.items()},
-        "plan": ids[chosen], "optimal": ids[best], "hit": hit, "regret": regret,
-        "move": moves, "switch": switches, "off_chart": off, "off_chart_reason": reasons,
-        "oracle_plan": ids[oracle.plan_index], "oracle_hit": hits["oracle_chart"],
+        **{f"estimate:{k}": v for k, v in steps.estimates.items()},
+        "plan": ids[steps.chosen], "optimal": ids[best], "hit": hit, "regret": regret,
+        "move": steps.moves, "switch": steps.switches, "off_chart": steps.off,
+        "off_chart_reason": steps.reasons,
+        "oracle_plan": ids[others.oracle.plan_index], "oracle_hit": hits["oracle_chart"],
         "rand_hit": hits["rand"], "rate_hit": hits["rate"],
         "best_static_hit": hits["best_static"],
     })
 
+
+def _summary(chart: QueryChart, catalog: Catalog, observed: pd.DataFrame, steps: _Steps,
+             others: _Baselines, utilities: np.ndarray, best: np.ndarray,
+             defined: np.ndarray, ids: np.ndarray) -> dict[str, Any]:
+    """The replay's totals: the chart's score, its moves and misses, every baseline's."""
+    spec, n = chart.spec, len(observed)
+    hit = baselines.outcome(utilities, steps.chosen, best)[0]
+    oracle_hit = others.hits(utilities, best)["oracle_chart"]
     scored = {name: baselines.score(utilities, index, best, defined)
-              for name, index in runs.items()}
-    scored["rate"]["plan"] = str(ids[rate_plan])
-    scored["best_static"]["plan"] = str(ids[static_plan])
+              for name, index in others.runs.items()}
+    scored["rate"]["plan"] = str(ids[others.rate_plan])
+    scored["best_static"]["plan"] = str(ids[others.static_plan])
     scored["oracle_chart"]["moves"] = baselines.changes(
-        np.ravel_multi_index(oracle.cells.T, spec.shape))
-    chart_score = baselines.score(utilities, chosen, best, defined)
+        np.ravel_multi_index(others.oracle.cells.T, spec.shape))
+    chart_score = baselines.score(utilities, steps.chosen, best, defined)
     note = model_note(spec, catalog)
-    summary = {
+    return {
         "rounds": n,
         # What every total is in (the chart's model's utility, or predicted seconds), and
         # whether that model was ever checked against the engine.
         "unit": note["unit"], "unit_checked": note["checked"], "unit_note": note["text"],
         "undefined_rounds": int(n - defined.sum()),
         **chart_score,
-        "moves": int(moves.sum()),
-        "switches": int(switches.sum()),
-        "off_chart_rounds": int(off.sum()),
-        "off_chart_example": str(reasons[np.argmax(off)]) if off.any() else "",
+        "moves": int(steps.moves.sum()),
+        "switches": int(steps.switches.sum()),
+        "off_chart_rounds": int(steps.off.sum()),
+        "off_chart_example": str(steps.reasons[np.argmax(steps.off)]) if steps.off.any() else "",
         "headroom": scored["best_static"]["regret"],
         "no_headroom": bool(scored["best_static"]["regret"] < baselines.NO_HEADROOM),
-        "plans_used": int(len(np.unique(chosen))),
-        "fallbacks": adaptive.fallback.fallbacks if adaptive.fallback else 0,
-        "misses": {"estimation": int(np.sum((hits["oracle_chart"] == 1) & (hit == 0))),
-                   "discretization": int(np.sum((hits["oracle_chart"] == 0) & (hit == 0)))},
+        "plans_used": int(len(np.unique(steps.chosen))),
+        "fallbacks": steps.fallbacks,
+        "misses": {"estimation": int(np.sum((oracle_hit == 1) & (hit == 0))),
+                   "discretization": int(np.sum((oracle_hit == 0) & (hit == 0)))},
         "baselines": scored,
         # Statistics the chart does not cover in more than 10% of the rounds.
         "alarms": [a.to_dict() for a in coverage_alarms(spec, observed)],
     }
-    return Replay(name, rounds, summary, tuple(ids))
 
 
 def off_chart_line(summary: dict[str, Any]) -> str:
