@@ -80,6 +80,13 @@ def run(spark, query, chart, catalog, folder: Path, out: Path, **options) -> lis
 
 
 def main() -> int:
+    args = _arguments()
+    free, bounded, calm, calm_free = _measure(args)
+    _report(args, free, bounded, calm, calm_free)
+    return 0
+
+
+def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--load", type=float, default=2.0, help="times the capacity (2)")
     parser.add_argument("--capacity", type=float, default=60_000,
@@ -88,8 +95,12 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--keys", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=5)
-    args = parser.parse_args()
+    return parser.parse_args()
 
+
+def _measure(args: argparse.Namespace) -> tuple[list, list, list, list]:
+    """Fit the engine model, set the deadline from it (``args.deadline``), and run the
+    query over and under capacity, with and without the deadline."""
     from cqopt.costmodel import make_model
     from cqopt.spark.engine_fit import fit_runs
     from cqopt.spark.session import spark_session
@@ -134,7 +145,11 @@ def main() -> int:
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
+    return free, bounded, calm, calm_free
 
+
+def _report(args: argparse.Namespace, free: list, bounded: list, calm: list,
+            calm_free: list) -> None:
     def late(records) -> float:
         return float(np.mean([r["plan_seconds"] > args.deadline for r in records]))
 
@@ -164,7 +179,6 @@ def main() -> int:
     same = all(a["answer"] == b["answer"] for a, b in zip(calm, calm_free))
     print(f"no overload: {sum(1 for r in calm if r['deadline']['kept'] < 1)} rounds shed; "
           f"answers identical to the run without a deadline: {same}")
-    return 0
 
 
 if __name__ == "__main__":

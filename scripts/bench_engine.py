@@ -127,20 +127,7 @@ def run_one(spark, name, query, chart, catalog, folder: Path, out: Path) -> dict
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--big", type=float, default=16000, help="tuples/s of a fast stream")
-    parser.add_argument("--small", type=float, default=800, help="tuples/s of the slow one")
-    parser.add_argument("--rounds-per-phase", type=int, default=3)
-    parser.add_argument("--calibrate-rows", type=int, default=8_000_000,
-                        help="rows of calibration's largest size: at a few hundred thousand, "
-                             "Spark's per-job cost hides a selection's own (8,000,000)")
-    parser.add_argument("--driver-memory", default="6g",
-                        help="the driver's memory: calibration caches its data twice (6g)")
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--queries", default="Q2,Q4")
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
-
+    args = _arguments()
     from cqopt.spark.session import spark_session
 
     catalog = bench_catalog(args.big, args.small)
@@ -161,19 +148,7 @@ def main() -> int:
         print(f"rounds of W = 1 s; fast streams {args.big:g} tuples/s, the slow one "
               f"{args.small:g}/s; join keys uniform over 1..1000 (jsel ~ 0.001); "
               f"{args.rounds_per_phase} rounds per phase")
-        configs = {"paper rates": catalog}
-        try:
-            from cqopt.spark.calibrate import calibrate
-
-            began = time.perf_counter()
-            measured = calibrate(spark, catalog, max_rows=args.calibrate_rows, sizes=3,
-                                 repeats=1)
-            configs["calibrated rates"] = replace(catalog, operators=measured.rates)
-            print(f"calibrated in {time.perf_counter() - began:.0f} s: " + ", ".join(
-                f"{k} {v.rate:,.0f}/s (fixed {v.fixed:.3f} s)"
-                for k, v in measured.fits.items()))
-        except Exception as err:  # report it; the paper's rates still run
-            print(f"calibration failed, calibrated configuration skipped: {err}")
+        configs = _configurations(spark, catalog, args.calibrate_rows)
         for name in names:
             spec, query = specs[name]
             folder = traces(catalog, list(query.stream_names), PHASES[name],
@@ -189,6 +164,43 @@ def main() -> int:
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
+    _print_rows(rows)
+    return 0
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--big", type=float, default=16000, help="tuples/s of a fast stream")
+    parser.add_argument("--small", type=float, default=800, help="tuples/s of the slow one")
+    parser.add_argument("--rounds-per-phase", type=int, default=3)
+    parser.add_argument("--calibrate-rows", type=int, default=8_000_000,
+                        help="rows of calibration's largest size: at a few hundred thousand, "
+                             "Spark's per-job cost hides a selection's own (8,000,000)")
+    parser.add_argument("--driver-memory", default="6g",
+                        help="the driver's memory: calibration caches its data twice (6g)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--queries", default="Q2,Q4")
+    parser.add_argument("--seed", type=int, default=7)
+    return parser.parse_args()
+
+
+def _configurations(spark, catalog: Catalog, calibrate_rows: int) -> dict[str, Catalog]:
+    """The paper's operator rates, and (where calibration succeeds) this engine's."""
+    configs = {"paper rates": catalog}
+    try:
+        from cqopt.spark.calibrate import calibrate
+
+        began = time.perf_counter()
+        measured = calibrate(spark, catalog, max_rows=calibrate_rows, sizes=3, repeats=1)
+        configs["calibrated rates"] = replace(catalog, operators=measured.rates)
+        print(f"calibrated in {time.perf_counter() - began:.0f} s: " + ", ".join(
+            f"{k} {v.rate:,.0f}/s (fixed {v.fixed:.3f} s)" for k, v in measured.fits.items()))
+    except Exception as err:  # report it; the paper's rates still run
+        print(f"calibration failed, calibrated configuration skipped: {err}")
+    return configs
+
+
+def _print_rows(rows: list) -> None:
     print()
     print(f"{'query':<5} {'config':<17} {'rounds':>6} {'meas.fid':>8} {'meas.regret':>11} "
           f"{'model fid':>9} {'adaptive s':>10} {'best static s':>20} {'worst static s':>20} "
@@ -207,7 +219,6 @@ def main() -> int:
               f"{result['chart_plans']} of {result['plans']} plans; fastest per round "
               f"{s['measured']['fastest']}; model optimum {s['model']['optimal']}; "
               f"run took {wall:.0f} s")
-    return 0
 
 
 if __name__ == "__main__":

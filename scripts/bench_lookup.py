@@ -85,7 +85,16 @@ def main() -> None:
                         help="regions of each refined chart (cqopt build --refine)")
     args = parser.parse_args()
     catalog = catalog_with_web()
-    workload = workload_from_dict({"defaults": {"k": args.k}, "query": [
+    cs = chart_set(catalog, args.k, args.refine)
+    rng = np.random.default_rng(0)
+    medians = time_lookups(cs, args.calls, args.many, rng)
+    time_adaptive_steps(cs, rng)
+    time_reoptimizing(cs, catalog, medians, rng)
+
+
+def chart_set(catalog: Catalog, k: int, refine: int):
+    """One chart set of Q1, Q2 and J4: their grids of ``k`` and their refined twins."""
+    workload = workload_from_dict({"defaults": {"k": k}, "query": [
         {"name": "Q1", "sql": "SELECT TCP.src_host, TCP.dest_host FROM TCP "
                               "WHERE TCP.dest_host = 2 WINDOW [1]"},
         {"name": "Q2", "sql": "SELECT * FROM TCP, UDP, SF WHERE TCP.src_host = UDP.dest_host "
@@ -95,31 +104,37 @@ def main() -> None:
     ]})
     specs = [s for s, _ in workload_specs(workload, catalog)]
     out = Path(tempfile.mkdtemp()) / "charts"
-    refined = build_local(specs, catalog, progress=False, refine=args.refine)
+    refined = build_local(specs, catalog, progress=False, refine=refine)
     for chart in refined:  # one chart set: the grids and their refined twins
         chart.spec = replace(chart.spec, name=f"{chart.spec.name}-R")
     write_chart_set(out, build_local(specs, catalog, progress=False) + refined, catalog)
-    cs = charts.load(out)
-    rng = np.random.default_rng(0)
+    return charts.load(out)
+
+
+def time_lookups(cs, calls: int, many: int, rng) -> dict[str, float]:
+    """choose() and choose_many() on every chart; each chart's median choose() in µs."""
     print(f"{'chart':6} {'axes':>4} {'cells':>7} {'choose median µs':>17} {'p99 µs':>7} "
           f"{'choose_many /s':>15}")
     medians = {}
     for name in ("Q1", "Q2", "J4", "Q1-R", "Q2-R", "J4-R"):
         chart = cs[name]
-        points = random_stats(chart, args.calls, rng)
+        points = random_stats(chart, calls, rng)
         time_choose(cs, name, points[:20000])  # warm-up
         median, p99 = time_choose(cs, name, points)
         medians[name] = median
-        many = {a.statistic: rng.uniform(a.lo, a.hi, args.many) for a in chart.spec.axes}
+        rows = {a.statistic: rng.uniform(a.lo, a.hi, many) for a in chart.spec.axes}
         runs = []
         for _ in range(5):
             start = time.perf_counter()
-            cs.choose_many(name, many)
+            cs.choose_many(name, rows)
             runs.append(time.perf_counter() - start)
         print(f"{name:6} {len(chart.spec.axes):4d} {chart.cells_stored:7d} {median:17.2f} "
-              f"{p99:7.2f} {args.many / statistics.median(runs):15.3e}")
+              f"{p99:7.2f} {many / statistics.median(runs):15.3e}")
+    return medians
 
-    # One round of Algorithm 2 against one lookup, on the same chart and process.
+
+def time_adaptive_steps(cs, rng) -> None:
+    """One round of Algorithm 2 against one lookup, on the same chart and process."""
     from cqopt.runtime.adaptive import AdaptiveQuery
 
     for name in ("Q1", "Q2"):
@@ -149,7 +164,9 @@ def main() -> None:
               f"mean): median {step:.2f} µs against choose() {choose:.2f} µs in alternating "
               f"batches: {statistics.median(ratios):.2f}x (target at most 3.5x on Q2)")
 
-    # Re-optimizing from scratch per call: enumerate and cost every plan, take the argmin.
+
+def time_reoptimizing(cs, catalog: Catalog, medians: dict[str, float], rng) -> None:
+    """Re-optimizing from scratch per call: enumerate and cost every plan, take the argmin."""
     spec = cs["J4"].spec
     model, utility = spec.cost_model(catalog), spec.utility
     query = parse_query(spec.sql, catalog)
@@ -168,7 +185,6 @@ def main() -> None:
         f"{n} {medians[n + '-R']:.2f} µs vs {medians[n]:.2f} µs" for n in ("Q1", "Q2", "J4"))
         + f"; worst refined {max(medians[n + '-R'] for n in ('Q1', 'Q2', 'J4')):.2f} µs "
         "(budget 1.5 µs)")
-
 
 if __name__ == "__main__":
     main()

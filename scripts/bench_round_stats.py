@@ -276,68 +276,88 @@ def main() -> None:
     catalog = load_catalog(EXAMPLES / "dec-pkt.toml")
     queries = {"Q1 (1 stream, selection)": parse_query(Q1, catalog),
                "Q2 (2-stream equi-join)": parse_query(Q2, catalog)}
-    rates = {name: sum(catalog.stream(name).rate) / 2 for name in ("TCP", "UDP")}
     folder = Path(tempfile.mkdtemp(prefix="cqopt-bench-rounds-"))
-    paths: dict[str, dict[str, Path]] = {}
-    begin = time.perf_counter()
-    for label, query in queries.items():
-        streams = query.stream_names
-        duration = args.tuples / sum(rates[s] for s in streams)
-        paths[label] = {}
-        for i, name in enumerate(streams):
-            frame = generate_trace(catalog.stream(name), duration, seed=i)
-            paths[label][name] = write_trace(frame, folder / label[:2] / f"{name}.parquet")
-    print(f"generated and wrote the traces in {time.perf_counter() - begin:.1f} s ({folder})")
-
-    begin = time.perf_counter()
-    spark = spark_session(args.master, progress=False,
-                          conf={"spark.sql.shuffle.partitions": "4"})
-    spark.range(1).count()
-    print(f"Spark session start-up ({args.master}): {time.perf_counter() - begin:.1f} s")
-    # The session's first real jobs load classes and compile code: timed apart.
-    begin = time.perf_counter()
-    tiny = generate_trace(catalog.stream("TCP"), 5.0, seed=99)
-    tiny_path = write_trace(tiny, folder / "warm-up.parquet")
-    frame, _ = read_trace(spark, tiny_path, catalog.stream("TCP"))
-    round_statistics(queries["Q1 (1 stream, selection)"], {"TCP": frame}, 1.0)
-    print(f"warm-up (read_trace and round_statistics of {len(tiny):,} tuples): "
-          f"{time.perf_counter() - begin:.1f} s")
-
+    paths = _write_traces(catalog, queries, args.tuples, folder)
+    spark = _warm_session(args.master, catalog, queries["Q1 (1 stream, selection)"], folder)
     rows = []
     try:
         for label, query in queries.items():
-            def read_all():
-                return {name: read_trace(spark, path, catalog.stream(name))
-                        for name, path in paths[label].items()}
-
-            read_s, read_min, read = _median_time(read_all, args.repeat)
-            frames = {name: frame for name, (frame, _) in read.items()}
-            tuples = sum(info.rows for _, info in read.values())
-            begin = time.perf_counter()
-            round_statistics(query, frames, 1.0)  # warm-up: JIT, Python workers
-            first_s = time.perf_counter() - begin
-            spark_s, spark_min, spark_table = _median_time(
-                lambda: round_statistics(query, frames, 1.0), args.repeat)
-
-            def pandas_run():
-                loaded = {name: pd.read_parquet(path) for name, path in paths[label].items()}
-                return pandas_round_statistics(query, loaded, 1.0)
-
-            pandas_s, pandas_min, pandas_table = _median_time(pandas_run, args.repeat)
-            pd.testing.assert_frame_equal(spark_table, pandas_table, check_dtype=False,
-                                          rtol=1e-9)
-            rounds = len(spark_table)
-            rows.append((label, "Spark " + args.master, tuples, rounds, spark_s, spark_min))
-            rows.append((label, "pandas", tuples, rounds, pandas_s, pandas_min))
-            rows.append((label, "  read_trace job", tuples, rounds, read_s, read_min))
-            rows.append((label, "  Spark first run", tuples, rounds, first_s, first_s))
+            rows += _time_query(spark, catalog, label, query, paths[label], args.repeat,
+                                args.master)
         if args.large:
             large_trace(spark, catalog, args.large, folder)
     finally:
         spark.stop()
         shutil.rmtree(folder, ignore_errors=True)
+    _print_table(rows, args.repeat)
 
-    print(f"\nper-round statistics, window 1 s, median of {args.repeat} runs (the first "
+
+def _write_traces(catalog, queries: dict[str, ContinuousQuery], tuples: int,
+                  folder: Path) -> dict[str, dict[str, Path]]:
+    """Each query's traces, of ``tuples`` tuples over its streams: label -> stream -> path."""
+    rates = {name: sum(catalog.stream(name).rate) / 2 for name in ("TCP", "UDP")}
+    paths: dict[str, dict[str, Path]] = {}
+    begin = time.perf_counter()
+    for label, query in queries.items():
+        streams = query.stream_names
+        duration = tuples / sum(rates[s] for s in streams)
+        paths[label] = {}
+        for i, name in enumerate(streams):
+            frame = generate_trace(catalog.stream(name), duration, seed=i)
+            paths[label][name] = write_trace(frame, folder / label[:2] / f"{name}.parquet")
+    print(f"generated and wrote the traces in {time.perf_counter() - begin:.1f} s ({folder})")
+    return paths
+
+
+def _warm_session(master: str, catalog, q1: ContinuousQuery, folder: Path):
+    """A started session whose first real jobs (class loading, code generation) ran."""
+    begin = time.perf_counter()
+    spark = spark_session(master, progress=False, conf={"spark.sql.shuffle.partitions": "4"})
+    spark.range(1).count()
+    print(f"Spark session start-up ({master}): {time.perf_counter() - begin:.1f} s")
+    # The session's first real jobs load classes and compile code: timed apart.
+    begin = time.perf_counter()
+    tiny = generate_trace(catalog.stream("TCP"), 5.0, seed=99)
+    tiny_path = write_trace(tiny, folder / "warm-up.parquet")
+    frame, _ = read_trace(spark, tiny_path, catalog.stream("TCP"))
+    round_statistics(q1, {"TCP": frame}, 1.0)
+    print(f"warm-up (read_trace and round_statistics of {len(tiny):,} tuples): "
+          f"{time.perf_counter() - begin:.1f} s")
+    return spark
+
+
+def _time_query(spark, catalog, label: str, query: ContinuousQuery, paths: dict[str, Path],
+                repeat: int, master: str) -> list[tuple]:
+    """The query's round statistics on Spark and in pandas (the same table, checked), and
+    the read: rows of (label, engine, tuples, rounds, median s, min s)."""
+    def read_all():
+        return {name: read_trace(spark, path, catalog.stream(name))
+                for name, path in paths.items()}
+
+    read_s, read_min, read = _median_time(read_all, repeat)
+    frames = {name: frame for name, (frame, _) in read.items()}
+    tuples = sum(info.rows for _, info in read.values())
+    begin = time.perf_counter()
+    round_statistics(query, frames, 1.0)  # warm-up: JIT, Python workers
+    first_s = time.perf_counter() - begin
+    spark_s, spark_min, spark_table = _median_time(
+        lambda: round_statistics(query, frames, 1.0), repeat)
+
+    def pandas_run():
+        loaded = {name: pd.read_parquet(path) for name, path in paths.items()}
+        return pandas_round_statistics(query, loaded, 1.0)
+
+    pandas_s, pandas_min, pandas_table = _median_time(pandas_run, repeat)
+    pd.testing.assert_frame_equal(spark_table, pandas_table, check_dtype=False, rtol=1e-9)
+    rounds = len(spark_table)
+    return [(label, "Spark " + master, tuples, rounds, spark_s, spark_min),
+            (label, "pandas", tuples, rounds, pandas_s, pandas_min),
+            (label, "  read_trace job", tuples, rounds, read_s, read_min),
+            (label, "  Spark first run", tuples, rounds, first_s, first_s)]
+
+
+def _print_table(rows: list[tuple], repeat: int) -> None:
+    print(f"\nper-round statistics, window 1 s, median of {repeat} runs (the first "
           "Spark run of each query: once, before them)")
     header = (f"{'query':<26} {'engine':<18} {'tuples':>9} {'rounds':>6} {'median s':>9} "
               f"{'min s':>7} {'tuples/s':>11}")
@@ -346,7 +366,6 @@ def main() -> None:
     for label, engine, tuples, rounds, median, fastest in rows:
         print(f"{label:<26} {engine:<18} {tuples:>9,} {rounds:>6} {median:>9.3f} "
               f"{fastest:>7.3f} {tuples / median:>11,.0f}")
-
 
 if __name__ == "__main__":
     main()
