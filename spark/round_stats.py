@@ -265,21 +265,48 @@ def _spark_counts(queries: list[ContinuousQuery], frames: list[dict[str, DataFra
     """Per query and round: ``n.S`` (tuples), ``pass.S`` (selection passes), and each join
     statistic's result count. Each trace is grouped once for all the queries reading it;
     one Spark job, one small table collected."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    shared = _SharedGroups(queries, frames, clocks)
+    for stream, users in shared.readers.items():
+        shared.group(stream, users, windows, clocks)
+    parts = [part for i in range(len(frames)) if clocks[i][1]
+             for part in shared.count_parts(i, clocks[i][1])]
+    long = None
+    try:
+        if parts:
+            long = functools.reduce(lambda a, b: a.unionByName(b), parts).toPandas()
+    finally:
+        for frame in shared.kept:
+            frame.unpersist()
+    return [_counts_of(queries[i], i, query_frames, long, clocks[i][1])
+            for i, query_frames in enumerate(frames)]
 
-    readers: dict[str, list[tuple[int, str]]] = {}  # stream (lower) -> (query, its spelling)
-    for i, query_frames in enumerate(frames):
-        if clocks[i][1]:
-            for stream in query_frames:
-                readers.setdefault(stream.lower(), []).append((i, stream))
-    shared: dict[str, DataFrame] = {}
-    round_of: dict[tuple[int, str], str] = {}  # (query, stream) -> its round column
-    passed_of: dict[tuple[int, str], str | None] = {}  # ... -> its selection-pass column
-    key_of: dict[str, dict[str, str]] = {}  # stream -> column (lower) -> grouped name
-    kept: list[DataFrame] = []
-    for stream, users in readers.items():
-        df = frames[users[0][0]][users[0][1]]
+
+class _SharedGroups:
+    """Each trace grouped once, by the round of every query that reads it and the union
+    of their join columns, with a count of selection passes per query."""
+
+    def __init__(self, queries: list[ContinuousQuery], frames: list[dict[str, DataFrame]],
+                 clocks: list[tuple[float, int]]):
+        self.queries, self.frames = queries, frames
+        # stream (lower) -> (query, its spelling); a query of no rounds reads nothing
+        self.readers: dict[str, list[tuple[int, str]]] = {}
+        for i, query_frames in enumerate(frames):
+            if clocks[i][1]:
+                for stream in query_frames:
+                    self.readers.setdefault(stream.lower(), []).append((i, stream))
+        self.tables: dict[str, DataFrame] = {}
+        self.round_of: dict[tuple[int, str], str] = {}  # (query, stream) -> its round column
+        self.passed_of: dict[tuple[int, str], str | None] = {}  # ... -> its pass column
+        self.key_of: dict[str, dict[str, str]] = {}  # stream -> column (lower) -> grouped name
+        self.kept: list[DataFrame] = []
+
+    def group(self, stream: str, users: list[tuple[int, str]], windows: list[float],
+              clocks: list[tuple[float, int]]) -> None:
+        """Group ``stream``'s trace once for all its ``users`` (query, spelling)."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        df = self.frames[users[0][0]][users[0][1]]
         column = _resolver(df)
         clock_columns: dict[tuple[float, float, int], str] = {}
         rounds_of, in_range = [], []
@@ -289,45 +316,49 @@ def _spark_counts(queries: list[ContinuousQuery], frames: list[dict[str, DataFra
                 name = clock_columns[start, window_s, n] = f"_round{len(clock_columns)}"
                 rounds_of.append(assign_round(F.col("ts"), start, window_s).alias(name))
                 in_range.append((F.col(name) >= 0) & (F.col(name) < n))
-            round_of[i, stream] = clock_columns[start, window_s, n]
+            self.round_of[i, stream] = clock_columns[start, window_s, n]
         # Prefixed names keep the streams' columns apart once groups are joined.
-        key_of[stream] = {c.lower(): f"{stream}__{c.lower()}" for i, spelling in users
-                          for c in _join_columns(queries[i], spelling)}
+        keys = self.key_of[stream] = {c.lower(): f"{stream}__{c.lower()}"
+                                      for i, spelling in users
+                                      for c in _join_columns(self.queries[i], spelling)}
         passes = []
         for i, spelling in users:
-            selection = queries[i].selections.get(spelling)
-            passed_of[i, spelling] = (f"{_PASSED}{len(passes)}" if selection is not None
-                                      else None)
+            selection = self.queries[i].selections.get(spelling)
+            self.passed_of[i, spelling] = (f"{_PASSED}{len(passes)}" if selection is not None
+                                           else None)
             if selection is not None:
                 condition = spark_condition(selection.predicate,
                                             lambda s, c, column=column: column(c))
-                passes.append(F.when(condition, 1).otherwise(0).alias(passed_of[i, spelling]))
-        tagged = df.select(*rounds_of, *[column(c).alias(k) for c, k in key_of[stream].items()],
-                           *passes)
+                passes.append(F.when(condition, 1).otherwise(0)
+                              .alias(self.passed_of[i, spelling]))
+        tagged = df.select(*rounds_of, *[column(c).alias(k) for c, k in keys.items()], *passes)
         tagged = tagged.where(functools.reduce(lambda a, b: a | b, in_range))
-        shared[stream] = tagged.groupBy(*clock_columns.values(), *key_of[stream].values()).agg(
+        table = tagged.groupBy(*clock_columns.values(), *keys.values()).agg(
             F.count(F.lit(1)).alias(_COUNT),
-            *[F.sum(name).alias(name) for name in (passed_of[i, sp] for i, sp in users)
+            *[F.sum(name).alias(name) for name in (self.passed_of[i, sp] for i, sp in users)
               if name is not None])
-        if key_of[stream] or len(users) > 1:
+        if keys or len(users) > 1:
             # Read by the rates and by every join, of every query: grouped (one small table)
             # and kept, so that the trace is scanned once, not once per statistic.
-            shared[stream] = shared[stream].persist(StorageLevel.MEMORY_AND_DISK)
-            kept.append(shared[stream])
-    parts = []
-    for i, query_frames in enumerate(frames):
-        if not clocks[i][1]:
-            continue
+            table = table.persist(StorageLevel.MEMORY_AND_DISK)
+            self.kept.append(table)
+        self.tables[stream] = table
+
+    def count_parts(self, i: int, n: int) -> list[DataFrame]:
+        """Query ``i``'s counts per round (``key``, ``round``, ``a``, ``b``): each stream's
+        tuples and passes, and each join statistic's result count."""
+        from pyspark.sql import functions as F
+
+        parts = []
         groups: dict[str, DataFrame] = {}
         keys: dict[str, dict[tuple[str, str], str]] = {}
-        for spelling in query_frames:
+        for spelling in self.frames[i]:
             stream = spelling.lower()
-            mine = {c.lower() for c in _join_columns(queries[i], spelling)}
-            keys[spelling] = {(spelling, c): key_of[stream][c] for c in mine}
-            name, n = round_of[i, stream], clocks[i][1]
-            passed = passed_of[i, spelling]
-            table = shared[stream].where((F.col(name) >= 0) & (F.col(name) < n))
-            if len(readers[stream]) == 1:  # the grouped table is this query's own
+            mine = {c.lower() for c in _join_columns(self.queries[i], spelling)}
+            keys[spelling] = {(spelling, c): self.key_of[stream][c] for c in mine}
+            name, passed = self.round_of[i, stream], self.passed_of[i, spelling]
+            table = self.tables[stream].where((F.col(name) >= 0) & (F.col(name) < n))
+            if len(self.readers[stream]) == 1:  # the grouped table is this query's own
                 groups[spelling] = table.select(
                     F.col(name).alias("round"), *keys[spelling].values(), _COUNT,
                     F.col(passed or _COUNT).alias(_PASSED))
@@ -339,34 +370,29 @@ def _spark_counts(queries: list[ContinuousQuery], frames: list[dict[str, DataFra
                 F.sum(_COUNT).alias("a"), F.sum(_PASSED).alias("b"))
             parts.append(per_round.select(F.lit(f"{i}:{spelling}").alias("key"), "round",
                                           "a", "b"))
-        for name in queries[i].statistics:
+        for name in self.queries[i].statistics:
             kind, streams = split_name(name)
             if kind == "jsel":
-                matches = _join_matches(queries[i], name, streams, groups, keys)
+                matches = _join_matches(self.queries[i], name, streams, groups, keys)
                 parts.append(matches.select(F.lit(f"{i}:{name}").alias("key"), "round", "a",
                                             F.lit(None).cast("long").alias("b")))
-    long = None
-    try:
-        if parts:
-            long = functools.reduce(lambda a, b: a.unionByName(b), parts).toPandas()
-    finally:
-        for frame in kept:
-            frame.unpersist()
-    counts: list[dict[str, np.ndarray]] = []
-    for i, query_frames in enumerate(frames):
-        rounds = clocks[i][1]
-        mine: dict[str, np.ndarray] = {}
-        if rounds:
-            for stream in query_frames:
-                rows = long[long.key == f"{i}:{stream}"]
-                mine[f"n.{stream}"] = _dense(rows["round"], rows["a"], rounds)
-                mine[f"pass.{stream}"] = _dense(rows["round"], rows["b"], rounds)
-            for name in queries[i].statistics:
-                if name.startswith("jsel."):
-                    rows = long[long.key == f"{i}:{name}"]
-                    mine[name] = _dense(rows["round"], rows["a"], rounds)
-        counts.append(mine)
-    return counts
+        return parts
+
+
+def _counts_of(query: ContinuousQuery, i: int, query_frames: dict[str, DataFrame],
+               long: pd.DataFrame | None, rounds: int) -> dict[str, np.ndarray]:
+    """Query ``i``'s dense per-round counts, from the collected table of every query's."""
+    mine: dict[str, np.ndarray] = {}
+    if rounds:
+        for stream in query_frames:
+            rows = long[long.key == f"{i}:{stream}"]
+            mine[f"n.{stream}"] = _dense(rows["round"], rows["a"], rounds)
+            mine[f"pass.{stream}"] = _dense(rows["round"], rows["b"], rounds)
+        for name in query.statistics:
+            if name.startswith("jsel."):
+                rows = long[long.key == f"{i}:{name}"]
+                mine[name] = _dense(rows["round"], rows["a"], rounds)
+    return mine
 
 
 def _dense(rounds: pd.Series, values: pd.Series, n: int) -> np.ndarray:
