@@ -37,7 +37,7 @@ from cqopt.charts.kernel import (
     evaluate_cells,
     point_utilities,
 )
-from cqopt.charts.settings import check_cells, check_together, judge_settings
+from cqopt.charts.settings import JudgedSettings, check_cells, check_together, judge_settings
 from cqopt.charts.spec import ChartSpec
 from cqopt.progress import counter
 
@@ -92,7 +92,8 @@ class LocalEngine:
 
 def build_charts(specs: list[ChartSpec], catalog: Catalog, engine: BuildEngine, *,
                  refine: int | None = None, depth: int | None = None,
-                 reduce: float | None = None) -> list[Chart]:
+                 reduce: float | None = None,
+                 settings: JudgedSettings | None = None) -> list[Chart]:
     """Build every chart on ``engine``: grids, or refined charts, then reduced if asked.
 
     The one build orchestration: every setting and every chart's query, model
@@ -114,6 +115,10 @@ def build_charts(specs: list[ChartSpec], catalog: Catalog, engine: BuildEngine, 
     reduce : float, optional
         Reduce every chart with this cost-increase threshold λ
         (:func:`cqopt.charts.reduce.reduce_chart`), in this process.
+    settings : JudgedSettings, optional
+        A build's options judged where they were given (``judge_options``): its
+        ``refine``, ``depth`` and ``reduce`` are taken as they are, in place of the
+        three keywords, which are judged here.
 
     Returns
     -------
@@ -141,12 +146,10 @@ def build_charts(specs: list[ChartSpec], catalog: Catalog, engine: BuildEngine, 
     >>> refined.leaves is not None, refined.plan_index.size <= 8
     (True, True)
     """
-    from cqopt.charts.reduce import check_threshold, reduce_chart
+    from cqopt.charts.reduce import reduce_judged
     from cqopt.charts.refine import check_refinement, refine_chart
 
-    if reduce is not None:
-        check_threshold(reduce)  # the settings' rule, as a ReduceError
-    check_together(judge_settings({"refine": refine, "depth": depth}))
+    refine, depth, reduce = build_shape(refine, depth, reduce, settings)
     specs = list(specs)
     if not specs:
         return []
@@ -164,13 +167,42 @@ def build_charts(specs: list[ChartSpec], catalog: Catalog, engine: BuildEngine, 
             charts = [refine_chart(c, refine, depth, evaluate=engine.cost_points)
                       for c in contexts]
     if reduce is not None:
-        charts = [reduce_chart(c, chart, reduce) for c, chart in zip(contexts, charts)]
+        charts = [reduce_judged(c, chart, reduce) for c, chart in zip(contexts, charts)]
     return charts
+
+
+def build_shape(refine: int | None, depth: int | None, reduce: float | None,
+                settings: JudgedSettings | None = None
+                ) -> tuple[int | None, int | None, float | None]:
+    """A build's ``refine``, ``depth`` and ``reduce``, each judged once: taken as they are
+    from ``settings`` (judged where they were given), else the keywords judged here.
+
+    >>> build_shape(None, None, 0.1)
+    (None, None, 0.1)
+    >>> from cqopt.charts.settings import judge_options
+    >>> build_shape(None, None, None, judge_options({"refine": 64, "reduce": 0.2}))
+    (64, None, 0.2)
+    """
+    from cqopt.charts.reduce import check_threshold
+
+    if settings is not None:
+        if not isinstance(settings, JudgedSettings):
+            raise TypeError("settings: expected the JudgedSettings judge_options returns")
+        if (refine, depth, reduce) != (None, None, None):
+            raise TypeError("give refine, depth and reduce in settings or as keywords, "
+                            "not both")
+        return settings.get("refine"), settings.get("depth"), settings.get("reduce")
+    if reduce is not None:
+        reduce = check_threshold(reduce)  # the settings' rule, as a ReduceError
+    judged = judge_settings({"refine": refine, "depth": depth})
+    check_together(judged)
+    return judged.get("refine"), judged.get("depth"), reduce
 
 
 def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True, *,
                 refine: int | None = None, depth: int | None = None,
-                reduce: float | None = None) -> list[Chart]:
+                reduce: float | None = None,
+                settings: JudgedSettings | None = None) -> list[Chart]:
     """Build every chart in this process: :func:`build_charts` on a :class:`LocalEngine`.
 
     Parameters
@@ -179,7 +211,7 @@ def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True,
     catalog : Catalog
     progress : bool
         Show each chart's progress on stderr.
-    refine, depth, reduce
+    refine, depth, reduce, settings
         As :func:`build_charts` takes them.
 
     Returns
@@ -193,7 +225,7 @@ def build_local(specs: list[ChartSpec], catalog: Catalog, progress: bool = True,
         As :func:`build_charts`.
     """
     return build_charts(specs, catalog, LocalEngine(progress), refine=refine, depth=depth,
-                        reduce=reduce)
+                        reduce=reduce, settings=settings)
 
 
 # Measured on this project's 2-core machine: the in-process kernel costs about 100 ns per

@@ -88,7 +88,12 @@ def reduce_chart(context: ChartContext, chart: Chart, lam: float) -> Chart:
     ReduceError
         ``lam`` outside [0, 1).
     """
-    lam = check_threshold(lam)
+    return reduce_judged(context, chart, check_threshold(lam))
+
+
+def reduce_judged(context: ChartContext, chart: Chart, lam: float) -> Chart:
+    """:func:`reduce_chart` at a threshold judged already (:func:`check_threshold`), as a
+    build judges it once for all its charts."""
     leaves = chart.leaves
     axes = tuple(replace(a, k=k) for a, k in zip(context.spec.axes, chart.spec.shape))
     if leaves is None:

@@ -5,7 +5,10 @@ Each origin hands its values to :func:`judge_settings`, which checks and
 normalises every one by the same rule and names the origin in its message
 (``w.toml: defaults.k: ...``, ``--k 0: ...``); :class:`ChartSettings` is the
 typed result, and its constructor runs the same judge, so settings made in
-Python are held to the same rules. ``k`` and a chart's cell count are
+Python are held to the same rules. Each value is judged once, at the edge where
+it enters: :func:`judge_settings` returns a :class:`JudgedSettings`, which is
+carried from there (into a workload, a build's overrides, the settings of each
+query) and never judged again. ``k`` and a chart's cell count are
 bounded by this machine's memory (:func:`check_cells`), so a chart too large
 to hold is refused before anything is allocated.
 
@@ -27,7 +30,7 @@ import math
 import numbers
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from cqopt.costmodel import CostModelError, Utility, model_entry
@@ -195,6 +198,19 @@ JUDGES: dict[str, Callable[[Any], Any]] = {
 }
 
 
+class JudgedSettings(dict):
+    """Settings :func:`judge_settings` judged, carried from the edge where they were given
+    (a workload's table, the command line, a call).
+
+    :func:`judge_settings` returns one given one, and :meth:`ChartSettings.from_values`
+    takes one's values as they are: a value is judged once, however far it travels.
+
+    >>> judged = judge_settings({"k": 4})
+    >>> judge_settings(judged) is judged
+    True
+    """
+
+
 def setting_label(path: str, value: Any = None) -> str:
     """How a message names a setting: ``k = 0``, or just its path (``ranges.rate.S``)."""
     return path if value is None else f"{path} = {value!r}"
@@ -220,8 +236,9 @@ def judge_settings(values: Mapping[str, Any],
 
     Returns
     -------
-    dict
-        The given settings, normalised (tuples, floats, registered names).
+    JudgedSettings
+        The given settings, normalised (tuples, floats, registered names);
+        ``values`` itself if it was judged already.
 
     Raises
     ------
@@ -237,7 +254,9 @@ def judge_settings(values: Mapping[str, Any],
     ...
     cqopt.charts.settings.SettingsError: kk = 4: unknown setting; did you mean 'k'? (expected one of k, weights, model, memory_unit, axes, ranges, fixed, refine, depth, reduce)
     """
-    out = {}
+    if isinstance(values, JudgedSettings):
+        return values
+    out = JudgedSettings()
     for key, value in values.items():
         if value is None:
             continue
@@ -339,8 +358,25 @@ class ChartSettings:
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> ChartSettings:
-        """Settings from already judged values (a workload's, merged), defaults for the rest."""
-        return cls(**{k: v for k, v in values.items() if v is not None})
+        """Settings from values (a workload's, merged), defaults for the rest.
+
+        The values of a :class:`JudgedSettings` are taken as they are (judged where
+        they were given); any other mapping's are judged here. Either way the
+        settings are checked together (:func:`check_together`).
+        """
+        given = {k: v for k, v in values.items() if v is not None}
+        if not isinstance(values, JudgedSettings):
+            return cls(**given)
+        unknown = set(given) - {f.name for f in fields(cls)}
+        if unknown:
+            raise TypeError(f"ChartSettings has no setting {', '.join(sorted(unknown))}")
+        settings = object.__new__(cls)
+        for f in fields(cls):
+            value = given[f.name] if f.name in given else (
+                f.default_factory() if f.default is MISSING else f.default)
+            object.__setattr__(settings, f.name, value)
+        check_together({f.name: getattr(settings, f.name) for f in fields(cls)})
+        return settings
 
     def replace(self, **changes: Any) -> ChartSettings:
         """These settings with ``changes`` (``None`` leaves a setting as it is), judged again."""

@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from cqopt.charts.overload_settings import OverloadSettings
-from cqopt.charts.settings import ChartSettings, SettingsError, judge_settings, setting_label
+from cqopt.charts.settings import ChartSettings, JudgedSettings, SettingsError, \
+    judge_settings, setting_label
 from cqopt.errors import did_you_mean, read_text_file
 from cqopt.optimizer.query.errors import WorkloadError
 
@@ -86,9 +87,14 @@ class Workload:
             does not count in).
         """
         chart_options = {k: v for k, v in query.options.items() if k not in QOS_KEYS}
+        layers = (self.defaults, chart_options, overrides or {})
+        merged = {k: v for layer in layers for k, v in layer.items()}
+        # Values judged where they were given (the file, the command line) are taken as
+        # they are; a layer made elsewhere (a plain dict) has all of them judged again.
+        judged = all(isinstance(layer, JudgedSettings) or not layer
+                     for layer in (self.defaults, query.options, overrides or {}))
         try:
-            return ChartSettings.from_values({**self.defaults, **chart_options,
-                                              **(overrides or {})})
+            return ChartSettings.from_values(JudgedSettings(merged) if judged else merged)
         except SettingsError as err:
             raise WorkloadError(f"{self.source}: query {query.name}: {err}") from None
 
@@ -146,7 +152,7 @@ def workload_from_dict(data: dict[str, Any], source: str = "<workload>") -> Work
                                   key, QUERY_KEYS, source)
         options.update(_check_qos(entry, key, source))
         queries.append(WorkloadQuery(name, sql, options))
-    return Workload(tuple(queries), dict(defaults), source)
+    return Workload(tuple(queries), defaults, source)
 
 
 def _check_qos(entry: dict[str, Any], where: str, source: str) -> dict[str, Any]:

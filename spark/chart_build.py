@@ -71,6 +71,7 @@ from cqopt.charts.kernel import (
     chart_from_cells,
     evaluate_cells,
 )
+from cqopt.charts.settings import JudgedSettings
 from cqopt.charts.spec import ChartSpec
 from cqopt.charts.store import plan_dtype
 from cqopt.spark.job_progress import spark_tasks
@@ -148,7 +149,8 @@ class SparkEngine:
 def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | None = None,
                 master: str = "local[*]", progress: bool = True,
                 scratch: Path | None = None, *, refine: int | None = None,
-                depth: int | None = None, reduce: float | None = None) -> list[Chart]:
+                depth: int | None = None, reduce: float | None = None,
+                settings: JudgedSettings | None = None) -> list[Chart]:
     """Build every chart on Spark: :func:`cqopt.charts.build.build_charts` on a
     :class:`SparkEngine`; the same charts as :func:`cqopt.charts.build.build_local`.
 
@@ -172,6 +174,9 @@ def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | 
     reduce : float, optional
         Anorexic reduction at this λ (:mod:`cqopt.charts.reduce`), on the
         driver: it costs each region's centroid once.
+    settings : JudgedSettings, optional
+        A build's options judged already, in place of ``refine``, ``depth`` and
+        ``reduce`` (:func:`cqopt.charts.build.build_charts`).
 
     Returns
     -------
@@ -185,7 +190,8 @@ def build_spark(specs: list[ChartSpec], catalog: Catalog, spark: SparkSession | 
         As :func:`cqopt.charts.build.build_charts`, on the driver before Spark starts.
     """
     engine = SparkEngine(catalog, spark, master, progress, scratch)
-    return build_charts(specs, catalog, engine, refine=refine, depth=depth, reduce=reduce)
+    return build_charts(specs, catalog, engine, refine=refine, depth=depth, reduce=reduce,
+                        settings=settings)
 
 
 def _offsets(specs: list[ChartSpec]) -> np.ndarray:

@@ -157,3 +157,40 @@ def test_a_k_sweep_too_large_is_refused_before_any_work(dec_toml, workload_toml,
     assert code == 2
     assert capsys.readouterr().err == ("cqopt: error: --k-sweep 2,0: k = 0: must be a whole "
                                        "number >= 1\n")
+
+
+def _counting(monkeypatch, key: str) -> list:
+    """The values the judge of ``key`` is called with, from now on."""
+    import cqopt.charts.settings as settings
+
+    seen, judge = [], settings.JUDGES[key]
+    monkeypatch.setitem(settings.JUDGES, key, lambda value: seen.append(value) or judge(value))
+    return seen
+
+
+def test_one_build_judges_k_once(dec_toml, tmp_path, monkeypatch):
+    """``cqopt build --k 2`` judges k at the command line's edge and carries the judged
+    value to every query's chart: the same k, judged once (it was four times here)."""
+    workload = tmp_path / "w.toml"
+    workload.write_text(f'[[query]]\nname = "A"\nsql = "{Q1}"\n'
+                        f'[[query]]\nname = "B"\nsql = "{Q1}"\n', encoding="utf-8")
+    seen = _counting(monkeypatch, "k")
+    assert main(build_args(dec_toml, str(workload), tmp_path, "--k", "2")) == 0
+    assert seen == [2]
+    assert [c.spec.shape for c in charts.load(tmp_path / "cs").values()] == [(2, 2), (2, 2)]
+
+
+def test_a_build_judges_reduce_once_for_all_its_charts(dec_catalog, monkeypatch):
+    specs = [s for s, _ in workload_specs(workload_from_dict({"query": [
+        {"name": "A", "sql": Q1, "k": 3}, {"name": "B", "sql": Q1, "k": 2}]}), dec_catalog)]
+    seen = _counting(monkeypatch, "reduce")
+    built = build_local(specs, dec_catalog, progress=False, reduce=0.1)
+    assert seen == [0.1] and [c.reduction["lambda"] for c in built] == [0.1, 0.1]
+
+
+def test_judged_settings_are_still_checked_together():
+    """Values judged one by one, merged, still meet the rules between settings."""
+    judged = judge_settings({"model": "pipes", "memory_unit": "tuples"})
+    with pytest.raises(SettingsError, match="PIPES model counts memory in bytes only"):
+        ChartSettings.from_values(judged)
+    assert ChartSettings.from_values(judge_settings({"k": 3})) == ChartSettings(k=3)
