@@ -49,6 +49,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from cqopt.errors import CqoptError
+from cqopt.optimizer.plans import nodes as kinds
 from cqopt.optimizer.plans.nodes import PlanNode
 from cqopt.optimizer.query.statistics import rate_name
 
@@ -488,11 +489,27 @@ def plan_statistics(plan) -> tuple[str, ...]:
     """
     names: dict[str, None] = {}
     for _, node in plan_operators(plan):
-        if node.kind == "source":
-            names[rate_name(node.stream)] = None
-        for name in node.selectivity or ():
-            names[name] = None
+        names.update(dict.fromkeys(node_statistics(node)))
     return tuple(names)
+
+
+@kinds.consumer("the plan's statistics")
+def node_statistics(node: PlanNode) -> tuple[str, ...]:
+    """The statistics one operator's cost depends on: a source's rate, then the
+    operator's selectivities."""
+
+
+@node_statistics.register
+def _(node: kinds.SourceNode) -> tuple[str, ...]:
+    return (rate_name(node.stream), *(node.selectivity or ()))
+
+
+@node_statistics.register(kinds.SelectionNode)
+@node_statistics.register(kinds.ProjectionNode)
+@node_statistics.register(kinds.JoinNode)
+@node_statistics.register(kinds.AggregateNode)
+def _(node: PlanNode) -> tuple[str, ...]:
+    return tuple(node.selectivity or ())
 
 
 def plan_operators(plan) -> tuple[tuple[str, PlanNode], ...]:

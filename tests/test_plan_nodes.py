@@ -28,11 +28,12 @@ from cqopt.optimizer.rules.enumerate import enumerate_plans
 
 # The modules holding a consumer of plan nodes; importing them registers it. The DataFrame
 # builder imports pyspark only when it builds, so it registers without a JVM.
-CONSUMER_MODULES = ("cqopt.optimizer.plans.plan", "cqopt.optimizer.plans.sql", "cqopt.costmodel.om",
+CONSUMER_MODULES = ("cqopt.optimizer.plans.plan", "cqopt.optimizer.plans.sql",
+                    "cqopt.optimizer.rules.contract", "cqopt.costmodel.base", "cqopt.costmodel.om",
                     "cqopt.costmodel.pipes", "cqopt.costmodel.engine", "cqopt.costmodel.reference_executor",
                     "cqopt.spark.plan_frame")
-EXPECTED = {"the plan id", "explain", "the SQL writer", "the OM model", "the PIPES model",
-            "the engine model",
+EXPECTED = {"the plan id", "explain", "the SQL writer", "the plan contract",
+            "the plan's statistics", "the OM model", "the PIPES model", "the engine model",
             "the reference executor", "the DataFrame builder"}
 STORED = Path(__file__).parent / "data" / "plans_before_typed_nodes.json"
 AGGREGATE_JOIN = ("SELECT TCP.src_host, COUNT(*) FROM TCP, UDP WHERE TCP.src_host = "

@@ -44,5 +44,9 @@ def aggregate_last(plans: list[Plan], context: RuleContext) -> list[Plan]:
     -------
     list of Plan
         One complete plan per plan given, in the same order.
+
+    A shape decision: it sets each plan's ``PlanShape.complete``, and
+    :mod:`~cqopt.optimizer.plans.builder` places the aggregate and the final
+    projection from the shape (see :mod:`cqopt.optimizer.rules`).
     """
     return [context.builder.build_shape(shape_of(p).with_(complete=True)) for p in plans]

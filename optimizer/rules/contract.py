@@ -19,6 +19,11 @@ of a query keeps the contract when:
 
 The candidates as a whole are not empty and have distinct ids.
 
+What each operator brings to the contract (its streams, the predicates it applies,
+what it breaks on its own) is :func:`contract_part`, one function per kind as every
+consumer of plan nodes is (:func:`cqopt.optimizer.plans.nodes.consumer`), so a new
+kind is named by ``tests/test_plan_nodes.py`` until it has its part.
+
 >>> from cqopt.catalog import Catalog
 >>> from cqopt.optimizer.query.logical import parse_query
 >>> from cqopt.optimizer.plans.builder import build_plan
@@ -37,9 +42,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from cqopt.optimizer.plans.nodes import NODE_CLASSES, PlanNode
+from cqopt.optimizer.plans import nodes as kinds
+from cqopt.optimizer.plans.nodes import (
+    NODE_CLASSES,
+    AggregateNode,
+    JoinNode,
+    PlanNode,
+    ProjectionNode,
+    SelectionNode,
+    SourceNode,
+)
 from cqopt.optimizer.plans.plan import Plan
 from cqopt.optimizer.plans.strategies import AUTO
 from cqopt.optimizer.query.selections import Selection
@@ -85,9 +100,8 @@ def _plan_violation(plan: Plan, query: ContinuousQuery, expected: tuple[Counter,
     if plan.root not in nodes:
         return f"its root {plan.root} is not in the plan"
     # One walk down from the root: a tree reaches each node once (so no cycle, one
-    # consumer each); below[key] is the set of streams under a node.
-    below: dict[str, frozenset[str]] = {}
-    order: list[str] = []
+    # consumer each); each node's part (its streams below, what it applies) on the way up.
+    parts: dict[str, _Part] = {}
     stack: list[tuple[str, bool]] = [(plan.root, False)]
     seen: set[str] = set()
     edges = 0
@@ -95,9 +109,8 @@ def _plan_violation(plan: Plan, query: ContinuousQuery, expected: tuple[Counter,
         key, done = stack.pop()
         node = nodes[key]
         if done:
-            below[key] = frozenset([node.stream]) if node.kind == "source" \
-                else frozenset().union(*(below[i] for i in node.inputs))
-            order.append(key)
+            below = frozenset().union(*(parts[i].streams for i in node.inputs))
+            parts[key] = contract_part(node, key, below, texts)
             continue
         if key in seen:
             return f"node {key} is reached twice from the root (a cycle or two consumers)"
@@ -119,9 +132,13 @@ def _plan_violation(plan: Plan, query: ContinuousQuery, expected: tuple[Counter,
         return f"not every node reaches the root {plan.root}"
     if graph.number_of_edges() != edges:
         return "it has edges no node's inputs name"
+    return _parts_violation(plan.root, parts, nodes, query, expected)
 
-    kinds = {key: nodes[key].kind for key in order}
-    sources = Counter(nodes[k].stream for k, kind in kinds.items() if kind == "source")
+
+def _parts_violation(root: str, parts: dict[str, _Part], nodes: dict[str, PlanNode],
+                     query: ContinuousQuery, expected: tuple[Counter, Counter]) -> str | None:
+    """What the plan's parts (bottom-up, in ``parts``' order) break together, or None."""
+    sources = Counter(part.source for part in parts.values() if part.source is not None)
     wanted = Counter(query.stream_names)
     if sources != wanted:
         extra, lacking = sources - wanted, wanted - sources
@@ -129,34 +146,87 @@ def _plan_violation(plan: Plan, query: ContinuousQuery, expected: tuple[Counter,
             [f"{s} {n + 1} times" for s, n in extra.items()]
             + [f"never {s}" for s in lacking]) + " (each stream once)"
 
-    selections, joins = _applied_predicates(nodes, texts)
+    # counted in the plan's node order, so a difference names the same predicate first
+    selections = Counter(t for key in nodes for t in parts[key].selections)
+    joins = Counter(t for key in nodes for t in parts[key].joins)
     if selections != expected[0]:
         return _predicate_difference("selection", selections, expected[0])
     if joins != expected[1]:
         return _predicate_difference("join predicate", joins, expected[1])
-    for key, kind in kinds.items():
-        if kind == "selection" and nodes[key].predicate.stream not in below[key]:
-            stream = nodes[key].predicate.stream
-            return f"selection {key} on {stream} is not above {stream}'s source"
-        if kind == "join" and nodes[key].cartesian and nodes[key].strategy != AUTO:
-            return (f"Cartesian step {key} carries the strategy {nodes[key].strategy} "
-                    "(a product has no join key to hint)")
+    for part in parts.values():
+        if part.problem is not None:
+            return part.problem
 
-    aggregates = [k for k, kind in kinds.items() if kind == "aggregate"]
+    aggregates = [key for key, part in parts.items() if part.aggregate]
     if len(aggregates) > 1:
         return f"it aggregates {len(aggregates)} times"
-    key = plan.root
-    while _is_final_projection(nodes[key]):
+    key = root
+    while parts[key].final_projection:
         key = nodes[key].inputs[0]
     if aggregates and key != aggregates[0]:
         return f"operators other than the final projection sit above {aggregates[0]}"
-    if query.is_aggregate and not aggregates and _is_final_projection(nodes[plan.root]):
+    if query.is_aggregate and not aggregates and parts[root].final_projection:
         return "it computes the output columns without the query's aggregate"
     return None
 
 
-def _is_final_projection(node: PlanNode) -> bool:
-    return node.kind == "projection" and node.stream is None
+@dataclass(frozen=True)
+class _Part:
+    """What one operator brings to the contract."""
+
+    streams: frozenset[str]  # the streams at and below it
+    source: str | None = None  # the stream a source reads
+    selections: tuple[str, ...] = ()  # the selection conjuncts it applies
+    joins: tuple[str, ...] = ()  # the join and theta predicates it applies
+    aggregate: bool = False
+    final_projection: bool = False
+    problem: str | None = None  # what it breaks on its own
+
+
+@kinds.consumer("the plan contract")
+def contract_part(node: PlanNode, key: str, below: frozenset[str],
+                  texts: dict[int, list[str]]) -> _Part:
+    """Node ``key``'s part in the contract: ``below`` is the streams under its inputs,
+    ``texts`` the predicates' texts, shared by the plans of one check."""
+
+
+@contract_part.register
+def _(node: SourceNode, key: str, below: frozenset[str], texts: dict[int, list[str]]) -> _Part:
+    return _Part(frozenset([node.stream]), source=node.stream)
+
+
+@contract_part.register
+def _(node: SelectionNode, key: str, below: frozenset[str],
+      texts: dict[int, list[str]]) -> _Part:
+    stream = node.predicate.stream
+    return _Part(below, selections=tuple(_conjunct_texts(node.predicate, texts)),
+                 problem=None if stream in below else
+                 f"selection {key} on {stream} is not above {stream}'s source")
+
+
+@contract_part.register
+def _(node: ProjectionNode, key: str, below: frozenset[str],
+      texts: dict[int, list[str]]) -> _Part:
+    return _Part(below, final_projection=node.stream is None)
+
+
+@contract_part.register
+def _(node: JoinNode, key: str, below: frozenset[str], texts: dict[int, list[str]]) -> _Part:
+    applied = []
+    for p in node.predicate or ():
+        if id(p) not in texts:  # a theta predicate prints its SQL: slow
+            texts[id(p)] = [str(p)]
+        applied += texts[id(p)]
+    return _Part(below, joins=tuple(applied),
+                 problem=(f"Cartesian step {key} carries the strategy {node.strategy} (a "
+                          "product has no join key to hint)")
+                 if node.cartesian and node.strategy != AUTO else None)
+
+
+@contract_part.register
+def _(node: AggregateNode, key: str, below: frozenset[str],
+      texts: dict[int, list[str]]) -> _Part:
+    return _Part(below, aggregate=True)
 
 
 def _conjunct_texts(selection: Selection, texts: dict[int, list[str]]) -> list[str]:
@@ -171,21 +241,6 @@ def _expected_predicates(query: ContinuousQuery,
     selections = Counter(t for sel in query.selections.values()
                          for t in _conjunct_texts(sel, texts))
     return selections, Counter(str(p) for p in (*query.joins, *query.thetas))
-
-
-def _applied_predicates(nodes: dict[str, PlanNode], texts: dict[int, list[str]]
-                        ) -> tuple[Counter, Counter]:
-    """The selection conjuncts and join predicates the plan applies, each as often as it does."""
-    selections, joins = Counter(), Counter()
-    for node in nodes.values():
-        if node.kind == "selection":
-            selections.update(_conjunct_texts(node.predicate, texts))
-        elif node.kind == "join":
-            for p in node.predicate or ():
-                if id(p) not in texts:  # a theta predicate prints its SQL: slow
-                    texts[id(p)] = [str(p)]
-                joins.update(texts[id(p)])
-    return selections, joins
 
 
 def _predicate_difference(what: str, applied: Counter, expected: Counter) -> str:

@@ -48,5 +48,9 @@ def group_selections(plans: list[Plan], context: RuleContext) -> list[Plan]:
     -------
     list of Plan
         One plan per plan given, in the same order.
+
+    A shape decision: it sets each plan's ``PlanShape.grouped``, and
+    :mod:`~cqopt.optimizer.plans.builder` places the operators from the shape
+    (see :mod:`cqopt.optimizer.rules`).
     """
     return [context.builder.build_shape(shape_of(p).with_(grouped=True)) for p in plans]

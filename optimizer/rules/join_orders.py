@@ -55,6 +55,10 @@ def join_orders(plans: list[Plan], context: RuleContext) -> list[Plan]:
     -------
     list of Plan
         For each join order, each plan given rebuilt in it.
+
+    A shape decision: it sets each plan's ``PlanShape.join_order``, and
+    :mod:`~cqopt.optimizer.plans.builder` places the joins, their predicates and
+    statistics from the shape (see :mod:`cqopt.optimizer.rules`).
     """
     query = context.query
     shapes = [shape_of(p) for p in plans]

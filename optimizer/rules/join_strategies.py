@@ -78,6 +78,10 @@ def join_strategies(plans: list[Plan], context: RuleContext) -> list[Plan]:
     -------
     list of Plan
         The plans of the first plan given, then of the second, ...
+
+    A shape decision: it sets each plan's ``PlanShape.strategies``, and
+    :mod:`~cqopt.optimizer.plans.builder` places the hinted joins from the shape
+    (see :mod:`cqopt.optimizer.rules`).
     """
     score = context.strategy_cost
     if score is None or not plans:

@@ -54,6 +54,10 @@ def pushdown(plans: list[Plan], context: RuleContext) -> list[Plan]:
     list of Plan
         The plans of the first plan given, then of the second, ...; each
         plan's σ/π combinations in the order of ``stream_order_combinations``.
+
+    A shape decision: it sets each plan's ``PlanShape.orders``, and
+    :mod:`~cqopt.optimizer.plans.builder` places each stream's selection and
+    projection from the shape (see :mod:`cqopt.optimizer.rules`).
     """
     combinations = stream_order_combinations(context.query)
     return [context.builder.build_shape(shape_of(p).with_(orders=combination))
