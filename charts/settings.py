@@ -21,7 +21,7 @@ cqopt.charts.settings.SettingsError: k = 0: must be a whole number >= 1
 >>> judge_settings({"model": "oms"}, lambda key, value: f"--{key} {value}")
 Traceback (most recent call last):
 ...
-cqopt.charts.settings.SettingsError: --model oms: unknown cost model 'oms'; did you mean 'om'? (the registered models are om, pipes, engine)
+cqopt.charts.settings.SettingsError: --model oms: unknown cost model 'oms'; did you mean 'om'? (the registered models are om, pipes, ...)
 """
 
 from __future__ import annotations

@@ -285,7 +285,7 @@ def check_model_name(model: object) -> str:
     >>> check_model_name("omm")
     Traceback (most recent call last):
     ...
-    ValueError: names cost model 'omm', which this cqopt does not have (the registered models are om, pipes, engine); did you mean 'om'?
+    ValueError: names cost model 'omm', which this cqopt does not have (the registered models are om, pipes, ...); did you mean 'om'?
     """
     names = model_names()
     if not isinstance(model, str) or model not in names:

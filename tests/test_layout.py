@@ -49,9 +49,12 @@ def _modules() -> dict[str, Path]:
     return out
 
 
-def _imports(path: Path) -> list[tuple[str, int]]:
-    """Every import the module runs; those under ``if TYPE_CHECKING:`` never run."""
+def _imports(path: Path, module: str | None = None) -> list[tuple[str, int]]:
+    """Every import the module runs; those under ``if TYPE_CHECKING:`` never run. A relative
+    import (``from ..spark import session``) is named absolutely, from ``module``'s name."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = (module or "").split(".") if path.name == "__init__.py" \
+        else (module or "").split(".")[:-1]
     typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
                    and getattr(block.test, "id", None) == "TYPE_CHECKING"
                    for stmt in block.body for n in ast.walk(stmt)}
@@ -61,11 +64,26 @@ def _imports(path: Path) -> list[tuple[str, int]]:
             continue
         if isinstance(node, ast.Import):
             found += [(a.name, node.lineno) for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found += [(node.module, node.lineno)]
-            found += [(f"{node.module}.{a.name}", node.lineno) for a in node.names
-                      if node.module == "cqopt" or node.module in LAYERS]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else []
+            name = ".".join([*base, *([node.module] if node.module else [])])
+            if node.module:
+                found += [(name, node.lineno)]
+            found += [(f"{name}.{a.name}", node.lineno) for a in node.names
+                      if not node.module or name == "cqopt" or name in LAYERS]
     return found
+
+
+def test_a_relative_import_is_checked_as_its_absolute_name(tmp_path):
+    """``from .. import x`` names what it imports only relative to the module: the check
+    reads it as the absolute import it is, so it cannot slip an upward import past."""
+    (tmp_path / "mod.py").write_text("from ..spark import session\nfrom . import errors\n"
+                                     "from .settings import X\n", encoding="utf-8")
+    assert _imports(tmp_path / "mod.py", "cqopt.charts.mod") == [
+        ("cqopt.spark", 1), ("cqopt.spark.session", 1), ("cqopt.charts.errors", 2),
+        ("cqopt.charts.settings", 3)]
+    (tmp_path / "__init__.py").write_text("from .build import y\n", encoding="utf-8")
+    assert _imports(tmp_path / "__init__.py", "cqopt.charts") == [("cqopt.charts.build", 1)]
 
 
 def _layer(module: str) -> int | None:
@@ -81,7 +99,7 @@ MODULES = _modules()
 def test_no_import_runs_back_up(module):
     here = _layer(module)
     upward = []
-    for name, line in _imports(MODULES[module]):
+    for name, line in _imports(MODULES[module], module):
         there = _layer(name)
         if there is not None and there > here:
             upward.append(f"line {line}: {name}")
@@ -90,7 +108,7 @@ def test_no_import_runs_back_up(module):
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_engines_stay_in_their_rooms(module):
-    for name, line in _imports(MODULES[module]):
+    for name, line in _imports(MODULES[module], module):
         top = name.split(".")[0]
         if top in ENGINES:
             assert module.startswith(ENGINES[top]), f"{module} line {line} imports {name}"
