@@ -366,6 +366,9 @@ def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: b
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(2 * _local_cores(master)),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # PySpark's DataFrame debugging asks the JVM for the call site of every column
+        # function (five round trips each): 60% of a workload run's calls to the JVM.
+        "spark.python.sql.dataFrameDebugging.enabled": "false",
         # A local file system lists thousands of files faster than a Spark job does (a
         # backlog of one file per round and stream: 14 s of 600 rounds' 44 went to it).
         **({"spark.sql.sources.parallelPartitionDiscovery.threshold": "100000"} if local
