@@ -1,116 +1,112 @@
-"""The README's Python blocks run as written (the run-time one on a chart set built here)."""
+"""The README's Python blocks run as written: each in a fresh interpreter, in document order,
+from one empty folder (the main job first, then the blocks that read what it wrote in out/)."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from cqopt.cli.main import main
+# What each block must have done, checked in its own interpreter after it ran: a text only
+# that block holds, a pattern a line of its stdout must match, and checks on the names it left.
+CHECKS = {
+    "cqopt.fidelity(": (r"^(0\.\d+|1\.0)$", """
+from pathlib import Path
+assert sorted(replays) == ["Q1", "Q2"], sorted(replays)
+assert replays["Q2"].summary["rounds"] == 59 and 0 < replays["Q1"].summary["fidelity"] <= 1
+assert "Q2" in Path("out/report/report.html").read_text(encoding="utf-8")
+"""),
+    "cqopt.AdaptiveQuery(": ("Stream TCP", """
+assert many.plan_index.shape == (5,)
+assert charts.check(example("dec-pkt.toml")).stale is False
+# One default estimator: the step runs the plan choose gives at the same statistics.
+assert outcome.plan_id == charts.choose("Q1", {"sel.TCP": 0.12, "rate.TCP": 610.0}).plan_id
+"""),
+    "readStream": ("SELECT", """
+import pandas as pd
+written, tcp = pd.read_parquet("out/q1"), pd.read_parquet("out/rounds/TCP")
+assert tcp["ts"].max() - tcp["ts"].min() > 9  # ten rounds of TCP, all read
+# Q1 keeps TCP.src_host where TCP.dest_host = 2: the plan's rows, of every file.
+assert len(written) == int((tcp["dest_host"] == 2).sum()) > 0, (plan.id, len(written))
+"""),
+    # A plan's SQL on DuckDB over a whole trace gives every round's rows, as the reference
+    # executor gives them round by round (rounds from the first tuple, as cqopt run cuts them).
+    "duckdb": ("count", """
+import pandas as pd
+from cqopt.catalog import load_catalog
+from cqopt.costmodel.reference_executor import execute
+from cqopt.examples import example
+from cqopt.optimizer.query.logical import parse_query
+from cqopt.replay.rounds import round_array
+
+query = parse_query(charts["Q2"].spec.sql, load_catalog(example("dec-pkt.toml")))
+data = {s: pd.read_parquet(f"out/traces/{s}.parquet") for s in query.stream_names}
+start = min(float(f.ts.min()) for f in data.values())
+assert len(rows) > 0
+for r in (0, 7, 58):
+    windows = {s: f[round_array(f.ts, start, 1.0) == r] for s, f in data.items()}
+    assert (rows.cqopt_round == r).sum() == len(execute(plan, query, windows).result), r
+"""),
+}
+
+# A bare expression whose comment reads as a value (`choice  # Choice(...)`), as a session
+# at the prompt shows it: the check is that its repr is that comment.
+_SHOWN = re.compile(r"^(?P<expr>[^#\s].*?)\s+# (?P<shown>[(\[{'\"0-9].*|[A-Z]\w*\(.*)$")
 
 
 def _python_blocks(readme: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    return re.findall(r"^```python\n(.*?)^```", readme, flags=re.S | re.M)
 
 
-def test_the_run_time_block_runs_as_written(repo_root, examples, tmp_path, monkeypatch, capsys):
-    blocks = [b for b in _python_blocks((repo_root / "README.md").read_text(encoding="utf-8"))
-              if 'cqopt.load("out/charts")' in b]
-    assert len(blocks) == 1, "the README has one run-time block"
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "examples").symlink_to(examples)
-    assert main(["build", "--catalog", "examples/dec-pkt.toml", "--workload",
-                 "examples/workload.toml", "--out", "out/charts", "--engine", "local"]) == 0
-    scope: dict = {}
-    exec(compile(blocks[0], "README.md", "exec"), scope)  # noqa: S102 (the README's own code)
-    assert scope["many"].plan_index.shape == (5,)
-    assert scope["outcome"].plan_id in scope["charts"]["Q1"].plan_ids
-    # One default estimator: the step runs the plan choose gives at the same statistics.
-    assert scope["outcome"].plan_id == scope["charts"].choose(
-        "Q1", {"sel.TCP": 0.12, "rate.TCP": 610.0}).plan_id
-    assert "Stream TCP" in capsys.readouterr().out  # explain() printed the plan
+def _shown_values(block: str) -> str:
+    """Checks that each value the block's comments show is the value its line gives."""
+    checks = []
+    for line in block.splitlines():
+        found = _SHOWN.match(line)
+        if found and "=" not in found["expr"].replace("==", ""):
+            value = f"repr(({found['expr']}))"
+            checks.append(f"assert {value} == {found['shown']!r}, {value}")
+    return "\n".join(checks)
 
 
-def test_the_main_job_block_names_only_what_cqopt_has(repo_root):
-    # The main job takes Spark minutes; tests/test_pipelines.py runs the same functions on a
-    # small trace. Here: every name of cqopt the block uses exists.
-    import cqopt
-
-    (text,) = [b for b in _python_blocks((repo_root / "README.md").read_text(encoding="utf-8"))
-               if "cqopt.build(" in b]
-    for name in re.findall(r"\bcqopt\.(\w+)", text):
-        assert hasattr(cqopt, name), name
-    assert "progress=False" in text  # the argument that silences the functions is named
+# The blocks' JVMs live a minute: compiling hot code only with C1, and a serial collector,
+# halves the CPU a Spark start costs (13 s against 26 s here) and changes no result.
+_SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def _generate_line(block: str) -> list[str]:
-    """The cqopt generate command a block's comment gives, as argv."""
-    lines = [ln.strip().lstrip("#").strip() for ln in block.splitlines()]
-    start = next(i for i, ln in enumerate(lines) if "cqopt generate" in ln)
-    text = (lines[start].split("cqopt ", 1)[1] + " " + lines[start + 1]).split()
-    return text
+def _run(code: str, where: Path, what: str) -> subprocess.CompletedProcess:
+    """``code`` in a new interpreter of this environment, in ``where``; stdout and stderr."""
+    bin_dir = str(Path(sys.executable).parent)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
+           "JAVA_TOOL_OPTIONS": f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {_SHORT_JVM}".strip(),
+           "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    done = subprocess.run([sys.executable, "-c", code], cwd=where, env=env, text=True,
+                          capture_output=True, timeout=600)
+    assert done.returncode == 0, (f"the README's {what} failed (exit {done.returncode}):\n"
+                                  + "\n".join(done.stderr.splitlines()[-30:]))
+    return done
 
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_the_structured_streaming_block_runs_as_written(spark, repo_root, examples, tmp_path,
-                                                        monkeypatch, capsys):
-    """issue 19/21: the block ran off before writing, and its 3-column schema made
-    to_spark fail; now it writes the plan's result of every round."""
-    import pandas as pd
-
+def test_every_python_block_runs_in_a_fresh_interpreter_in_order(repo_root, tmp_path):
     blocks = _python_blocks((repo_root / "README.md").read_text(encoding="utf-8"))
-    (run_time,) = [b for b in blocks if 'cqopt.load("out/charts")' in b]
-    (streaming,) = [b for b in blocks if "readStream" in b]
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "examples").symlink_to(examples)
-    assert main(["build", "--catalog", "examples/dec-pkt.toml", "--workload",
-                 "examples/workload.toml", "--out", "out/charts", "--engine", "local"]) == 0
-    argv = _generate_line(streaming)
-    assert argv[:1] == ["generate"] and "--file-per-round" in argv
-    assert main(argv) == 0
-    scope: dict = {}
-    exec(compile(run_time, "README.md", "exec"), scope)  # noqa: S102 (the README's own code)
-    # Spark resolves relative paths against its JVM's working directory, which the test's
-    # chdir does not move: the block's out/ is made absolute, nothing else changes.
-    streaming = streaming.replace('"out/', f'"{tmp_path}/out/')
-    exec(compile(streaming, "README.md", "exec"), scope)  # noqa: S102
-    written = pd.read_parquet(tmp_path / "out" / "q1")
-    tcp = pd.read_parquet(tmp_path / "out" / "rounds" / "TCP")
-    plan = scope["plan"]
-    # Q1 keeps TCP.src_host where TCP.dest_host = 2: the plan's rows, every file read.
-    assert len(written) == int((tcp["dest_host"] == 2).sum()) > 0, plan.id
-    assert "SELECT" in capsys.readouterr().out
-
-
-def test_the_duckdb_block_runs_as_written(repo_root, examples, tmp_path, monkeypatch, capsys):
-    """A plan's SQL on DuckDB over a whole trace: every round's rows, as the executor gives
-    them round by round (rounds from the first tuple, as cqopt run cuts them)."""
-    from cqopt.catalog import load_catalog
-    from cqopt.costmodel.reference_executor import execute
-    from cqopt.optimizer.query.logical import parse_query
-    from cqopt.replay.rounds import round_of
-    import pandas as pd
-
-    (block,) = [b for b in _python_blocks((repo_root / "README.md").read_text(encoding="utf-8"))
-                if "duckdb" in b]
-    monkeypatch.chdir(tmp_path)
-    assert main(["build", "--catalog", "examples/dec-pkt.toml", "--workload",
-                 "examples/workload.toml", "--out", "out/charts", "--engine", "local"]) == 0
-    argv = _generate_line(block)
-    assert argv[:1] == ["generate"] and main(argv + ["--quiet"]) == 0
-    scope: dict = {}
-    exec(compile(block, "README.md", "exec"), scope)  # noqa: S102 (the README's own code)
-    assert "count" in capsys.readouterr().out
-    rows, plan = scope["rows"], scope["plan"]
-    query = parse_query(scope["charts"]["Q2"].spec.sql, load_catalog(examples / "dec-pkt.toml"))
-    data = {s: pd.read_parquet(tmp_path / "out" / "traces" / f"{s}.parquet")
-            for s in query.stream_names}
-    start = min(float(f.ts.min()) for f in data.values())
-    for r in (0, 7):  # two rounds, by the executor
-        windows = {s: f[[round_of(t, start, 1.0) == r for t in f.ts]] for s, f in data.items()}
-        assert (rows.cqopt_round == r).sum() == len(execute(plan, query, windows).result)
-    assert len(rows) > 0
+    assert blocks and "cqopt.fidelity(" in blocks[0], "the main job comes first"
+    assert "progress=False" in blocks[0]  # the argument that silences the functions is named
+    checked = [[m for m in CHECKS if m in block] for block in blocks]
+    assert all(len(m) == 1 for m in checked), f"each block, one entry of CHECKS: {checked}"
+    assert sorted(m for (m,) in checked) == sorted(CHECKS), checked
+    for number, (block, (marker,)) in enumerate(zip(blocks, checked), 1):
+        said, check = CHECKS[marker]
+        code = "\n".join([block, _shown_values(block), check])
+        done = _run(code, tmp_path, f"python block {number} ({block.splitlines()[0]!r} ...)")
+        assert re.search(said, done.stdout, flags=re.M), (number, said, done.stdout[-500:])
+    shown = _shown_values(blocks[1])
+    assert shown.count("assert") == 2, shown  # the run-time block's two values are checked
 
 
 def test_the_readme_places_cqopt_beside_aqe_defines_its_words_and_keeps_cells_short(
