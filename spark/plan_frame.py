@@ -56,6 +56,7 @@ plan S reads stream S, but no frame is given for it; frames given: none
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
     from cqopt.optimizer.query.logical import ContinuousQuery
+    from cqopt.spark.shared_work import SharedWork
 
 
 class PlanFrameError(CqoptError):
@@ -84,7 +86,8 @@ class PlanFrameError(CqoptError):
 
 def to_spark(plan: Plan, frames: Mapping[str, DataFrame], *,
              query: ContinuousQuery | None = None,
-             round_column: str | None = None) -> DataFrame:
+             round_column: str | None = None,
+             shared: SharedWork | None = None) -> DataFrame:
     """The DataFrame computing ``plan`` over one window per stream, or over many rounds at once.
 
     Parameters
@@ -104,6 +107,10 @@ def to_spark(plan: Plan, frames: Mapping[str, DataFrame], *,
         key (a Cartesian step joins on it alone) and every grouping, and is
         the result's first column, under this name. Each round's rows are
         then those the plan gives on that round's frames alone.
+    shared : SharedWork, optional
+        The memo of several plans built for one job: a source, selection or
+        projection over one stream that an earlier plan built over the same
+        frame is that plan's DataFrame (:mod:`cqopt.spark.shared_work`).
 
     Returns
     -------
@@ -121,19 +128,20 @@ def to_spark(plan: Plan, frames: Mapping[str, DataFrame], *,
     See the module docstring.
     """
     with spark_errors(f"Spark cannot build plan {plan.id}", PlanFrameError):
-        return _build(plan, frames, query, round_column)
+        return _build(plan, frames, query, round_column, shared)
 
 
 def _build(plan: Plan, frames: Mapping[str, DataFrame], query: ContinuousQuery | None,
-           round_column: str | None) -> DataFrame:
+           round_column: str | None, shared: SharedWork | None = None) -> DataFrame:
     from pyspark.sql import functions as F
 
-    by_lower = {name.lower(): df for name, df in frames.items()}
+    given = _Inputs({name.lower(): df for name, df in frames.items()}, round_column)
     built: dict[str, _Frame] = {}
     for key in plan.operators():
         node = plan.node(key)
-        built[key] = node_frame(node, [built[k] for k in node.inputs], plan,
-                                _Inputs(by_lower, round_column))
+        inputs = [built[k] for k in node.inputs]
+        built[key] = (node_frame(node, inputs, plan, given) if shared is None else
+                      _shared_step(shared, node, inputs, plan, given))
     top = built[plan.root]
 
     def output(ref: tuple) -> Column:
@@ -148,6 +156,27 @@ def _build(plan: Plan, frames: Mapping[str, DataFrame], query: ContinuousQuery |
 
 
 _ROUND = (None, "round")  # the round's key among an aggregate's internal names
+
+
+def _shared_step(shared: SharedWork, node: kinds.PlanNode, inputs: list[_Frame], plan: Plan,
+                 given: _Inputs) -> _Frame:
+    """``node``'s step through the memo when it works on one stream's tuples alone (a
+    source, or a stream's selection or projection); any other step built as usual."""
+    stream = getattr(node, "stream", None)
+    if stream is None or isinstance(node, (kinds.JoinNode, kinds.AggregateNode)):
+        return node_frame(node, inputs, plan, given)
+    if isinstance(node, kinds.SourceNode):
+        parent = given.frames.get(stream.lower())
+    elif inputs and not inputs[0].aggregated:
+        parent = inputs[0].df
+    else:
+        return node_frame(node, inputs, plan, given)
+    if parent is None:  # no frame for the stream: node_frame says so
+        return node_frame(node, inputs, plan, given)
+    # The step's own content, whatever plan-local keys its inputs have.
+    signature = (repr(dataclasses.replace(node, inputs=())), given.round_column)
+    return _Frame(shared.derive(parent, signature,
+                                lambda: node_frame(node, inputs, plan, given).df))
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """cqopt run --workload: several queries in one streaming query, each as its own run would.
 
-Three queries of three shapes over the example's streams (a selection on TCP
-with W = 1 s, the three-way join with W = 1 s, a count on UDP with W = 2 s),
-charts of k = 4, a few seconds of traces: a few rounds each.
+Four queries over the example's streams (a selection on TCP with W = 1 s, the
+three-way join with W = 1 s, a count on UDP with W = 2 s, and a count per host
+of Q1's selection, which shares Q1's work), charts of k = 4, a few seconds of
+traces: a few rounds each.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from pathlib import Path
@@ -26,6 +28,12 @@ Q3 = """
 name = "Q3"
 sql = \"\"\"
 SELECT COUNT(*) FROM UDP WHERE UDP.bytes > 500 WINDOW [2]
+\"\"\"
+
+[[query]]
+name = "Q5"
+sql = \"\"\"
+SELECT TCP.src_host, COUNT(*) FROM TCP WHERE TCP.dest_host = 2 GROUP BY TCP.src_host WINDOW [1]
 \"\"\"
 """
 
@@ -63,7 +71,7 @@ def _sources(three):
 @pytest.mark.slow
 def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_path,
                                                              monkeypatch):
-    """One streaming query for three: stopped after 2 rounds each and resumed, every
+    """One streaming query for four: stopped after 2 rounds each and resumed, every
     query's rounds, plans and rows equal those of its run alone, row for row; each
     micro-batch's plans of every query ran as one joint job."""
     from cqopt.spark.run import AdaptiveRun, RunSettings, workload
@@ -107,6 +115,10 @@ def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_p
     assert len(done.results["Q3"].rounds) == 2  # W = 2 s: its own rounds
     report = (tmp_path / "w" / "report.md").read_text()
     assert all(f"## {name}" in report for name in queries)
+    # Q5 reads TCP's tuples as Q1 does, with Q1's selection: made once, said in the report.
+    shared = json.loads((tmp_path / "w" / "report.json").read_text())["shared"]
+    assert shared["jobs_sharing"] >= 1 and shared["saved"] >= 1
+    assert "computations saved" in report
 
 
 class _LineServer:

@@ -55,6 +55,8 @@ from cqopt.spark.run.state import RunState
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from cqopt.spark.shared_work import SharedWork
+
     from cqopt.optimizer.query.logical import ContinuousQuery
 
 
@@ -99,6 +101,9 @@ class RoundRunner:
 
             self.engine = make_model("engine", ctx.catalog)
         self.unreachable_said = False
+        # A workload's memo of one micro-batch's plans (cqopt.spark.shared_work), while
+        # its plans are built; None in a run of its own.
+        self.shared: SharedWork | None = None
         self.profiling = ctx.settings.shadow  # per-operator metrics of each timed plan
         self.refresher = self._refresher()
         # The logged rounds' observations bring the adaptive query to where it stopped.
@@ -212,19 +217,30 @@ class RoundRunner:
         for r, outcome in outcomes.items():
             groups.setdefault(outcome.plan_id, []).append(r)
         frames = []
+        shared = self.shared
         for rounds in groups.values():
             plan = outcomes[rounds[0]].plan
+            if shared is not None:  # whose plan: steps another plan also builds are shared
+                shared.begin_part((self.ctx.name, plan.id))
             if len(outcomes) == 1:  # as _run_round runs it (an aggregate of no tuple: a row)
-                alone = {s: df.where(F.col("_round") == rounds[0]).drop("_round")
-                         for s, df in tuples.items()}
-                frame = to_spark(plan, alone, query=self.ctx.query)
+                alone = {s: self._derived(df, ("round", rounds[0]), lambda df=df: df.where(
+                    F.col("_round") == rounds[0]).drop("_round")) for s, df in tuples.items()}
+                frame = to_spark(plan, alone, query=self.ctx.query, shared=shared)
                 frame = frame.select(F.lit(rounds[0]).cast("long").alias("_round"), "*")
             else:
-                mine = {s: df.where(F.col("_round").isin(rounds)) for s, df in tuples.items()}
-                frame = to_spark(plan, mine, query=self.ctx.query, round_column="_round")
+                mine = {s: self._derived(df, ("rounds", tuple(rounds)), lambda df=df: df.where(
+                    F.col("_round").isin(rounds))) for s, df in tuples.items()}
+                frame = to_spark(plan, mine, query=self.ctx.query, round_column="_round",
+                                 shared=shared)
             frames.append(frame)
         return Grouped(outcomes, observed, list(groups.values()), frames, batch_id, lags,
                        statistics_s, self.ctx.out / "results" / f".tmp-group-{min(observed):06d}")
+
+    def _derived(self, frame: DataFrame, signature: tuple, build) -> DataFrame:
+        """``build()``, a filter of ``frame``: through the shared memo when there is one."""
+        if self.shared is None:
+            return build()
+        return self.shared.derive(frame, signature, build, step=False)
 
     def _run_grouped(self, grouped: Grouped) -> None:
         """Run a backlog of rounds plan by plan: the rounds are grouped by the plan chosen

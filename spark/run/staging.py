@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
+    from cqopt.spark.shared_work import SharedWork
+
 # A micro-batch of at most this many tuples is collected to the driver (one Spark job) and
 # its statistics and staging worked out there; a larger one stays on Spark throughout.
 LOCAL_TUPLES = 500_000
@@ -106,6 +108,9 @@ class Staging:
     def __init__(self, ctx: RunContext, state: RunState):
         self.ctx, self.state = ctx, state
         self.folder = ctx.out / "pending"
+        # A workload's memo of one micro-batch (cqopt.spark.shared_work): equal tuples
+        # of a stream that several queries read are handed to Spark once. None alone.
+        self.shared: SharedWork | None = None
 
     def _path(self, batch_id: int | str):
         return self.folder / f"batch-{int(batch_id):06d}"
@@ -204,7 +209,10 @@ class Staging:
             columns.update((c.name, mine[f"{stream_name}__{c.name}"])
                            for c in self.ctx.catalog.stream(stream_name).columns
                            if c.name.lower() != "ts")
-            frames[stream_name] = self.ctx.spark.createDataFrame(pa.table(columns))
+            table = pa.table(columns)
+            frames[stream_name] = (self.ctx.spark.createDataFrame(table) if self.shared is None
+                                   else self.shared.table_frame(self.ctx.spark, stream_name,
+                                                                table))
         return frames
 
     def _local_rounds(self, local, first: int, stop: int, finishing: bool):

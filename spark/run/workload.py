@@ -58,6 +58,7 @@ from cqopt.spark.run.sources import Source, file_schema, read_stream
 from cqopt.spark.run.staging import collect_batch
 from cqopt.spark.run.state import STATE_VERSION, RunState
 from cqopt.spark.session import spark_errors, spark_message
+from cqopt.spark.shared_work import SharedWork
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -294,35 +295,50 @@ class WorkloadRun:
                 self._guard(name, args[1], self.members[name].rounds.run, *args)
             return
         grouped: dict[str, Grouped] = {}
-        for name, (tagged, batch_id, stop, local) in work.items():
-            rounds = self.members[name].rounds
-
-            def plan(rounds=rounds, args=(tagged, batch_id, stop, local)):
-                observed = rounds.observe(*args)
-                return None if observed is None else rounds.group(*observed[:2], args[1],
-                                                                  *observed[2:])
-            made = self._guard(name, batch_id, plan)
-            if made is not None:
-                grouped[name] = made
-        if not grouped:
-            return
-        if not self._run_jointly(grouped):
-            for name, made in grouped.items():  # one query after another, each on its own
-                self._guard(name, made.batch_id, self.members[name].rounds._run_grouped, made)
-            return
+        shared = SharedWork()
+        try:
+            self._share(shared)
+            for name, (tagged, batch_id, stop, local) in work.items():
+                made = self._guard(name, batch_id, self._planned, name,
+                                   (tagged, batch_id, stop, local))
+                if made is not None:
+                    grouped[name] = made
+            if not grouped:
+                return
+            if not self._run_jointly(grouped, shared):
+                for name, made in grouped.items():  # one query after another, each alone
+                    self._guard(name, made.batch_id,
+                                self.members[name].rounds._run_grouped, made)
+                return
+        finally:
+            self._share(None)
+            shared.release()
         for name, made in grouped.items():
             self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
 
-    def _run_jointly(self, grouped: Mapping[str, Grouped]) -> bool:
+    def _share(self, shared: SharedWork | None) -> None:
+        """Every query builds its plans through ``shared`` (None: each on its own)."""
+        for member in self.members.values():
+            member.rounds.shared = member.staging.shared = shared
+
+    def _planned(self, name: str, args: tuple) -> Grouped | None:
+        """Query ``name``'s complete rounds observed, their plans chosen and built."""
+        rounds = self.members[name].rounds
+        observed = rounds.observe(*args)
+        return None if observed is None else rounds.group(*observed[:2], args[1],
+                                                          *observed[2:])
+
+    def _run_jointly(self, grouped: Mapping[str, Grouped], shared: SharedWork) -> bool:
         """Every query's plans in one Spark job, their results split per query and round
-        into each's scratch folders; False when they do not fit on the driver or the job
-        failed (nothing is written then)."""
+        into each's scratch folders, what several plans share computed once; False when
+        they do not fit on the driver or the job failed (nothing is written then)."""
         parts = [(name, index) for name, made in grouped.items()
                  for index in range(len(made.frames))]
         frames = [grouped[name].frames[index] for name, index in parts]
         began = time.perf_counter()
         try:
             with spark_errors("the workload's joint job failed", StreamingRunError):
+                shared.compute_once()
                 table = collect(joint_frame(frames), LOCAL_RESULT_ROWS)
         except StreamingRunError as err:
             if self.stop_requested.is_set():
@@ -331,6 +347,7 @@ class WorkloadRun:
             return False
         if table is None:
             return False
+        self._count_shared(shared.summary())
         share = (time.perf_counter() - began) / sum(
             len(grouped[n].groups[i]) for n, i in parts)
         for part, (table_part, (name, index)) in enumerate(zip(joint_results(table, frames),
@@ -343,6 +360,17 @@ class WorkloadRun:
             rounds = len(made.groups[index])
             made.seconds[index] = share + (time.perf_counter() - began) / rounds
         return True
+
+    def _count_shared(self, summary: Mapping[str, int]) -> None:
+        """Add a joint job's shared steps to the run's totals (in the state: a resumed run
+        goes on counting)."""
+        totals = self.state.data.setdefault("shared", {"jobs": 0, "jobs_sharing": 0,
+                                                       "shared_steps": 0, "saved": 0})
+        totals["jobs"] += 1
+        totals["jobs_sharing"] += summary["shared_steps"] > 0
+        totals["shared_steps"] += summary["shared_steps"]
+        totals["saved"] += summary["saved"]
+        self.state.save()
 
     def _finish_inputs(self) -> None:
         """The input has ended: every query's rounds up to its last tuple's run, jointly."""
@@ -365,10 +393,11 @@ class WorkloadRun:
             member.stopped_by = (member.stopped_by if member._reached_max() else
                                  self.stopped_by)
             results[name] = member.report()
+        shared = self.state.data.get("shared")
         write_json(self.out / "report.json", {
             "queries": {n: r.summary for n, r in results.items()},
-            "failures": self.failures, "stopped_by": self.stopped_by})
-        write_atomic(self.out / "report.md", workload_markdown(results, self.failures))
+            "failures": self.failures, "stopped_by": self.stopped_by, "shared": shared})
+        write_atomic(self.out / "report.md", workload_markdown(results, self.failures, shared))
         return WorkloadResult(self.out, results, dict(self.failures), self.stopped_by)
 
 
@@ -403,8 +432,10 @@ def joint_results(table, frames: list[DataFrame]) -> list:
     return out
 
 
-def workload_markdown(results: Mapping[str, RunResult], failures: Mapping[str, int]) -> str:
-    """The workload's report: a line per query, then each query's report as a section."""
+def workload_markdown(results: Mapping[str, RunResult], failures: Mapping[str, int],
+                      shared: Mapping[str, int] | None = None) -> str:
+    """The workload's report: a line per query, what their plans shared, then each
+    query's report as a section."""
     lines = ["# cqopt workload run report", "",
              "| query | rounds | switches | rows out | plan seconds | failed micro-batches |",
              "|---|---|---|---|---|---|"]
@@ -412,9 +443,28 @@ def workload_markdown(results: Mapping[str, RunResult], failures: Mapping[str, i
         s = result.summary
         lines.append(f"| {name} | {s['rounds']} | {s['switches']} | {s['rows_out_total']} | "
                      f"{s['plan_seconds_total']:.3f} | {failures.get(name, 0)} |")
+    lines += ["", shared_line(shared)]
     for name, result in results.items():
         section = report_markdown(result.summary).replace(
             f"# cqopt run report: {name}", f"## {name}", 1)
         lines += ["", section.rstrip("\n"),
                   f"- its folder: {name}/ (results, round log, report.md)"]
     return "\n".join(lines) + "\n"
+
+
+def shared_line(shared: Mapping[str, int] | None) -> str:
+    """What the queries' plans shared, in one sentence.
+
+    >>> print(shared_line({"jobs": 10, "jobs_sharing": 4, "shared_steps": 4, "saved": 5}))
+    Shared work: in 4 of 10 joint jobs, 4 steps (a stream's tuples selected and projected alike by several chosen plans) were computed once instead of 9 times: 5 computations saved.
+    """
+    if not shared or not shared.get("jobs"):
+        return "Shared work: no joint job ran (shadow timing or a deadline runs each query alone)."
+    if not shared["shared_steps"]:
+        return (f"Shared work: none; in {shared['jobs']} joint jobs no two chosen plans "
+                "selected and projected a stream's tuples alike.")
+    return (f"Shared work: in {shared['jobs_sharing']} of {shared['jobs']} joint jobs, "
+            f"{shared['shared_steps']} steps (a stream's tuples selected and projected alike "
+            "by several chosen plans) were computed once instead of "
+            f"{shared['shared_steps'] + shared['saved']} times: {shared['saved']} "
+            "computations saved.")

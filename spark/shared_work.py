@@ -1,0 +1,130 @@
+"""Exact common subexpressions of several plans' DataFrames, built and computed once.
+
+STREAM shares the common subexpressions of its queries' plans and their
+base-stream queues (seed 003, section 3.2). A workload run
+(:mod:`cqopt.spark.run.workload`) builds every query's chosen plans of a
+micro-batch as DataFrames and runs them as one Spark job; where two of them
+start from the same stream's tuples with the same selection and projection,
+that part is one DataFrame, built once and computed once.
+
+:class:`SharedWork` is the memo of one micro-batch:
+
+- :meth:`SharedWork.table_frame` hands Spark a stream's tuples held on the
+  driver (an Arrow table) once, however many queries read equal tuples
+  (equal rows in equal order; compared, not assumed);
+- :meth:`SharedWork.derive` gives one DataFrame per *step* over a known
+  frame (a round's filter, a plan's source, selection or projection over one
+  stream): the step's key is its input's key and the step's own signature,
+  so an equal chain of steps over equal tuples is one DataFrame object;
+- :meth:`SharedWork.begin_part` says whose plan is being built, so the memo
+  knows which subexpressions more than one plan uses;
+- :meth:`SharedWork.compute_once` persists each step more than one plan
+  uses, before the job runs: Spark's cache manager then computes it once and
+  every plan reads it (``InMemoryTableScan``); :meth:`SharedWork.release`
+  unpersists them after the job.
+
+Only steps over one stream are shared (a join or an aggregate depends on the
+whole plan below it); a frame the memo did not make (``derive`` over a
+foreign DataFrame) is built as usual, never shared.
+
+>>> shared = SharedWork()
+>>> shared.summary()
+{'shared_steps': 0, 'uses': 0, 'saved': 0}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass
+class _Entry:
+    frame: Any  # DataFrame
+    step: bool  # a plan's step (worth persisting when shared), not an input or a filter
+    parts: set = field(default_factory=set)
+
+
+class SharedWork:
+    """The memo of one micro-batch's DataFrames; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Hashable, _Entry] = {}
+        self._key_of: dict[int, Hashable] = {}  # id(frame) -> its key (frames kept alive)
+        self._tables: dict[tuple, list[tuple[Any, Any]]] = {}  # (stream, rows) -> tables
+        self._part: Hashable | None = None
+        self._persisted: list[Any] = []
+
+    def begin_part(self, part: Hashable) -> None:
+        """The plan built from now on is ``part`` (a query's plan of this micro-batch)."""
+        self._part = part
+
+    def table_frame(self, spark: SparkSession, stream: str, table: Any) -> DataFrame:
+        """``spark.createDataFrame(table)``, once per equal table of ``stream``."""
+        bucket = self._tables.setdefault((stream, table.num_rows), [])
+        for seen, frame in bucket:
+            if seen.equals(table):
+                self._use(self._key_of[id(frame)])
+                return frame
+        frame = spark.createDataFrame(table)
+        key = ("table", stream, table.num_rows, len(bucket))
+        bucket.append((table, frame))
+        self._remember(key, frame, step=False)
+        return frame
+
+    def derive(self, parent: DataFrame, signature: Hashable,
+               build: Callable[[], DataFrame], *, step: bool = True) -> DataFrame:
+        """The DataFrame ``build()`` makes from ``parent``, once per equal step over an
+        equal parent; ``build()`` itself when the memo does not know ``parent``."""
+        parent_key = self._key_of.get(id(parent))
+        if parent_key is None:
+            return build()
+        key = (parent_key, signature)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._use(key)
+            return entry.frame
+        frame = build()
+        self._remember(key, frame, step)
+        return frame
+
+    def _remember(self, key: Hashable, frame: Any, step: bool) -> None:
+        self._entries[key] = _Entry(frame, step)
+        self._key_of[id(frame)] = key
+        self._use(key)
+
+    def _use(self, key: Hashable) -> None:
+        if self._part is not None:
+            self._entries[key].parts.add(self._part)
+
+    def shared(self) -> list[Hashable]:
+        """The steps more than one plan uses, outermost last."""
+        return [key for key, e in self._entries.items() if e.step and len(e.parts) > 1]
+
+    def compute_once(self) -> int:
+        """Persist every step more than one plan uses, so that the job computes it once;
+        the number persisted. Call after every plan is built, before the job runs."""
+        from pyspark import StorageLevel
+
+        for key in self.shared():  # a shared step inside another is cached too: cheap
+            frame = self._entries[key].frame
+            frame.persist(StorageLevel.MEMORY_AND_DISK)
+            self._persisted.append(frame)
+        return len(self._persisted)
+
+    def summary(self) -> dict[str, int]:
+        """What was shared: steps used by more than one plan, their uses, and the
+        computations saved (uses beyond the first)."""
+        keys = self.shared()
+        uses = sum(len(self._entries[k].parts) for k in keys)
+        return {"shared_steps": len(keys), "uses": uses, "saved": uses - len(keys)}
+
+    def release(self) -> None:
+        """Unpersist what :meth:`compute_once` persisted."""
+        for frame in self._persisted:
+            frame.unpersist()
+        self._persisted.clear()
