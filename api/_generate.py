@@ -5,12 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cqopt.api._common import Name, PathLike, as_catalog
 from cqopt.catalog import Catalog
 from cqopt.charts.settings import setting_label
 from cqopt.errors import CqoptError, parse_number
 from cqopt.progress import say as step
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # A generated trace is held in memory as one frame per stream (about 40 bytes a tuple).
 MAX_GENERATED_TUPLES = 5e7
@@ -82,18 +86,42 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
     >>> sorted(p.name for p in out.glob("*.parquet"))
     ['TCP.parquet']
     """
-    import zlib
-
     import numpy as np
 
     from cqopt.output import staged_directory
-    from cqopt.replay.trace_format import get_trace_format, streamed_formats
-    from cqopt.replay.trace_generate import generate_trace, interarrival_slice, \
-        load_interarrivals
-    from cqopt.replay.trace_write import write_trace, write_trace_per_round
+    from cqopt.replay.trace_write import write_trace
 
     catalog = as_catalog(catalog)
-    chosen = []
+    chosen = _chosen_streams(catalog, streams, name)
+    if not (0 < duration < math.inf):
+        raise CqoptError(f"{name('duration', duration)}: needs a positive number of seconds")
+    if not (0 <= rate_cv < math.inf):
+        raise CqoptError(f"{name('rate_cv', rate_cv)}: needs a number >= 0")
+    gaps = _interarrivals(interarrivals, name)
+    scales = _rate_scales(catalog, rate_scale, name)
+    if not (offset >= 0 and np.isfinite(offset)):
+        raise CqoptError(f"{name('offset', offset)}: needs a number of seconds >= 0")
+    _check_sizes(chosen, duration, gaps, scales, name)
+    uniform = _steady_columns(catalog, steady, name)
+    written = _trace_format(format, file_per_round, duration, name)
+    frames = {}
+    out = Path(out)
+    with staged_directory(out, force, kind="trace set") as tmp:
+        for stream, frame in _traces(chosen, duration, seed, rate_cv, gaps, offset, scales,
+                                     uniform):
+            if file_per_round:
+                frames[stream.name] = frame
+                continue
+            path = write_trace(frame, tmp / f"{stream.name}{written.suffixes[0]}", format)
+            step(f"{stream.name}: {len(frame)} tuples over {duration:g} s -> "
+                 f"{out / path.name}", enabled=progress)
+        _write_rounds(frames, tmp, out, duration, file_per_round, format, progress)
+    return out
+
+
+def _chosen_streams(catalog: Catalog, streams: list[str] | None, name: Name) -> list:
+    """The catalog's streams ``streams`` names (default: all), each once."""
+    chosen: list = []
     if streams is not None and (not streams or any(not s.strip() for s in streams)):
         raise CqoptError(f"{name('streams', ','.join(streams))}: names an empty stream; give "
                          "streams of the catalog, e.g. " + ",".join(catalog.streams))
@@ -106,16 +134,28 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
             raise CqoptError(f"{name('streams', ','.join(streams or []))}: the catalog has no "
                              f"stream {stream_name!r}; it has " + ", ".join(catalog.streams))
         chosen.append(stream)
-    if not (0 < duration < math.inf):
-        raise CqoptError(f"{name('duration', duration)}: needs a positive number of seconds")
-    if not (0 <= rate_cv < math.inf):
-        raise CqoptError(f"{name('rate_cv', rate_cv)}: needs a number >= 0")
+    return chosen
+
+
+def _interarrivals(interarrivals: PathLike | None, name: Name):
+    """The real inter-arrival times of ``interarrivals`` (None without one), read once."""
+    import zlib
+
+    from cqopt.replay.trace_generate import load_interarrivals
+
     try:
-        gaps = load_interarrivals(interarrivals) if interarrivals else None
+        return load_interarrivals(interarrivals) if interarrivals else None
     except (EOFError, OSError, ValueError, zlib.error) as err:  # a truncated .gz, ...
         raise CqoptError(f"{name('interarrivals', interarrivals)}: not a readable CSV file "
                          f"({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
                          ) from None
+
+
+def _rate_scales(catalog: Catalog, rate_scale: Mapping[str, float | str] | None,
+                 name: Name) -> dict[str, float]:
+    """Stream (the catalog's spelling) to its factor on the arrival rate, each > 0."""
+    import numpy as np
+
     scales: dict[str, float] = {}
     for stream_name, factor in (rate_scale or {}).items():
         stream = catalog.stream(stream_name)
@@ -128,9 +168,16 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
                              "STREAM=FACTOR with a stream of the catalog and a positive "
                              "factor, e.g. TCP=2.5")
         scales[stream.name] = value
-    if not (offset >= 0 and np.isfinite(offset)):
-        raise CqoptError(f"{name('offset', offset)}: needs a number of seconds >= 0")
-    for stream in chosen:  # before any allocation: 1e12 s would ask for a TiB
+    return scales
+
+
+def _check_sizes(chosen: list, duration: float, gaps, scales: Mapping[str, float],
+                 name: Name) -> None:
+    """Refuse a stream that would get no tuple, or more than memory holds, before any
+    allocation (1e12 s would ask for a TiB)."""
+    import numpy as np
+
+    for stream in chosen:
         rate = (sum(stream.rate) / 2 if gaps is None
                 else 1.0 / max(float(np.mean(gaps)), np.finfo(float).tiny))
         expected = duration * rate * scales.get(stream.name, 1.0)
@@ -142,6 +189,11 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
             raise CqoptError(f"{name('duration', f'{duration:g}')}: {stream.name} would get "
                              f"about {expected:.3g} tuples ({rate:.3g}/s); at most "
                              f"{MAX_GENERATED_TUPLES:.0e} per stream: shorten the duration")
+
+
+def _steady_columns(catalog: Catalog, steady: list[str] | None,
+                    name: Name) -> dict[str, dict[str, int]]:
+    """Stream to its steady columns and their domains, from ``STREAM.COLUMN[=DOMAIN]``."""
     uniform: dict[str, dict[str, int]] = {}
     for item in steady or []:
         target, _, size = item.partition("=")
@@ -156,6 +208,14 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
         except CqoptError as err:
             raise CqoptError(f"{err}: the domain is a whole number of values") from None
         uniform.setdefault(stream.name, {})[stream.column(column).name] = domain
+    return uniform
+
+
+def _trace_format(format: str, file_per_round: float | None, duration: float, name: Name):
+    """The registered trace format ``format``, refused for files per round it cannot stream
+    or too many of them."""
+    from cqopt.replay.trace_format import get_trace_format, streamed_formats
+
     written = get_trace_format(format, name("format", format))
     if file_per_round is not None and not (file_per_round > 0 and written.stream is not None):
         raise CqoptError(f"{name('file_per_round', file_per_round)}: needs a positive number "
@@ -166,36 +226,43 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
                          f"{name('duration', f'{duration:g}')}: about "
                          f"{duration / file_per_round:.3g} files per stream; at most "
                          f"{MAX_ROUND_FILES:,}: write longer rounds or a shorter trace")
-    frames = {}
-    out = Path(out)
-    with staged_directory(out, force, kind="trace set") as tmp:
-        for i, stream in enumerate(chosen):
-            scale = scales.get(stream.name, 1.0)
-            try:
-                # Each stream replays its own stretch of the real arrivals (stream i
-                # from offset + i·duration, cycled), at its own rate scale.
-                own = None if gaps is None else interarrival_slice(
-                    gaps, offset + i * duration, duration, scale)
-                frame = generate_trace(stream, duration, seed=seed + i, rate_cv=rate_cv,
-                                       interarrivals=own, steady=uniform.get(stream.name),
-                                       mean_rate=None if gaps is not None or stream.name
-                                       not in scales else sum(stream.rate) / 2 * scale)
-            except ValueError as err:
-                raise CqoptError(f"cannot generate {stream.name}: {err}") from None
-            if file_per_round:
-                frames[stream.name] = frame
-                continue
-            path = write_trace(frame, tmp / f"{stream.name}{written.suffixes[0]}", format)
-            step(f"{stream.name}: {len(frame)} tuples over {duration:g} s -> "
-                 f"{out / path.name}", enabled=progress)
-        # One origin for every stream, so that file r of each stream is the same round.
-        origin = min((float(f["ts"].min()) for f in frames.values() if len(f)), default=0.0)
-        for stream_name, frame in frames.items():
-            parts = write_trace_per_round(frame, tmp / stream_name, file_per_round,
-                                          start=origin, fmt=format,
-                                          rounds=math.ceil((duration - origin)
-                                                           / file_per_round))
-            step(f"{stream_name}: {len(frame)} tuples over {duration:g} s -> "
-                f"{len(parts)} files of {file_per_round:g} s in {out / stream_name}",
-                enabled=progress)
-    return out
+    return written
+
+
+def _traces(chosen: list, duration: float, seed: int, rate_cv: float, gaps, offset: float,
+            scales: Mapping[str, float], uniform: Mapping[str, dict[str, int]]):
+    """Each chosen stream and its generated trace, one at a time (each written before the
+    next is drawn)."""
+    from cqopt.replay.trace_generate import generate_trace, interarrival_slice
+
+    for i, stream in enumerate(chosen):
+        scale = scales.get(stream.name, 1.0)
+        try:
+            # Each stream replays its own stretch of the real arrivals (stream i
+            # from offset + i·duration, cycled), at its own rate scale.
+            own = None if gaps is None else interarrival_slice(
+                gaps, offset + i * duration, duration, scale)
+            frame = generate_trace(stream, duration, seed=seed + i, rate_cv=rate_cv,
+                                   interarrivals=own, steady=uniform.get(stream.name),
+                                   mean_rate=None if gaps is not None or stream.name
+                                   not in scales else sum(stream.rate) / 2 * scale)
+        except ValueError as err:
+            raise CqoptError(f"cannot generate {stream.name}: {err}") from None
+        yield stream, frame
+
+
+def _write_rounds(frames: Mapping[str, pd.DataFrame], tmp: Path, out: Path, duration: float,
+                  file_per_round: float | None, format: str, progress: bool) -> None:
+    """Each stream in ``frames`` as a folder of one file per ``file_per_round`` seconds."""
+    from cqopt.replay.trace_write import write_trace_per_round
+
+    # One origin for every stream, so that file r of each stream is the same round.
+    origin = min((float(f["ts"].min()) for f in frames.values() if len(f)), default=0.0)
+    for stream_name, frame in frames.items():
+        parts = write_trace_per_round(frame, tmp / stream_name, file_per_round,
+                                      start=origin, fmt=format,
+                                      rounds=math.ceil((duration - origin)
+                                                       / file_per_round))
+        step(f"{stream_name}: {len(frame)} tuples over {duration:g} s -> "
+             f"{len(parts)} files of {file_per_round:g} s in {out / stream_name}",
+             enabled=progress)
