@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from cqopt.api._build import build
 from cqopt.api._fidelity import fidelity
+from cqopt.api._fidelity_options import FidelityOptions
 from cqopt.api._generate import generate
 from cqopt.api._run import run, run_workload
 from cqopt.api._traces import check_span, trace_paths
 
-__all__ = ["build", "check_span", "fidelity", "generate", "run", "run_workload",
-           "trace_paths"]
+__all__ = ["FidelityOptions", "build", "check_span", "fidelity", "generate", "run",
+           "run_workload", "trace_paths"]

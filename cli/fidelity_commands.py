@@ -38,7 +38,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    from cqopt.api import fidelity
+    from cqopt.api import FidelityOptions, fidelity
     from cqopt.replay.report import (
         alarm_line,
         deadline_line,
@@ -53,15 +53,22 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
     check_policy_options(args)  # before any work starts
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
-    replays = fidelity(
-        args.catalog, args.workload, args.out, traces=pairs(args.trace, "--trace"),
-        trace_dir=args.traces, charts=args.charts, k=args.k, k_sweep=ks, rounds=args.rounds,
-        queries=args.query, ts_columns=pairs(args.ts_column, "--ts-column"),
+    traces, times = pairs(args.trace, "--trace"), pairs(args.ts_column, "--ts-column")
+
+    def label(key: str, value) -> str:
+        return f"{option_label(key)} {value}"
+
+    settings = FidelityOptions(
+        k=args.k, k_sweep=ks, rounds=args.rounds, queries=args.query,
         replay_options={"seed": args.seed, **policy_options(args)},
         describe=describe_policy(args), master=args.master, deadline=args.deadline,
         min_kept=args.min_kept, delta=args.delta, memory_budget=args.memory_budget,
-        window_min=with_parent(args, "--window-min", "--memory-budget", 0.25), negotiate=args.negotiate, force=args.force,
-        progress=not args.quiet, name=lambda key, value: f"{option_label(key)} {value}")
+        window_min=with_parent(args, "--window-min", "--memory-budget", 0.25),
+        negotiate=args.negotiate, name=label)
+    replays = fidelity(args.catalog, args.workload, args.out, traces=traces,
+                       trace_dir=args.traces, ts_columns=times, charts=args.charts,
+                       options=settings, force=args.force, progress=not args.quiet,
+                       name=label)
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
         return 0
@@ -95,7 +102,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 
 def _int_list(text: str, option: str) -> list[int]:
-    """``--k-sweep 2,5,10`` as numbers; :func:`cqopt.api.fidelity` judges each as a k."""
+    """``--k-sweep 2,5,10`` as numbers; :class:`cqopt.api.FidelityOptions` judges each as
+    a k."""
     try:
         values = [parse_number(v, "", integer=True) for v in text.split(",")]  # no "2,,5"
     except CqoptError:
