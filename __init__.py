@@ -13,7 +13,8 @@ The repository's top-level folders are the subpackages of this one package
 - :func:`load_catalog` reads a stream catalog;
 - :class:`CqoptError` is the one error class every user mistake raises;
 - :func:`build`, :func:`generate`, :func:`fidelity` (its settings a
-  :class:`FidelityOptions`) and :func:`run` run the pipelines the ``cqopt``
+  :class:`FidelityOptions`), :func:`run`, :func:`explain`, :func:`choose`,
+  :func:`show` and :func:`calibrate` run the pipelines the ``cqopt``
   commands run (:mod:`cqopt.api`).
 
 Names load lazily, so ``import cqopt`` stays cheap.
@@ -54,6 +55,10 @@ _LAZY = {
     "FidelityOptions": "cqopt.api",
     "run": "cqopt.api",
     "run_workload": "cqopt.api",
+    "explain": "cqopt.api",
+    "choose": "cqopt.api",
+    "show": "cqopt.api",
+    "calibrate": "cqopt.api",
 }
 
 
