@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from cqopt.cli import options
-from cqopt.cli.chart_commands import option_label
-from cqopt.cli.options import number, pairs, whole_number, with_parent
+from cqopt.cli.options import number, option_namer, pairs, whole_number, with_parent
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
@@ -31,8 +30,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
                    offset=with_parent(args, "--offset", "--interarrivals", 0.0),
                    rate_scale=pairs(args.rate_scale, "--rate-scale"), steady=args.steady,
                    format=args.format, file_per_round=args.file_per_round, force=args.force,
-                   progress=not args.quiet,
-                   name=lambda key, value: f"{option_label(key)} {value}")
+                   progress=not args.quiet, name=option_namer())
     print(f"wrote {out}")
     return 0
 
@@ -54,10 +52,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     check_policy_options(args)  # before any work starts
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
     traces, times = pairs(args.trace, "--trace"), pairs(args.ts_column, "--ts-column")
-
-    def label(key: str, value) -> str:
-        return f"{option_label(key)} {value}"
-
+    label = option_namer()
     settings = FidelityOptions(
         k=args.k, k_sweep=ks, rounds=args.rounds, queries=args.query,
         replay_options={"seed": args.seed, **policy_options(args)},
@@ -115,6 +110,12 @@ def _int_list(text: str, option: str) -> list[int]:
 
 
 def add_parsers(sub) -> None:
+    """Add ``generate`` and ``fidelity`` to the subcommands ``sub``."""
+    _add_generate(sub)
+    _add_fidelity(sub)
+
+
+def _add_generate(sub) -> None:
     p = sub.add_parser(
         "generate", help="generate seeded stream traces for the catalog's streams",
         description="Write one trace per stream: bursty arrivals (a Markov-modulated Poisson "
@@ -151,6 +152,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=cmd_generate)
 
+
+def _add_fidelity(sub) -> None:
     p = sub.add_parser(
         "fidelity", help="replay traces through the charts and report fidelity",
         description="Compute per-round statistics from traces on Spark, replay them through "
