@@ -95,6 +95,7 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         A bad file, query, trace or setting, before Spark starts; a failed Spark job.
     """
     from cqopt.output import staged_directory
+    from cqopt.replay.report import write_report  # pandas, matplotlib: missing, said first
 
     # Everything is checked before any Spark work starts.
     options = gathered(options, settings, name)
@@ -122,8 +123,6 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
                 **unreplayed,
                 "charts": str(charts) if charts else "built for this report",
                 **options.describe}
-        from cqopt.replay.report import write_report
-
         write_report(tmp, replays, used, sweeps, meta)
     return replays
 
