@@ -75,6 +75,7 @@ def show(charts: PathLike | ChartSet, query: str, out: PathLike | None = None, *
     P1   75.0% of the chart  TCP[πσ]
     """
     import cqopt.charts as chart_sets
+    from cqopt.charts.diagram import plan_diagram  # matplotlib: missing, said first
 
     if out is None and not plans:
         raise CqoptError(f"show: give {name('out', 'FILE.png')} for the diagram, "
@@ -96,11 +97,7 @@ def show(charts: PathLike | ChartSet, query: str, out: PathLike | None = None, *
                              + (f", sliced along {', '.join(sliced)}" if sliced else
                                 ", two axes or fewer: nothing to slice"))
     text = plans_text(chart) if plans else None
-    if out is None:
-        return Shown(text)
-    from cqopt.charts.diagram import plan_diagram
-
-    return Shown(text, plan_diagram(chart, out, at=at))
+    return Shown(text, None if out is None else plan_diagram(chart, out, at=at))
 
 
 def plans_text(chart: QueryChart) -> str:
