@@ -12,8 +12,10 @@ The repository's top-level folders are the subpackages of this one package
 - :class:`AdaptiveQuery` runs one query round by round (OM's Algorithm 2);
 - :func:`load_catalog` reads a stream catalog;
 - :class:`CqoptError` is the one error class every user mistake raises;
-- :func:`build`, :func:`generate`, :func:`fidelity` and :func:`run` run the
-  pipelines the ``cqopt`` commands run (:mod:`cqopt.api`).
+- :func:`build`, :func:`generate`, :func:`fidelity` (its settings a
+  :class:`FidelityOptions`), :func:`run`, :func:`explain`, :func:`choose`,
+  :func:`show` and :func:`calibrate` run the pipelines the ``cqopt``
+  commands run (:mod:`cqopt.api`).
 
 Names load lazily, so ``import cqopt`` stays cheap.
 
@@ -50,8 +52,13 @@ _LAZY = {
     "build": "cqopt.api",
     "generate": "cqopt.api",
     "fidelity": "cqopt.api",
+    "FidelityOptions": "cqopt.api",
     "run": "cqopt.api",
     "run_workload": "cqopt.api",
+    "explain": "cqopt.api",
+    "choose": "cqopt.api",
+    "show": "cqopt.api",
+    "calibrate": "cqopt.api",
 }
 
 

@@ -5,65 +5,28 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from cqopt.catalog import load_catalog
+from cqopt.api import MAX_REPEATS, MAX_ROWS, MAX_SIZES
 from cqopt.cli import options
-from cqopt.cli.options import memory_size, number
-
-# Bounds a calibration fits in: Spark's DataFrame.range and a 2-core machine's patience.
-MAX_ROWS = 2**31 - 1  # rows of the largest size
-MAX_SIZES = 20  # sizes halve: the 20th of 2^31 rows is 2,048
-MAX_REPEATS = 100
-
+from cqopt.cli.options import memory_size, number, option_namer
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from cqopt.spark.calibrate import calibrate, check_out, write_catalog
-    from cqopt.spark.session import running_session
-
-    out = Path(args.out)
-    check_out(out, args.catalog)  # before Spark starts
-    catalog = load_catalog(args.catalog)
-    if args.from_run:
-        return _from_runs(args, catalog, out)
+    from cqopt.api import calibrate
 
     def say(sentence: str) -> None:
         if not args.quiet:
             print(f"cqopt calibrate: {sentence}", file=sys.stderr, flush=True)
 
-    say(f"starting Spark ({args.master})")
-    conf = {"spark.driver.memory": args.driver_memory} if args.driver_memory else None
-    with running_session(args.master, progress=False, conf=conf) as spark:
-        result = calibrate(spark, catalog, max_rows=args.rows, sizes=args.sizes,
-                           repeats=args.repeats, progress=say)
-    write_catalog(catalog, result, out)
-    print(f"Measured on {result.where}, {result.when}")
-    print(f"{'kind':<20} {'catalog rate':>13} {'measured rate':>14} {'fixed s':>8} "
-          f"{'fixed share':>11} {'held-out error':>14}")
-    for kind, fit in result.fits.items():
-        print(f"{kind:<20} {getattr(catalog.operators, kind):13,.0f} {fit.rate:14,.0f} "
-              f"{fit.fixed:8.3f} {fit.fixed_share:11.0%} {fit.held_out_error:14.1%}")
-        print("    " + ", ".join(f"{rows:,} tuples {seconds:.3f} s"
-                                 for rows, seconds in zip(fit.rows, fit.seconds)))
-    print(f"wrote {out}")
-    return 0
-
-
-def _from_runs(args: argparse.Namespace, catalog, out: Path) -> int:
-    """``--from-run``: the engine model's constants fitted to runs' plan times; no Spark."""
-    from cqopt.spark.engine_fit import fit_runs, write_fitted_catalog
-
-    fit = fit_runs(args.from_run, catalog, alpha=args.smoothing)
-    where = ", ".join(args.from_run)
-    write_fitted_catalog(catalog, fit, out, where)
-    for line in fit.summary_lines():
-        print(line)
-    print(f"{'constant':<12} {'was':>10} {'fitted':>10}  (seconds)")
-    for name in type(fit.constants).__dataclass_fields__:
-        print(f"{name:<12} {getattr(catalog.engine, name):10.3g} "
-              f"{getattr(fit.constants, name):10.3g}")
-    print(f"wrote {out}; charts costed in the engine's seconds: cqopt build --catalog {out} "
-          "--model engine --weights 0,0,1 ...")
+    done = calibrate(args.catalog, args.out, from_runs=args.from_run, smoothing=args.smoothing,
+                     master=args.master, rows=args.rows, sizes=args.sizes,
+                     repeats=args.repeats, driver_memory=args.driver_memory, progress=say,
+                     name=option_namer())
+    print(done.text())
+    if done.fitted is not None:
+        print(f"wrote {done.out}; charts costed in the engine's seconds: cqopt build "
+              f"--catalog {done.out} --model engine --weights 0,0,1 ...")
+    else:
+        print(f"wrote {done.out}")
     return 0
 
 

@@ -1,4 +1,8 @@
-"""``cqopt build``, ``cqopt choose`` and ``cqopt show``: charts from the command line."""
+"""``cqopt build``, ``cqopt choose`` and ``cqopt show``: charts from the command line.
+
+Each command parses its options, calls its :mod:`cqopt.api` function and prints what
+it returns.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,18 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from cqopt.charts.settings import judge_options
 from cqopt.cli import options
-from cqopt.cli.options import dialect, number, whole_number, with_parent
+from cqopt.cli.options import (
+    dialect,
+    number,
+    option_namer,
+    option_text,
+    whole_number,
+    with_parent,
+)
 from cqopt.costmodel import model_names
 from cqopt.errors import CqoptError, parse_number, shorten
-from cqopt.optimizer.plans.sql import plan_sql
 from cqopt.optimizer.query.statistics import check_value, split_name
 
 
@@ -29,7 +37,8 @@ def parse_stat(text: str) -> tuple[str, float]:
 
 
 def parse_weights(text: str | None) -> list[float] | None:
-    """``--weights WR,WM[,WC]`` as numbers; :func:`chart_options` judges them."""
+    """``--weights WR,WM[,WC]`` as numbers; the API judges them (the chart settings' judge,
+    :func:`cqopt.charts.settings.judge_options`)."""
     if text is None:
         return None
     try:
@@ -50,35 +59,6 @@ def _percentiles(text: str) -> tuple[float, float]:
     if not lo < hi:
         raise argparse.ArgumentTypeError(f"{shorten(text, 40)!r}: LO must be below HI")
     return lo, hi
-
-
-def option_text(args: argparse.Namespace, key: str) -> str:
-    """A chart setting as the command line gave it, for messages: ``--weights 0,0``."""
-    return f"{option_label(key)} {getattr(args, key)}"
-
-
-def option_label(key: str) -> str:
-    """The command-line option of a chart setting: ``memory_unit`` is ``--memory-unit``."""
-    return "--" + key.replace("_", "-")
-
-
-def chart_options(args: argparse.Namespace, keys: tuple[str, ...]
-                  ) -> tuple[dict[str, Any], dict[str, str]]:
-    """The chart settings among ``args``' options, judged by the settings' one judge
-    (:func:`cqopt.charts.settings.judge_settings`), and how a message names each.
-
-    Raises
-    ------
-    CqoptError
-        ``--k 0: must be a whole number >= 1``, and so on.
-    """
-    raw = {key: getattr(args, key) for key in keys}
-    labels = {key: f"{option_label(key)} {value}" for key, value in raw.items()
-              if value is not None}
-    values = {**raw, **({"weights": parse_weights(raw["weights"])} if "weights" in raw else {})}
-    options = judge_options(values, lambda path, value: labels.get(path) or option_label(path),
-                            CqoptError)
-    return options, labels
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -114,97 +94,39 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_choose(args: argparse.Namespace) -> int:
-    import cqopt.charts as charts
+    from cqopt.api import choose
 
-    with_parent(args, "--allow-stale", "--catalog", False)
-    chart_set = charts.load(args.charts)
-    stats = dict(args.stat or [])
-    if args.catalog is not None:
-        chart_set.require_fresh(args.catalog, f"--charts {args.charts}",
-                                allow_stale="pass --allow-stale to look up anyway",
-                                warn=(lambda line: print(f"cqopt: warning: {line}",
-                                                         file=sys.stderr))
-                                if args.allow_stale else None)
-    chart = chart_set[args.query]
-    fixed = chart.check_statistics(stats)  # refuses a statistic the query does not have
-    if fixed:
-        print(f"cqopt: warning: the chart of {args.query} does not use "
-              + ", ".join(f"{s} (fixed at {chart.spec.fixed[s]:g})" for s in fixed),
-              file=sys.stderr)
-    choice = chart_set.choose(args.query, stats)
-    sql = None
-    if args.sql_out is not None:
-        from cqopt.catalog import Catalog
-        from cqopt.optimizer.query.logical import parse_query
-
-        # The chart set's own catalog: the query plans as it did when the charts were built.
-        catalog = Catalog.from_dict(chart_set.manifest["catalog"], f"{args.charts} catalog")
-        query = parse_query(chart_set[args.query].spec.sql, catalog)
-        sql = plan_sql(choice.plan, args.sql_out, query=query)
+    chosen = choose(args.charts, args.query, dict(args.stat or []), catalog=args.catalog,
+                    allow_stale=args.allow_stale, sql_out=args.sql_out,
+                    warn=lambda line: print(f"cqopt: warning: {line}", file=sys.stderr),
+                    name=option_namer())
     if args.json:
-        print(json.dumps({"query": args.query, "plan": choice.plan_id, "cell": list(choice.cell),
-                          "clamped": list(choice.clamped),
-                          **({"sql": sql} if sql is not None else {})}, ensure_ascii=False))
+        print(json.dumps(chosen.to_dict(), ensure_ascii=False))
         return 0
-    print(f"{args.query}: plan {choice.plan_id}, cell {choice.cell}")
-    if choice.clamped:
-        print(f"clamped to the chart's edge: {', '.join(choice.clamped)}")
-    print(choice.plan.explain())
-    if sql is not None:
-        print(sql)
+    print(chosen.text())
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    import cqopt.charts as charts
-    from cqopt.charts.diagram import plan_diagram
+    from cqopt.api import show
 
-    if args.out is None and not args.plans:
-        raise CqoptError("show: give --out FILE.png for the diagram, --plans for the plans' "
-                         "trees, or both")
-    if args.out is not None and Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise CqoptError(f"--out {args.out}: the diagram is written as .png, .svg or .pdf")
-    if args.out is not None:
-        from cqopt.owned_file import check_owned_target
-
-        check_owned_target(args.out)  # before any work: an image of cqopt's, or a new one
-    chart_set = charts.load(args.charts)
-    chart = chart_set[args.query]
-    at = dict(args.at or [])
-    sliced = [a.statistic for a in chart.spec.axes[2:]]
-    for name in at:
-        if name not in sliced:
-            raise CqoptError(f"--stat {name}: not an axis to slice; the chart of {args.query} "
-                             f"has {', '.join(a.statistic for a in chart.spec.axes)}"
-                             + (f", sliced along {', '.join(sliced)}" if sliced else
-                                ", two axes or fewer: nothing to slice"))
-    if args.plans:
-        print(plans_text(chart))
-    if args.out is not None:
-        print(f"wrote {plan_diagram(chart, args.out, at=at)}")
+    shown = show(args.charts, args.query, args.out, at=dict(args.at or []), plans=args.plans,
+                 name=option_namer(at="--stat"))
+    if shown.plans is not None:
+        print(shown.plans)
+    if shown.path is not None:
+        print(f"wrote {shown.path}")
     return 0
 
 
-def plans_text(chart) -> str:
-    """Every plan that wins somewhere, P1 first, with its share of the chart and its tree,
-    numbered as the diagram's legend numbers them."""
-    from cqopt.charts.diagram import plan_numbers
-
-    blocks = []
-    numbered = plan_numbers(chart)
-    for n, (index, share) in enumerate(numbered, start=1):
-        plan = chart.plans[index]
-        head = f"P{n}  {share:6.1%} of the chart  {plan.id}"
-        blocks.append(head + "\n" + "\n".join("    " + line
-                                               for line in plan.explain().splitlines()))
-    idle = len(chart.plans) - len(numbered)
-    if idle:
-        blocks.append(f"({idle} other candidate plan{'s' if idle > 1 else ''} win"
-                      f"{'' if idle > 1 else 's'} nowhere in the chart)")
-    return "\n\n".join(blocks)
-
-
 def add_parsers(sub) -> None:
+    """Add ``build``, ``choose`` and ``show`` to the subcommands ``sub``."""
+    _add_build(sub)
+    _add_choose(sub)
+    _add_show(sub)
+
+
+def _add_build(sub) -> None:
     p = sub.add_parser(
         "build", help="build the plan charts of a workload (a Spark batch job)",
         description="Cost every candidate plan of every workload query at the centroid of "
@@ -251,6 +173,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=cmd_build)
 
+
+def _add_choose(sub) -> None:
     p = sub.add_parser(
         "choose", help="look up the chart's plan for given statistics",
         description="Load a chart set and print the plan its chart holds for the given "
@@ -275,6 +199,8 @@ def add_parsers(sub) -> None:
                    action=options.OldSpelling, new="--sql-out")
     p.set_defaults(run=cmd_choose)
 
+
+def _add_show(sub) -> None:
     p = sub.add_parser(
         "show", help="draw a query's plan diagram (PNG)",
         description="Draw the plan diagram of one query: every region coloured by its plan, "

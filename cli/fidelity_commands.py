@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 
 from cqopt.cli import options
-from cqopt.cli.chart_commands import option_label
-from cqopt.cli.options import number, pairs, whole_number, with_parent
+from cqopt.cli.options import number, option_namer, pairs, whole_number, with_parent
 from cqopt.cli.policy_options import (
     add_policy_arguments,
     check_policy_options,
@@ -31,14 +30,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
                    offset=with_parent(args, "--offset", "--interarrivals", 0.0),
                    rate_scale=pairs(args.rate_scale, "--rate-scale"), steady=args.steady,
                    format=args.format, file_per_round=args.file_per_round, force=args.force,
-                   progress=not args.quiet,
-                   name=lambda key, value: f"{option_label(key)} {value}")
+                   progress=not args.quiet, name=option_namer())
     print(f"wrote {out}")
     return 0
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    from cqopt.api import fidelity
+    from cqopt.api import FidelityOptions, fidelity
     from cqopt.replay.report import (
         alarm_line,
         deadline_line,
@@ -53,15 +51,19 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
     check_policy_options(args)  # before any work starts
     ks = [] if args.k_sweep.lower() == "none" else _int_list(args.k_sweep, "--k-sweep")
-    replays = fidelity(
-        args.catalog, args.workload, args.out, traces=pairs(args.trace, "--trace"),
-        trace_dir=args.traces, charts=args.charts, k=args.k, k_sweep=ks, rounds=args.rounds,
-        queries=args.query, ts_columns=pairs(args.ts_column, "--ts-column"),
+    traces, times = pairs(args.trace, "--trace"), pairs(args.ts_column, "--ts-column")
+    label = option_namer()
+    settings = FidelityOptions(
+        k=args.k, k_sweep=ks, rounds=args.rounds, queries=args.query,
         replay_options={"seed": args.seed, **policy_options(args)},
         describe=describe_policy(args), master=args.master, deadline=args.deadline,
         min_kept=args.min_kept, delta=args.delta, memory_budget=args.memory_budget,
-        window_min=with_parent(args, "--window-min", "--memory-budget", 0.25), negotiate=args.negotiate, force=args.force,
-        progress=not args.quiet, name=lambda key, value: f"{option_label(key)} {value}")
+        window_min=with_parent(args, "--window-min", "--memory-budget", 0.25),
+        negotiate=args.negotiate, name=label)
+    replays = fidelity(args.catalog, args.workload, args.out, traces=traces,
+                       trace_dir=args.traces, ts_columns=times, charts=args.charts,
+                       options=settings, force=args.force, progress=not args.quiet,
+                       name=label)
     if args.json:
         print(json.dumps(summary_json(replays), indent=2, ensure_ascii=False))
         return 0
@@ -95,7 +97,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 
 def _int_list(text: str, option: str) -> list[int]:
-    """``--k-sweep 2,5,10`` as numbers; :func:`cqopt.api.fidelity` judges each as a k."""
+    """``--k-sweep 2,5,10`` as numbers; :class:`cqopt.api.FidelityOptions` judges each as
+    a k."""
     try:
         values = [parse_number(v, "", integer=True) for v in text.split(",")]  # no "2,,5"
     except CqoptError:
@@ -107,6 +110,12 @@ def _int_list(text: str, option: str) -> list[int]:
 
 
 def add_parsers(sub) -> None:
+    """Add ``generate`` and ``fidelity`` to the subcommands ``sub``."""
+    _add_generate(sub)
+    _add_fidelity(sub)
+
+
+def _add_generate(sub) -> None:
     p = sub.add_parser(
         "generate", help="generate seeded stream traces for the catalog's streams",
         description="Write one trace per stream: bursty arrivals (a Markov-modulated Poisson "
@@ -143,6 +152,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(run=cmd_generate)
 
+
+def _add_fidelity(sub) -> None:
     p = sub.add_parser(
         "fidelity", help="replay traces through the charts and report fidelity",
         description="Compute per-round statistics from traces on Spark, replay them through "

@@ -1,227 +1,43 @@
 """The ``cqopt`` command line.
 
-Every failure a user can cause ends as one line on stderr, ``cqopt: error:
-...``, and exit status 2; no traceback.
+Each command parses its options, calls its :mod:`cqopt.api` function and prints what it
+returns (``explain`` here, the others in their modules). Every failure a user can cause
+ends as one line on stderr, ``cqopt: error: ...``, and exit status 2; no traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import sys
-import textwrap
-from typing import Any
 from collections.abc import Sequence
 
 import cqopt
-from cqopt.catalog import load_catalog
-from cqopt.charts.settings import ChartSettings
-from cqopt.charts.workload import load_workload
 from cqopt.cli import calibrate_command, chart_commands, fidelity_commands, options, run_command
-from cqopt.cli.chart_commands import chart_options, parse_stat
+from cqopt.cli.chart_commands import parse_stat, parse_weights
 from cqopt.cli.extras import missing_extras
-from cqopt.costmodel import Utility, make_model, model_names, plan_utilities
-from cqopt.errors import CqoptError, did_you_mean, error_line
-from cqopt.optimizer.plans.sql import plan_sql
-from cqopt.optimizer.query.logical import ContinuousQuery, parse_query
-from cqopt.optimizer.query.statistics import DEFAULT_SELECTIVITY, default_value
-from cqopt.optimizer.rules.enumerate import enumerate_plans, rule_names, rules_without
+from cqopt.cli.options import option_namer
+from cqopt.costmodel import model_names
+from cqopt.errors import CqoptError, error_line
+from cqopt.optimizer.rules.enumerate import rule_names
 
 EXIT_USAGE = 2
 
 
-def _queries(args: argparse.Namespace, catalog, options: dict[str, Any] | None = None
-             ) -> list[tuple[str, ContinuousQuery, Any]]:
-    """The (name, query, chart spec) triples a command works on: --sql (no spec), or a
-    workload's queries with the chart spec each is built with (``options`` over the file's
-    settings)."""
-    if args.sql is not None:
-        if args.query:
-            raise CqoptError("--query names a query of --workload; with --sql leave it out")
-        return [("query", parse_query(args.sql, catalog), None)]
-    from cqopt.charts.spec import workload_specs
-
-    workload = load_workload(args.workload)
-    if args.query:
-        workload.query(args.query)  # an unknown name, with did-you-mean
-    try:
-        specs = workload_specs(workload, catalog, options)
-    except CqoptError as err:
-        raise CqoptError(f"{workload.source}: {err}") from None
-    return [(spec.name, q, spec) for spec, q in specs
-            if not args.query or spec.name == args.query]
-
-
-def _statistics(query: ContinuousQuery, given: dict[str, float], catalog, spec=None
-                ) -> dict[str, tuple[float, str]]:
-    """Every statistic of ``query``: (value, where it came from: ``given``, ``chart`` (the
-    workload's chart: a fixed value, or the middle of an axis) or ``default``)."""
-    chart = {} if spec is None else {**spec.centre(), **spec.fixed}
-    return {name: (given[name], "given") if name in given
-            else (chart[name], "chart") if name in chart
-            else (default_value(name, catalog, query), "default") for name in query.statistics}
-
-
-def _costs(plans, values: dict[str, float], model, utility
-           ) -> list[tuple[dict[str, float], Any]]:
-    """Each plan's totals and its cost (per operator too), costed once."""
-    # At one point: the generated scalar path, and one utility call over all plans.
-    utilities = plan_utilities(model, utility, plans, values)
-    out = []
-    for plan, plan_utility in zip(plans, utilities):
-        cost = model.cost(plan, values)
-        out.append(({"rate": float(cost.rate), "memory": float(cost.memory),
-                     "cpu": float(cost.cpu), "utility": float(plan_utility)}, cost))
-    return out
-
-
-def _operator_notes(plan, cost, window_s: float | None, run=None) -> dict[str, str]:
-    """Each operator's estimates (and, from ``run``, the rows it emitted), for the tree."""
-    notes = {}
-    for key, op in cost.operators.items():
-        text = (f"(rate {float(op.rate):.4g}/s, memory {float(op.memory):.4g} B, "
-                f"cpu {float(op.cpu):.3g} s/s")
-        if run is not None:
-            text += (f"; rows estimated {float(op.rate) * window_s:.4g}, "
-                     f"actual {run.operators[key].emitted}")
-        notes[key] = text + ")"
-    return notes
-
-
-def _plan_object(plan, costs: dict[str, float], cost, query, windows, window_s: float | None,
-                 sql_out: str | None) -> dict[str, Any]:
-    """One plan of ``explain``: its id, totals, per-operator estimates (``cost``; and,
-    given a round's ``windows``, the rows each operator emitted on it) and its tree."""
-    run = None
-    if windows is not None:  # --analyze: the reference executor needs pandas (an extra)
-        from cqopt.costmodel.reference_executor import execute
-
-        run = execute(plan, query, windows)
-    operators = {key: {"rate": float(op.rate), "memory": float(op.memory),
-                       "cpu": float(op.cpu),
-                       **({"rows_estimated": float(op.rate) * window_s,
-                           "rows_actual": run.operators[key].emitted} if run else {})}
-                 for key, op in cost.operators.items()}
-    return {"id": plan.id, "cost": costs, "operators": operators,
-            "tree": plan.explain(_operator_notes(plan, cost, window_s, run)),
-            **({"sql": plan_sql(plan, sql_out, query=query)} if sql_out else {})}
-
-
 def cmd_explain(args: argparse.Namespace) -> int:
-    rules = rules_without(args.without or [])
-    catalog = load_catalog(args.catalog)
-    options = chart_options(args, ("model", "weights"))[0]
-    queries = _queries(args, catalog, options)
-    if args.round is not None and args.analyze is None:
-        raise CqoptError(f"--round {args.round}: a round of --analyze TRACES; give the traces")
-    paths = None
-    if args.analyze is not None:
-        if args.stat:
-            raise CqoptError("--stat with --analyze: the plans are costed at the round's "
-                             "measured statistics; leave out one of them")
-        paths = cqopt.api.trace_paths(catalog, None, args.analyze,
-                                      lambda _, value: f"--analyze {value}")
-    given = dict(args.stat or [])
-    unused = set(given) - {s for _, q, _ in queries for s in q.statistics}
-    if unused:
-        known = list(dict.fromkeys(s for _, q, _ in queries for s in q.statistics))
-        first = sorted(unused)[0]
-        raise CqoptError(f"--stat {', '.join(sorted(unused))}: no query here depends on it "
-                         f"(the statistics are {', '.join(known)}){did_you_mean(first, known)}")
-    objects, costing = [], []
-    for name, q, spec in queries:
-        # A workload's query is costed as its chart is: its model, weights and statistics.
-        settings = (ChartSettings.from_values(options) if spec is None else
-                    ChartSettings(model=spec.model, weights=spec.weights,
-                                  memory_unit=spec.memory_unit))
-        model = make_model(settings.model, catalog, settings.memory_unit)
-        utility = Utility.from_weights(settings.weights)
-        costing.append((model, utility))
-        windows = window_s = None
-        if paths is not None:  # the round's tuples and its measured statistics
-            from cqopt.costmodel.validation import window_statistics
-            from cqopt.replay.round_window import round_windows
+    from cqopt.api import explain
 
-            window_s = q.round_seconds()
-            windows = round_windows(q, paths, args.round or 0, window_s)
-            measured = window_statistics(q, windows, window_s)
-            label = f"round {args.round or 0}"
-            stats = {s: (measured[s], label) if math.isfinite(measured.get(s, math.nan))
-                     else (value, source) for s, (value, source)
-                     in _statistics(q, {}, catalog, spec).items()}
-        else:
-            stats = _statistics(q, given, catalog, spec)
-        values = {name: value for name, (value, _) in stats.items()}
-        # Past the exhaustive limit, the local search orders joins by this model at these stats.
-        # A model that prices join strategies keeps those cheapest at these statistics.
-        strategy_cost = (lambda ps: plan_utilities(model, utility, ps, values)[:, None]) \
-            if getattr(model, "prices_join_strategies", False) else None
-        plans = enumerate_plans(q, catalog=catalog, rules=rules,
-                                cost=lambda p: float(plan_utilities(model, utility, [p],
-                                                                    values)[0]),
-                                strategy_cost=strategy_cost)
-        costed = _costs(plans, values, model, utility)
-        costs = [totals for totals, _ in costed]
-        best = min(range(len(plans)), key=lambda i: (costs[i]["utility"], plans[i].id))
-        # With no output at all (a contradiction, an empty stream) no plan is cheaper.
-        chosen = plans[best] if math.isfinite(costs[best]["utility"]) else None
-        objects.append({"name": name, "query": q.to_dict(), "model": model.name,
-                        "rules": list(rule_names(rules)),
-                        "weights": [utility.w_r, utility.w_m, utility.w_c],
-                        "statistics": {s: {"value": v, "default": d == "default",
-                                           "source": d} for s, (v, d) in stats.items()},
-                        "plans": [_plan_object(p, totals, cost, q, windows, window_s,
-                                               args.sql_out)
-                                  for p, (totals, cost) in zip(plans, costed)],
-                        "chosen": chosen.id if chosen else None})
+    found = explain(args.catalog, sql=args.sql, workload=args.workload, query=args.query,
+                    stats=dict(args.stat or []), model=args.model,
+                    weights=parse_weights(args.weights), without=args.without or (),
+                    sql_out=args.sql_out, analyze=args.analyze, round=args.round,
+                    name=option_namer(args, as_given=("model", "weights"), stats="--stat"))
     if args.json:
-        print(json.dumps(objects[0] if len(objects) == 1 else {"queries": objects}, indent=2,
-                         ensure_ascii=False))
-        return 0
-    for i, ((name, q, spec), obj, (model, utility)) in enumerate(zip(queries, objects,
-                                                                      costing)):
-        if i:
-            print()
-        print(f"== {name}")
-        print(q.sql)
-        print()
-        print(q.describe())
-        print()
-        stats = ", ".join(f"{s}={v['value']:g}" + ("" if v["source"] == "given"
-                                                   else f" ({v['source']})")
-                          for s, v in obj["statistics"].items())
-        if args.without:
-            print(f"Rules: {', '.join(obj['rules'])} (without {', '.join(args.without)})")
-        weights = (utility.w_r, utility.w_m) + ((utility.w_c,) if utility.w_c else ())
-        print(f"Costed with the {model.name.upper()} model, weights "
-              f"({', '.join(f'{w:g}' for w in weights)}), at {stats}")
-        if spec is not None and any(v["source"] == "chart" for v in obj["statistics"].values()):
-            print(f"  (chart: the value the workload's chart of {name} fixes, or the middle of "
-                  "its axis)")
-        if args.analyze is not None:
-            print(f"  (round {args.round or 0}: measured on that round of the traces in "
-                  f"{args.analyze}; each operator's actual rows are its output on it, by "
-                  "the reference executor)")
-        print("  (defaults: the middle of the catalog's range for a rate, "
-              f"{DEFAULT_SELECTIVITY} for a selectivity, 0 for a contradiction's)")
-        print()
-        if obj["chosen"] is None:
-            print("Every plan costs infinitely much here (the query emits nothing): none is "
-                  "cheaper.")
-        print(f"Candidate plans ({len(obj['plans'])}):")
-        for number, plan in enumerate(obj["plans"], 1):
-            c = plan["cost"]
-            mark = "  <- cheapest" if plan["id"] == obj["chosen"] else ""
-            print(f"  {number}. {plan['id']}  rate {c['rate']:.4g}/s  memory "
-                  f"{c['memory']:.4g} B  cpu {c['cpu']:.3g} s/s  utility {c['utility']:.6g}"
-                  f"{mark}")
-            print(textwrap.indent(plan["tree"], "     "))
-            if "sql" in plan:
-                print(f"     SQL ({args.sql_out}):")
-                print(textwrap.indent(plan["sql"], "       "))
+        print(json.dumps(found.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(found.text())
     return 0
 
 

@@ -179,6 +179,44 @@ def _physical_memory() -> int | None:
         return None
 
 
+def option_label(key: str) -> str:
+    """The command-line option of a parameter: ``memory_unit`` is ``--memory-unit``.
+
+    >>> option_label("memory_unit")
+    '--memory-unit'
+    """
+    return "--" + key.replace("_", "-")
+
+
+def option_text(args: argparse.Namespace, key: str) -> str:
+    """An option as the command line gave it, for messages: ``--weights 0,0``.
+
+    >>> option_text(argparse.Namespace(weights="0,0"), "weights")
+    '--weights 0,0'
+    """
+    return f"{option_label(key)} {getattr(args, key)}"
+
+
+def option_namer(args: argparse.Namespace | None = None, *, as_given: tuple[str, ...] = (),
+                 **spelled: str) -> Callable[[str, Any], str]:
+    """How a command's messages name a :mod:`cqopt.api` function's parameter: as its option
+    and value (``--k 0``), the option spelled as in ``spelled`` where the parameter's name is
+    not the option's, and as the command line gave it for the keys in ``as_given`` (the
+    text of ``args``, not the numbers read from it).
+
+    >>> name = option_namer(argparse.Namespace(weights="0,0"), as_given=("weights",),
+    ...                     stats="--stat")
+    >>> name("stats", "rate.X"), name("weights", [0.0, 0.0]), name("k_sweep", "2,0")
+    ('--stat rate.X', '--weights 0,0', '--k-sweep 2,0')
+    """
+    def name(key: str, value: Any) -> str:
+        if key in as_given:
+            return option_text(args, key)
+        return f"{spelled.get(key) or option_label(key)} {value}"
+
+    return name
+
+
 def pairs(items: list[str] | None, option: str) -> dict[str, str]:
     """``STREAM=VALUE`` options (repeatable) as a mapping, each checked for its ``=``.
 

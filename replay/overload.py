@@ -156,7 +156,7 @@ def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
 
     The deadline, ``min_kept``, ``delta``, ``error_bound`` and ``quality`` are
     taken as judged (:class:`~cqopt.charts.overload_settings.OverloadSettings`: the
-    workload file and :func:`cqopt.api.fidelity` judge them).
+    workload file and :class:`cqopt.api.FidelityOptions` judge them).
     """
     window_s = round_length(observed)
     stats = _round_statistics(chart, observed)

@@ -293,3 +293,143 @@ def test_the_base_install_loads_looks_up_and_steps_without_spark_or_matplotlib(
     assert build.returncode == 2
     assert build.stderr.startswith("cqopt: error:") and "cqopt[spark]" in build.stderr
     assert len(build.stderr.strip().splitlines()) == 1
+
+
+# -- the pipelines' face: cqopt.api, FidelityOptions, and the command line calling them --------
+def test_every_pipeline_is_a_function_of_cqopt_api_and_the_root():
+    """cqopt.api is a package of one module per pipeline; its names (and the root's lazy
+    ones) are the functions, never a module of the same name."""
+    import inspect
+
+    import cqopt.api
+
+    for name in ("build", "generate", "fidelity", "run", "run_workload", "explain", "choose",
+                 "show", "calibrate"):
+        function = getattr(cqopt.api, name)
+        assert inspect.isfunction(function), name
+        assert getattr(cqopt, name) is function and name in cqopt.__all__
+        assert function.__doc__ and "Parameters\n    ----------" in function.__doc__, name
+    assert cqopt.FidelityOptions is cqopt.api.FidelityOptions
+    assert {n for n in cqopt.api.__all__} <= set(dir(cqopt.api))
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"k": 0}, "k = 0: must be a whole number >= 1"),
+    ({"k_sweep": [2, 0]}, "k_sweep = '2,0': k = 0: must be a whole number >= 1"),
+    ({"k_sweep": 5}, "k_sweep = 5: expected a list of whole numbers >= 1"),
+    ({"rounds": 0}, "rounds = 0: needs a number >= 1"),
+    ({"rounds": "3"}, "rounds = '3': needs a number >= 1"),
+    ({"deadline": 0}, "deadline = 0: needs a number of seconds > 0"),
+    ({"deadline": True}, "deadline = True: expected a number"),
+    ({"min_kept": 2}, "min_kept = 2: needs a share in [0, 1]"),
+    ({"delta": 1.5}, "delta = 1.5: needs a probability in (0, 1)"),
+    ({"memory_budget": -1}, "memory_budget = -1: needs a size in bytes > 0"),
+    ({"memory_budget": 1e6, "window_min": 0}, "window_min = 0: needs a share in (0, 1]"),
+    ({"negotiate": True}, "negotiate: the queries negotiate to share a deadline; give the "
+                          "deadline too"),
+    ({"queries": "Q1"}, "query = 'Q1': expected a list of the workload's query names"),
+    ({"replay_options": {"estimater": "decay"}},
+     "replay_options = 'estimater': not a setting of a replay; did you mean 'estimator'?"),
+    ({"master": ""}, "master = '': expected a Spark master URL"),
+])
+def test_fidelity_options_refuse_a_bad_value_when_made_in_one_line(settings, message):
+    import dataclasses
+
+    from cqopt.api import FidelityOptions
+
+    with pytest.raises(cqopt.CqoptError) as err:
+        FidelityOptions(**settings)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    # the command line's names, through the same judge
+    with pytest.raises(cqopt.CqoptError) as err:
+        FidelityOptions(**settings, name=lambda key, value: f"--{key.replace('_', '-')} "
+                                                           f"{value}")
+    assert str(err.value).startswith("--")
+    # made from a good one, the bad value is judged the same way
+    with pytest.raises(cqopt.CqoptError, match="^" + message.split(":")[0]):
+        dataclasses.replace(FidelityOptions(), **settings)
+
+
+def test_fidelity_options_hold_their_values_judged():
+    from cqopt.api import FidelityOptions
+    from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
+
+    options = FidelityOptions(k_sweep=[2, 5], deadline=1, min_kept=0.5, queries=["Q1"],
+                              replay_options={"seed": 3})
+    assert options.k_sweep == (2, 5) and options.queries == ("Q1",)
+    assert options.deadline == 1.0 and isinstance(options.deadline, float)
+    assert options.delta is None and options.replay_delta == 0.05  # not given: the default
+    assert dict(options.replay_options) == {"estimator": DEFAULT_ESTIMATOR, "seed": 3}
+    with pytest.raises(TypeError):
+        options.replay_options["seed"] = 4  # read-only: what was judged stays judged
+    assert FidelityOptions(k=3) == FidelityOptions(k=3, name=lambda key, value: key)
+
+
+def test_fidelity_takes_options_or_keywords_never_both(dec_toml, workload_toml, tmp_path):
+    """The README's keywords still work (gathered into FidelityOptions, judged the same way);
+    options= with a keyword, or a keyword that is no setting, is refused before any work."""
+    from cqopt.api import FidelityOptions
+
+    out = tmp_path / "report"
+    given = {"trace_dir": tmp_path, "progress": False}
+    with pytest.raises(cqopt.CqoptError) as by_keyword:
+        cqopt.fidelity(dec_toml, workload_toml, out, k_sweep=[2, 0], **given)
+    with pytest.raises(cqopt.CqoptError) as by_options:
+        cqopt.fidelity(dec_toml, workload_toml, out,
+                       options=FidelityOptions(k_sweep=[2, 0]), **given)
+    assert str(by_keyword.value) == str(by_options.value)
+    with pytest.raises(cqopt.CqoptError, match=r"^k = 3 is given beside options=, which holds "
+                                               r"every setting: set k in the FidelityOptions"):
+        cqopt.fidelity(dec_toml, workload_toml, out, options=FidelityOptions(k=3), k=3,
+                       **given)
+    with pytest.raises(cqopt.CqoptError, match=r"^dedline: not a setting of fidelity; did you "
+                                               r"mean 'deadline'\?"):
+        cqopt.fidelity(dec_toml, workload_toml, out, dedline=0.5, **given)
+    with pytest.raises(cqopt.CqoptError, match="expected a FidelityOptions"):
+        cqopt.fidelity(dec_toml, workload_toml, out, options={"k": 3}, **given)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("function, argv, expected", [
+    ("explain", ["explain", "--catalog", "CATALOG", "--sql", "SELECT * FROM TCP WINDOW [1]",
+                 "--stat", "rate.TCP=500", "--without", "pushdown"],
+     {"sql": "SELECT * FROM TCP WINDOW [1]", "stats": {"rate.TCP": 500.0},
+      "without": ["pushdown"], "model": "om"}),
+    ("choose", ["choose", "--charts", "out/charts", "--query", "Q1", "--stat", "sel.TCP=0.3",
+                "--catalog", "CATALOG", "--allow-stale"],
+     {"charts": "out/charts", "query": "Q1", "stats": {"sel.TCP": 0.3}, "allow_stale": True}),
+    ("show", ["show", "--charts", "out/charts", "--query", "Q2", "--plans", "--stat",
+              "rate.SF=300"],
+     {"charts": "out/charts", "query": "Q2", "at": {"rate.SF": 300.0}, "plans": True}),
+    ("calibrate", ["calibrate", "--catalog", "CATALOG", "--out", "out/c.toml", "--rows",
+                   "4000", "--sizes", "3"],
+     {"out": "out/c.toml", "rows": 4000, "sizes": 3, "from_runs": None}),
+])
+def test_the_command_line_prints_what_its_api_function_returns(function, argv, expected,
+                                                               dec_toml, monkeypatch, capsys):
+    """explain, choose, show and calibrate do their work in cqopt.api; the command parses its
+    options into the function's arguments and prints what it returns."""
+    import inspect
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import cqopt.api
+    from cqopt.cli.main import main
+
+    real = getattr(cqopt.api, function)
+    calls = []
+
+    def recorder(*args, **kwargs):
+        bound = inspect.signature(real).bind(*args, **kwargs)
+        calls.append(bound.arguments)
+        return SimpleNamespace(text=lambda: f"{function} ran", to_dict=lambda: {}, plans=None,
+                               path=Path("out/q2.png"), fitted=None, out=Path("out/c.toml"))
+
+    monkeypatch.setattr(cqopt.api, function, recorder)
+    assert main([dec_toml if a == "CATALOG" else a for a in argv]) == 0
+    (given,) = calls
+    assert {key: given.get(key) for key in expected} == expected
+    assert given["name"]("stats" if function == "explain" else "query", "X").startswith("--")
+    out = capsys.readouterr().out
+    assert (f"{function} ran" in out) == (function != "show")
+    assert ("wrote out/q2.png" in out) == (function == "show")

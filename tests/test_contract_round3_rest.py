@@ -145,7 +145,7 @@ def test_fidelity_says_the_trailing_tuples_it_did_not_replay(monkeypatch, dec_to
                                out_of_order=0, late=0, unparsed={})
         return {"Q1": table}, {"TCP": info}
 
-    monkeypatch.setattr("cqopt.api._trace_statistics", statistics)
+    monkeypatch.setattr("cqopt.api._fidelity.trace_statistics", statistics)
     out = tmp_path / "report"
     assert main(["fidelity", "--catalog", dec_toml, "--workload", workload_toml, "--out",
                  str(out), "--trace", f"TCP={tcp_trace}", "--query", "Q1", "--k-sweep",
