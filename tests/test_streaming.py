@@ -278,6 +278,10 @@ def test_the_estimator_of_the_command_line_reaches_the_run(run_args, tmp_path, m
     (["--deadline", "soon"], "--deadline (SECONDS or trigger) 'soon': expected a number"),
     (["--deadline", "trigger"], "--deadline trigger: the deadline is the trigger's interval"),
     (["--deadline", "1", "--min-kept", "2"], "--min-kept '2': needs a number <= 1"),
+    (["--memory-budget", "-3"], "argument --memory-budget: '-3': expected a size > 0"),
+    (["--negotiate"], "--negotiate: the queries negotiate their shares of a round's deadline, "
+                      "and there is none; give --deadline SECONDS too"),
+    (["--window-min", "0.5"], "--window-min is given without --memory-budget"),
 ])
 def test_bad_deadlines_are_refused_before_spark(run_args, tmp_path, capsys, option, fragment):
     """issue 22: a deadline or least share that cannot be, one line, before Spark starts."""
@@ -612,9 +616,9 @@ def test_a_deadline_sheds_the_rounds_it_must_and_scales_counts(spark, setting, t
     truth = {r: sum(rec["rows_in"].values()) for r, (_, rec) in exact.items()}
     assert {r: c for r, (c, _) in exact.items()} == truth  # nothing shed: exact counts
 
-    # The defaults put a round of n tuples at 0.3 + 1.55e-6 n s at full input and, the tuples
-    # shed still read, 0.3 + 1e-6 n s at none: the trace's rounds hold about 5,900 tuples,
-    # which 0.3075 s sheds to about half.
+    # The defaults put a round of n tuples at 0.3 + 1.55e-6 n s at full input; shed on the
+    # driver, its tuples shed are never read: the trace's rounds hold about 5,900 tuples,
+    # which 0.3075 s sheds to about four fifths.
     shed = run(tmp_path / "bounded", deadline=0.3075)
     kept = {r: rec["deadline"]["kept"] for r, (_, rec) in shed.items()}
     assert any(0.0 < k < 1.0 for k in kept.values()), kept
@@ -634,6 +638,38 @@ def test_a_deadline_sheds_the_rounds_it_must_and_scales_counts(spark, setting, t
     summary = json.loads((tmp_path / "bounded" / "report.json").read_text())
     assert summary["deadline"]["shed_rounds"] == sum(k < 1.0 for k in kept.values())
     assert "deadline 0.3075 s per round" in (tmp_path / "bounded" / "report.md").read_text()
+
+
+def test_a_round_on_the_driver_is_shed_there_before_spark_reads_it(spark, setting, tmp_path,
+                                                                    monkeypatch):
+    """A deadline no round meets, with --min-kept 0.4: every round keeps 40% of its tuples,
+    sampled on the driver. Spark is handed those only (the Arrow tables its frames are made
+    of), and the predicted seconds at the share kept have no term for scanning the rest."""
+    from cqopt.costmodel import make_model
+    from cqopt.spark.run import Source, read_round_log
+    from cqopt.spark.run.staging import Staging
+
+    handed = []
+    made = Staging.frames_from
+    monkeypatch.setattr(Staging, "frames_from",
+                        lambda self, rows: handed.append(rows) or made(self, rows))
+    write_trace_per_round(setting["trace"], tmp_path / "TCP", W, start=0.0)
+    _run(setting, tmp_path / "run", {"TCP": Source.files("TCP", tmp_path / "TCP")},
+         start=0.0, deadline=0.001, min_kept=0.4)
+    records = read_round_log(tmp_path / "run")
+    assert len(records) >= 4 and len(handed) == len(records)  # one table per round, no other
+    engine = make_model("engine", setting["catalog"])
+    plans = {p.id: p for p in setting["charts"]["Q1"].plans}
+    for rec, rows in zip(records, handed):
+        d, n = rec["deadline"], rec["rows_in"]["TCP"]
+        assert d["kept"] == 0.4 and d["unreachable"] and d["shed_on"] == "driver"
+        assert set(rows["_round"].to_pylist()) <= {rec["round"]}
+        assert rows.num_rows == d["tuples_kept"] < n
+        assert abs(rows.num_rows - 0.4 * n) <= 4 * (0.24 * n) ** 0.5  # Bernoulli(0.4) per tuple
+        at = {k: np.array([v * (0.4 if k.startswith("rate.") else 1.0)])
+              for k, v in rec["observed"].items()}
+        assert d["predicted_after_s"] == pytest.approx(
+            float(engine.seconds(plans[rec["plan"]], at)[0]), rel=1e-12)
 
 
 def test_the_timeline_is_drawn_from_the_round_log_alone():
