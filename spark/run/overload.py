@@ -32,7 +32,8 @@ so, ``cqopt run --workload`` all of its queries due in the micro-batch.
    deadline is found by the negotiation; every query keeps the share L of
    each stream's tuples of every round due. The level is logged per round.
 3. **Shedding on the driver.** Where a round's tuples are on the driver (the
-   micro-batch collected as Arrow), what a deadline sheds is sampled there
+   micro-batch collected as Arrow, the rounds due holding at most
+   :data:`~cqopt.spark.run.staging.LOCAL_FRAME_TUPLES`), what a deadline sheds is sampled there
    (:func:`sample_rows`, Bernoulli per tuple, seeded by the round) before
    Spark is handed the round: Spark never reads a shed tuple, and the engine
    model's prediction has no term for scanning them. Rounds whose tuples are

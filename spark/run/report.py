@@ -177,7 +177,8 @@ def _deadline_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             "tuples_dropped": float(sum(d.get("dropped", 0.0) for d in bounded)),
             "tuples": int(tuples),
             "all_shed_rounds": sum(d["kept"] <= 0.0 for d in bounded),
-            "shed_on_driver": sum(d.get("shed_on") == "driver" for d in bounded),
+            "shed_on_driver": sum(d.get("shed_on") == "driver" and d["kept"] < 1.0
+                                  for d in bounded),
             "negotiation": _negotiation_summary(bounded),
             "predicted_median_s": float(np.nanmedian([np.nan if d.get("predicted_s") is None
                                                       else d["predicted_s"] for d in bounded]
