@@ -65,6 +65,7 @@ from cqopt.optimizer.query.statistics import rate_name
 from cqopt.runtime.overload.simulate import scaled_rates
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
     from cqopt.spark.run.rounds import RoundRunner
@@ -101,9 +102,24 @@ class Due:
         return self.tuples is None
 
 
-def sample_rows(rows, kept: float, seed: int):
-    """Each tuple of ``rows`` (an Arrow table) kept with probability ``kept``, independently
-    (as Spark's ``sample(fraction=kept)``), by a generator seeded with ``seed``."""
+def sample_rows(rows: pa.Table, kept: float, seed: int) -> pa.Table:
+    """Each tuple of ``rows`` kept with probability ``kept``, independently (as Spark's
+    ``sample(fraction=kept)``), by a generator seeded with ``seed``.
+
+    Parameters
+    ----------
+    rows : pyarrow.Table
+        A round's tuples on the driver.
+    kept : float
+        The share to keep, in [0, 1].
+    seed : int
+        The generator's seed (a run seeds with the round: a rerun keeps the same tuples).
+
+    Returns
+    -------
+    pyarrow.Table
+        The tuples kept (``rows`` itself when ``kept`` is 1).
+    """
     import pyarrow as pa
 
     if kept >= 1.0:
@@ -112,9 +128,22 @@ def sample_rows(rows, kept: float, seed: int):
     return rows.filter(pa.array(keep))
 
 
-def window_rows(rows, start: float, window_s: float, kept_s: float):
-    """The tuples of ``rows`` (an Arrow table with ``ts`` and ``_round``) in the last
-    ``kept_s`` seconds of their round's window (rounds of ``window_s`` from ``start``)."""
+def window_rows(rows: pa.Table, start: float, window_s: float, kept_s: float) -> pa.Table:
+    """The tuples of ``rows`` in the last ``kept_s`` seconds of their round's window.
+
+    Parameters
+    ----------
+    rows : pyarrow.Table
+        Tuples with their time ``ts`` and round ``_round``.
+    start, window_s : float
+        Round 0's start and the round length W.
+    kept_s : float
+        The window the memory budget leaves, seconds (``rows`` whole when ``>= W``).
+
+    Returns
+    -------
+    pyarrow.Table
+    """
     import pyarrow as pa
 
     if kept_s >= window_s:
@@ -125,7 +154,18 @@ def window_rows(rows, start: float, window_s: float, kept_s: float):
 
 
 def window_condition(start: float, window_s: float, kept_s: float) -> Column:
-    """:func:`window_rows`'s rule as a Spark condition over ``ts`` and ``_round``."""
+    """:func:`window_rows`'s rule as a Spark condition over ``ts`` and ``_round``.
+
+    Parameters
+    ----------
+    start, window_s, kept_s : float
+        As :func:`window_rows`.
+
+    Returns
+    -------
+    Column
+        True for a tuple in the last ``kept_s`` seconds of its round.
+    """
     from pyspark.sql import functions as F
 
     return F.col("ts") >= F.lit(start) + (F.col("_round") + 1) * F.lit(window_s) - F.lit(kept_s)
@@ -175,8 +215,17 @@ def round_seconds(engine, plan, observed: Mapping[str, float], window_s: float, 
 
 def bound_batch(runners: Mapping[str, RoundRunner], dues: Mapping[str, Due]) -> None:
     """What the memory budget and the negotiation ask of every query's rounds due in one
-    micro-batch (see the module docstring): fills each :class:`Due`'s ``window`` and
-    ``shares``. ``runners`` and ``dues`` are by query; every runner has the same settings."""
+    micro-batch (see the module docstring).
+
+    Parameters
+    ----------
+    runners : Mapping[str, RoundRunner]
+        Each query's round runner (its context and engine model); every one has
+        the same settings.
+    dues : Mapping[str, Due]
+        Each query's rounds due, by query: their ``window`` (with a memory
+        budget) and ``shares`` (with a negotiated deadline) are filled in place.
+    """
     if not dues:
         return
     settings = next(iter(runners.values())).ctx.settings
@@ -288,6 +337,19 @@ def _when(dues: Mapping[str, Due]) -> str:
 
 
 def is_finite_round(engine, plan, observed: Mapping[str, float]) -> bool:
-    """Whether the engine model can price ``plan`` at ``observed``: every statistic it
-    reads is a number (a stream without tuples defines no selectivity)."""
+    """Whether the engine model can price ``plan`` at ``observed``.
+
+    Parameters
+    ----------
+    engine : Engine
+    plan : Plan
+    observed : Mapping[str, float]
+        A round's statistics.
+
+    Returns
+    -------
+    bool
+        Every statistic the model reads of ``plan`` is a number (a stream without
+        tuples defines no selectivity).
+    """
     return all(math.isfinite(observed.get(k, math.nan)) for k in engine.statistics(plan))
