@@ -39,7 +39,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                            estimator=policy.pop("estimator"), d=policy.pop("d"),
                            decay=policy.pop("decay"), policy=policy,
                            tolerance=Tolerance(args.tolerance, args.tolerance_ms / 1000),
-                           deadline=deadline, min_kept=min_kept, refresh=args.refresh)
+                           deadline=deadline, min_kept=min_kept, refresh=args.refresh,
+                           negotiate=args.negotiate, memory_budget=args.memory_budget,
+                           window_min=with_parent(args, "--window-min", "--memory-budget", 0.25))
 
     def say(line: str) -> None:
         if not args.quiet:
@@ -179,6 +181,18 @@ def add_parsers(sub) -> None:
                         "was shed (default: no deadline, nothing shed)")
     p.add_argument("--min-kept", type=number(low=0, high=1), metavar="SHARE",
                    help="with --deadline: the least share of a round's input kept (default 0)")
+    p.add_argument("--negotiate", action="store_true",
+                   help="with --deadline: per micro-batch, the rounds of every query share the "
+                        "deadline; RTStream's negotiation lowers their common QoS level until "
+                        "every one fits, and each query keeps that share of its input")
+    p.add_argument("--memory-budget", type=options.byte_size, metavar="SIZE",
+                   help="bytes the queries' chosen plans may hold together, e.g. 100m: in "
+                        "micro-batches that would exceed it, PIPES' resource manager shrinks "
+                        "every window to the same fraction of its range, and a round runs on "
+                        "its window's last part only (logged per round)")
+    p.add_argument("--window-min", type=number(above=0, high=1), metavar="SHARE",
+                   help="with --memory-budget: the smallest window a query accepts, as a "
+                        "share of its own (default 0.25)")
     p.add_argument("--refresh", type=number(integer=True, low=1), metavar="ROUNDS",
                    help="rebuild the chart in the background from the run's own rounds (as "
                         "build --ranges-from does) once ROUNDS rounds have passed and more "

@@ -37,8 +37,9 @@ tuple is a lost result, counted as tuples dropped.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -49,7 +50,10 @@ from cqopt.charts.lookup import QueryChart
 from cqopt.costmodel import make_model
 from cqopt.optimizer.plans import nodes as kinds
 from cqopt.replay.replay import Replay, actual_statistics, round_length
-from cqopt.runtime.overload.simulate import simulate_rounds
+from cqopt.runtime.overload.simulate import scaled_rates, simulate_rounds
+
+if TYPE_CHECKING:
+    from cqopt.runtime.overload.window_adaptation import Adaptation
 
 
 def _round_statistics(chart: QueryChart, observed: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -238,6 +242,59 @@ def _count_input(chart: QueryChart, catalog: Catalog, stats: dict[str, np.ndarra
             "COUNT: epsilon = C / p at confidence 1 - delta, C over the tuples counted")
 
 
+def chosen_memory(chart: QueryChart, catalog: Catalog, stats: dict[str, np.ndarray],
+                  chosen: np.ndarray) -> np.ndarray:
+    """Per round, the memory the chart's model predicts for the plan chosen in it.
+
+    Parameters
+    ----------
+    chart : QueryChart
+    catalog : Catalog
+    stats : dict of numpy.ndarray
+        Every statistic of the chart, one value per round
+        (:func:`~cqopt.replay.replay.actual_statistics`).
+    chosen : numpy.ndarray
+        Per round, the index in ``chart.plans`` of the plan chosen.
+
+    Returns
+    -------
+    numpy.ndarray
+        Bytes (the model's memory unit) per round; a round the model cannot
+        price (NaN: no tuples) holds nothing, an infinite one the largest float.
+    """
+    model = chart.spec.cost_model(catalog)
+    memory = np.zeros(len(chosen))
+    for i, plan in enumerate(chart.plans):
+        mine = chosen == i
+        if mine.any():
+            memory[mine] = np.broadcast_to(np.asarray(model.cost(plan, stats).memory,
+                                                      dtype=np.float64), memory.shape)[mine]
+    return np.nan_to_num(memory, nan=0.0, posinf=np.finfo(np.float64).max)
+
+
+def shrink_windows(memory: Mapping[str, float], windows: Mapping[str, float], budget: float,
+                   window_min: float) -> Adaptation:
+    """PIPES' resource manager (seed 002, §4.3) for one moment: the queries hold ``memory``
+    bytes each at their windows ``windows`` (seconds), a query's memory in proportion to
+    its window; each window may shrink within ``[window_min · W, W]``, all to the same
+    fraction f of their ranges, the largest whose memory fits ``budget``
+    (:func:`~cqopt.runtime.overload.window_adaptation.adapt`).
+
+    >>> a = shrink_windows({"A": 600.0, "B": 600.0}, {"A": 1.0, "B": 2.0}, 900.0, 0.25)
+    >>> round(a.window_fraction, 3), round(a.windows["B"], 3), a.memory <= 900.0, a.met
+    (0.667, 1.5, True, True)
+    >>> shrink_windows({"A": 600.0}, {"A": 1.0}, 900.0, 0.25).changed
+    False
+    """
+    from cqopt.runtime.overload.window_adaptation import QosRange, adapt
+
+    names = list(memory)
+    held = np.array([memory[n] for n in names], dtype=np.float64)
+    full = np.array([windows[n] for n in names], dtype=np.float64)
+    ranges = {n: QosRange(window=(window_min * w, w)) for n, w in zip(names, full)}
+    return adapt(ranges, lambda w, g: (0.0, float((held * w / full).sum())), memory_bound=budget)
+
+
 @dataclass(frozen=True)
 class MemoryReplay:
     """Per round: the workload's memory at the queries' full windows and after PIPES'
@@ -271,28 +328,18 @@ def memory_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
     -------
     MemoryReplay
     """
-    from cqopt.runtime.overload.window_adaptation import QosRange, adapt
-
     names = list(replays)
     rounds = min(len(replays[n].rounds) for n in names)
     full = np.zeros((len(names), rounds))
     window = np.array([round_length(observed[n]) for n in names])
     for q, name in enumerate(names):
-        chart, stats = charts[name], actual_statistics(charts[name], observed[name])
-        model = chart.spec.cost_model(catalog)
-        chosen = _chosen(chart, replays[name], rounds)
-        for i, plan in enumerate(chart.plans):
-            mine = chosen == i
-            if mine.any():
-                memory = np.broadcast_to(np.asarray(model.cost(plan, stats).memory,
-                                                    dtype=np.float64), (len(chosen),))
-                full[q, mine] = memory[:rounds][mine]
-    full = np.nan_to_num(full, nan=0.0, posinf=np.finfo(np.float64).max)
-    ranges = {n: QosRange(window=(window_min * w, w)) for n, w in zip(names, window)}
+        chart = charts[name]
+        stats = {k: v[:rounds] for k, v in actual_statistics(chart, observed[name]).items()}
+        full[q] = chosen_memory(chart, catalog, stats, _chosen(chart, replays[name], rounds))
     fraction, after, met = np.ones(rounds), full.sum(axis=0), np.ones(rounds, dtype=bool)
     for t in np.flatnonzero(full.sum(axis=0) > budget):
-        result = adapt(ranges, lambda w, g, t=t: (0.0, float((full[:, t] * w / window).sum())),
-                       memory_bound=budget)
+        result = shrink_windows(dict(zip(names, full[:, t])), dict(zip(names, window)),
+                                budget, window_min)
         fraction[t], after[t], met[t] = result.window_fraction, result.memory, result.met
     table = pd.DataFrame({"round": np.arange(rounds), "memory_full": full.sum(axis=0),
                           "window_fraction": fraction, "memory_after": after, "met": met})
@@ -361,11 +408,9 @@ def negotiated_replay(replays: dict[str, Replay], charts: dict[str, QueryChart],
             stats, chosen, chart = seconds[name]
             plan = chart.plans[chosen[t]]
             at = {k: np.asarray(v)[t] for k, v in stats.items()}
-            rates = [k for k in at if k.startswith("rate.")]
 
-            def predict(kept: np.ndarray, at=at, plan=plan, rates=rates) -> float:
-                scaled = {k: (v * float(kept[0]) if k in rates else v) for k, v in at.items()}
-                return float(engine.seconds(plan, scaled))
+            def predict(kept: np.ndarray, at=at, plan=plan) -> float:
+                return float(engine.seconds(plan, scaled_rates(at, float(kept[0]))))
             full += predict(np.ones(1))
             instances.append(QueryInstance(tables[name], deadline, predict))
         outcome = negotiate(instances, now=0.0, step=step)

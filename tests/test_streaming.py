@@ -278,6 +278,10 @@ def test_the_estimator_of_the_command_line_reaches_the_run(run_args, tmp_path, m
     (["--deadline", "soon"], "--deadline (SECONDS or trigger) 'soon': expected a number"),
     (["--deadline", "trigger"], "--deadline trigger: the deadline is the trigger's interval"),
     (["--deadline", "1", "--min-kept", "2"], "--min-kept '2': needs a number <= 1"),
+    (["--memory-budget", "-3"], "--memory-budget '-3': expected a size > 0 such as 100m"),
+    (["--negotiate"], "--negotiate: the queries negotiate their shares of a round's deadline, "
+                      "and there is none; give --deadline SECONDS too"),
+    (["--window-min", "0.5"], "--window-min is given without --memory-budget"),
 ])
 def test_bad_deadlines_are_refused_before_spark(run_args, tmp_path, capsys, option, fragment):
     """issue 22: a deadline or least share that cannot be, one line, before Spark starts."""
@@ -576,17 +580,23 @@ def test_a_backlog_run_plan_by_plan_gives_every_round_what_it_gives_alone(
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_deadline_sheds_the_rounds_it_must_and_scales_counts(spark, setting, tmp_path):
+def test_a_deadline_sheds_the_rounds_it_must_and_scales_counts(spark, setting, tmp_path,
+                                                                monkeypatch):
     """issue 22: cqopt run --deadline. The engine model's default constants put a round of
     Q1 at 0.3 s plus its tuples' cost: a deadline a little above 0.3 s makes the busier
     rounds shed at their inputs. A COUNT's answer is scaled by 1/kept and lands within the
-    bound the shedding promises; with no deadline nothing is shed and the counts are exact."""
+    bound the shedding promises; with no deadline nothing is shed and the counts are exact.
+    The rounds are on the driver, so they are shed there: Spark is handed the tuples kept
+    only (the Arrow table its frames are made of), and the seconds predicted at the share
+    kept have no term for scanning the others."""
     import cqopt.charts as charts
     from cqopt.charts.build import build_local
     from cqopt.charts.store import write_chart_set
     from cqopt.charts.workload import workload_from_dict
+    from cqopt.costmodel import make_model
     from cqopt.runtime.overload.shedding import error_constant
     from cqopt.spark.run import AdaptiveRun, RunSettings, Source, read_round_log
+    from cqopt.spark.run.staging import Staging
 
     catalog = setting["catalog"]
     ((spec, query),) = workload_specs(workload_from_dict({"query": [{
@@ -612,21 +622,36 @@ def test_a_deadline_sheds_the_rounds_it_must_and_scales_counts(spark, setting, t
     truth = {r: sum(rec["rows_in"].values()) for r, (_, rec) in exact.items()}
     assert {r: c for r, (c, _) in exact.items()} == truth  # nothing shed: exact counts
 
-    # The defaults put a round of n tuples at 0.3 + 1.55e-6 n s at full input and, the tuples
-    # shed still read, 0.3 + 1e-6 n s at none: the trace's rounds hold about 5,900 tuples,
-    # which 0.3075 s sheds to about half.
+    # The defaults put a round of n tuples at 0.3 + 1.55e-6 n s at full input; shed on the
+    # driver, its tuples shed are never read: the trace's rounds hold about 5,900 tuples,
+    # which 0.3075 s sheds to about four fifths.
+    handed = []  # the tuples each round's frames are made of
+    made = Staging.frames_from
+    monkeypatch.setattr(Staging, "frames_from",
+                        lambda self, rows: handed.append(rows) or made(self, rows))
     shed = run(tmp_path / "bounded", deadline=0.3075)
+    assert len(handed) == len(shed)  # one table per round, no other
+    handed = {r: rows for r, rows in zip(sorted(shed), handed)}
+    engine, plans = make_model("engine", catalog), {p.id: p for p in chart.plans}
     kept = {r: rec["deadline"]["kept"] for r, (_, rec) in shed.items()}
     assert any(0.0 < k < 1.0 for k in kept.values()), kept
     for r, (count, rec) in shed.items():
-        d = rec["deadline"]
+        d, rows = rec["deadline"], handed[r]
+        assert d["shed_on"] == "driver" and rows.num_rows == d["tuples_kept"]
+        assert set(rows["_round"].to_pylist()) <= {r}
         if d["kept"] == 1.0:
-            assert count == truth[r]
+            assert count == truth[r] == rows.num_rows
             continue
         if d["unreachable"]:  # not even an empty round fits: shed whole (--min-kept 0)
             assert d["kept"] == 0.0 and count == 0
             continue
         assert d["predicted_s"] > 0.3075 >= d["predicted_after_s"] - 1e-9
+        at = {k: np.array([v * (d["kept"] if k.startswith("rate.") else 1.0)])
+              for k, v in rec["observed"].items()}
+        assert d["predicted_after_s"] == pytest.approx(  # no scan of the tuples shed
+            float(engine.seconds(plans[rec["plan"]], at)[0]), rel=1e-12)
+        spread = 4 * (truth[r] * d["kept"] * (1 - d["kept"])) ** 0.5  # Bernoulli per tuple
+        assert abs(rows.num_rows - d["kept"] * truth[r]) <= spread < truth[r] - rows.num_rows
         assert d["dropped"] == pytest.approx(truth[r] * (1 - d["kept"]), rel=1e-6)
         # Babcock's bound at delta = 0.01 (a test that fails once in a hundred rounds)
         epsilon = error_constant(1.0, 0.0, truth[r], 0.01) / d["kept"]

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.compute as pc
 import pytest
 
 from cqopt.catalog import load_catalog
@@ -119,6 +120,92 @@ def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_p
     shared = json.loads((tmp_path / "w" / "report.json").read_text())["shared"]
     assert shared["jobs_sharing"] >= 1 and shared["saved"] >= 1
     assert "computations saved" in report
+
+
+@pytest.mark.spark
+def test_a_workload_negotiates_one_level_per_micro_batch_and_shrinks_windows_to_its_budget(
+        spark, three, tmp_path, monkeypatch):
+    """Q1 (W = 1 s) and Q3 (W = 2 s), two rounds each, under --deadline --negotiate and a
+    --memory-budget. Without the job's fixed cost, the deadline is 0.3 of the queries'
+    predicted seconds at their first rounds' statistics: every micro-batch's rounds share
+    one level, logged, below 1 where both queries have rounds due. The budget is 0.6 of
+    their plans' memory there: a micro-batch over it shrinks every window, its memory
+    within the budget, one under it keeps them whole. Spark is handed only the tuples of a
+    window's last part, at the negotiated share, sampled on the driver."""
+    import dataclasses
+
+    import numpy as np
+
+    from cqopt.costmodel import make_model
+    from cqopt.costmodel.validation import window_statistics
+    from cqopt.replay.overload import chosen_memory
+    from cqopt.spark.run import RunSettings, read_round_log
+    from cqopt.spark.run.staging import Staging
+    from cqopt.spark.run.workload import WorkloadRun
+
+    catalog = dataclasses.replace(three["catalog"], engine=dataclasses.replace(
+        three["catalog"].engine, job=0.0))
+    engine = make_model("engine", catalog)
+    seconds = memory = 0.0
+    for name, stream, parts in (("Q1", "TCP", 1), ("Q3", "UDP", 2)):  # round 0's tuples
+        query, chart = three["queries"][name], three["charts"][name]
+        window = pd.concat([pd.read_parquet(three["folder"] / "traces" / stream
+                                            / f"part-{i:05d}.parquet") for i in range(parts)])
+        stats = {k: np.array([v]) for k, v in window_statistics(
+            query, {stream: window}, query.round_seconds()).items()}
+        seconds += float(engine.seconds(chart.plans[0], stats)[0])
+        memory += min(float(chosen_memory(chart, catalog, stats, np.array([i]))[0])
+                      for i in range(len(chart.plans)))
+    handed: dict[tuple[str, int], object] = {}
+    made = Staging.frames_from
+
+    def frames_from(self, rows):
+        for r in set(rows["_round"].to_pylist()):
+            handed[self.ctx.name, r] = rows
+        return made(self, rows)
+    monkeypatch.setattr(Staging, "frames_from", frames_from)
+    queries = {n: (three["queries"][n], three["charts"][n]) for n in ("Q1", "Q3")}
+    budget = 0.6 * memory
+    settings = RunSettings(deadline=0.3 * seconds, negotiate=True, memory_budget=budget,
+                           window_min=0.1, max_rounds=2, start=0.0)
+    WorkloadRun(spark, queries, catalog, {s: src for s, src in _sources(three).items()
+                                          if s in ("TCP", "UDP")},
+                tmp_path / "w", settings, progress=lambda _: None).run()
+    records = {n: read_round_log(tmp_path / "w" / n) for n in queries}
+    assert len(records["Q1"]) == len(records["Q3"]) == 2
+    by_batch: dict[object, list[dict]] = {}  # a micro-batch's rounds, of every query
+    for name, recs in records.items():
+        for rec in recs:
+            by_batch.setdefault(rec["batch"], []).append({**rec, "query": name})
+            d, w = rec["deadline"], rec["window"]
+            assert 0.0 < d["level"] == d["kept"] <= 1.0 and d["shed_on"] == "driver"
+            if w["memory_before"] > budget:  # over: PIPES' windows, within the budget
+                assert w["fraction"] < 1.0 and w["met"] and w["memory_after"] <= budget
+            else:  # under: the whole window
+                assert w["fraction"] == 1.0
+                assert w["window_s"] == pytest.approx(rec["end"] - rec["start"])
+            rows = handed[name, rec["round"]]  # the round's tuples Spark was handed
+            mine = rows.filter(pc.equal(rows["_round"], rec["round"]))
+            assert mine.num_rows == d["tuples_kept"]
+            assert (mine.num_rows < sum(rec["rows_in"].values())) is (d["level"] < 1.0)
+            assert min(mine["ts"].to_pylist(), default=rec["end"]) >= \
+                rec["end"] - w["window_s"] - 1e-9
+    for recs in by_batch.values():  # one level, one window fraction per micro-batch
+        levels = {r["deadline"]["level"] for r in recs}
+        assert len(levels) == 1
+        if len({r["query"] for r in recs}) == 2:  # both queries' rounds overrun at full QoS
+            assert levels.pop() < 1.0
+        assert len({r["window"]["fraction"] for r in recs}) == 1
+        assert {r["deadline"]["negotiated"] for r in recs} == {len(recs)}
+    for name, recs in records.items():
+        summary = json.loads((tmp_path / "w" / name / "report.json").read_text())
+        assert summary["deadline"]["negotiation"]["mean_level"] == pytest.approx(
+            np.mean([r["deadline"]["level"] for r in recs]))
+        assert summary["memory"]["adapted_rounds"] == sum(r["window"]["fraction"] < 1
+                                                          for r in recs)
+    shrunk = [r["window"]["fraction"] < 1 for recs in records.values() for r in recs]
+    assert any(shrunk), (budget, [r["window"] for r in records["Q1"]])
+    assert "negotiated QoS level" in (tmp_path / "w" / "report.md").read_text()
 
 
 class _LineServer:

@@ -112,7 +112,12 @@ class ShedRounds:
                 "delta": self.delta}
 
 
-def _scaled(stats: Mapping[str, np.ndarray], kept: np.ndarray) -> dict[str, np.ndarray]:
+def scaled_rates(stats: Mapping[str, ArrayLike], kept: ArrayLike) -> dict[str, ArrayLike]:
+    """``stats`` with every rate (``rate.S``) times the share ``kept`` of its tuples.
+
+    >>> scaled_rates({"rate.S": 400.0, "sel.S": 0.5}, 0.25)
+    {'rate.S': 100.0, 'sel.S': 0.5}
+    """
     return {k: (v * kept if k.startswith("rate.") else v) for k, v in stats.items()}
 
 
@@ -187,7 +192,7 @@ def simulate_rounds(stats: Mapping[str, ArrayLike], predict_seconds: Predict,
     budget = deadlines * (1.0 - reserved)
 
     def predict(kept: np.ndarray) -> np.ndarray:
-        return np.broadcast_to(np.asarray(predict_seconds(_scaled(columns, kept)),
+        return np.broadcast_to(np.asarray(predict_seconds(scaled_rates(columns, kept)),
                                           dtype=np.float64), (rounds,))
 
     full = predict(np.ones(rounds))

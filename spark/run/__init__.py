@@ -4,6 +4,8 @@
 - :mod:`~cqopt.spark.run.sources`: each stream's input, checked and read;
 - :mod:`~cqopt.spark.run.state`: the run folder's ``state.json`` (resuming);
 - :mod:`~cqopt.spark.run.staging`: micro-batches, and tuples of open rounds staged;
+- :mod:`~cqopt.spark.run.overload`: the overload bounds across queries (a memory
+  budget, a negotiated deadline), and shedding on the driver;
 - :mod:`~cqopt.spark.run.rounds`: statistics, choice, shedding, the plan's job;
 - :mod:`~cqopt.spark.run.sink`: results and JSON files, through :mod:`cqopt.output`;
 - :mod:`~cqopt.spark.run.roundlog` and :mod:`~cqopt.spark.run.report`: the round

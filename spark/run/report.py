@@ -138,6 +138,8 @@ def summarize(name: str, chart: QueryChart, catalog: Catalog, records: list[dict
                               for i in range(len(lags)))
     for rec in records:
         out["plans_run"][rec["plan"]] = out["plans_run"].get(rec["plan"], 0) + 1
+    if any(r.get("window") for r in records):
+        out["memory"] = _memory_summary(records)
     if any(r.get("deadline") for r in records):
         out["deadline"] = _deadline_summary(records)
         d = out["deadline"]  # answers shed whole: an alarm on the first screen
@@ -175,9 +177,40 @@ def _deadline_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             "tuples_dropped": float(sum(d.get("dropped", 0.0) for d in bounded)),
             "tuples": int(tuples),
             "all_shed_rounds": sum(d["kept"] <= 0.0 for d in bounded),
+            "shed_on_driver": sum(d.get("shed_on") == "driver" and d["kept"] < 1.0
+                                  for d in bounded),
+            "negotiation": _negotiation_summary(bounded),
             "predicted_median_s": float(np.nanmedian([np.nan if d.get("predicted_s") is None
                                                       else d["predicted_s"] for d in bounded]
                                                      or [np.nan]))}
+
+
+def _negotiation_summary(bounded: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The common QoS levels RTStream's negotiation chose: their mean and lowest, the
+    rounds negotiated below full QoS and those predicted late even at the least."""
+    levels = [d["level"] for d in bounded if d.get("level") is not None]
+    if not levels:
+        return None
+    return {"rounds": len(levels), "mean_level": float(np.mean(levels)),
+            "lowest_level": float(min(levels)),
+            "lowered_rounds": sum(level < 1.0 for level in levels),
+            "predicted_late": sum(bool(d.get("unreachable")) for d in bounded
+                                  if d.get("level") is not None),
+            "late": sum(d["missed"] for d in bounded if d.get("level") is not None)}
+
+
+def _memory_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the memory budget did: the rounds whose windows shrank, how far, and the
+    queries' memory before and after (PIPES' windows)."""
+    held = [r["window"] for r in records if r.get("window")]
+    fractions = [w["fraction"] for w in held]
+    return {"budget": held[-1]["budget"], "rounds": len(held),
+            "over_budget": sum(w["memory_before"] > w["budget"] for w in held),
+            "adapted_rounds": sum(f < 1.0 for f in fractions),
+            "over_budget_after": sum(not w["met"] for w in held),
+            "lowest_fraction": float(min(fractions)), "mean_fraction": float(np.mean(fractions)),
+            "peak_memory_before": float(max(w["memory_before"] for w in held)),
+            "peak_memory_after": float(max(w["memory_after"] for w in held))}
 
 
 def _measured_summary(shadowed: list[dict[str, Any]], model_rounds: pd.DataFrame,
@@ -254,7 +287,24 @@ def report_markdown(summary: dict[str, Any]) -> str:
                      f"{d['tuples_dropped']:,.0f} of {d['tuples']:,} tuples at their inputs "
                      f"(COUNT and SUM answers scaled by 1/kept); "
                      f"{d['unreachable_rounds']} rounds could not fit even at the least "
-                     "share kept")
+                     f"share kept; {d.get('shed_on_driver', 0)} rounds shed on the driver, "
+                     "before Spark read them")
+        n = d.get("negotiation")
+        if n:
+            lines.append(f"- negotiated QoS level (RTStream, one per micro-batch for every "
+                         f"query's rounds): mean {n['mean_level']:.3f}, lowest "
+                         f"{n['lowest_level']:.3f}; {n['lowered_rounds']} of {n['rounds']} "
+                         f"rounds below full QoS; {n['late']} rounds late (measured), "
+                         f"{n['predicted_late']} predicted late even at the least share")
+    if "memory" in s:
+        m = s["memory"]
+        lines.append(f"- memory budget {m['budget']:,.0f} B (the queries' chosen plans, "
+                     f"chart model): {m['over_budget']} of {m['rounds']} rounds over it at "
+                     f"full windows; windows shrunk (PIPES) in {m['adapted_rounds']} rounds, "
+                     f"to {m['lowest_fraction']:.2f} of their range at the lowest (mean "
+                     f"{m['mean_fraction']:.2f}); peak memory {m['peak_memory_before']:,.0f} B "
+                     f"before, {m['peak_memory_after']:,.0f} B after; "
+                     f"{m['over_budget_after']} rounds still over it")
     if "model" in s:
         lines.append(f"- model fidelity (the chart's model at the observed statistics): "
                      f"{s['model']['fidelity']:.3f}, regret {s['model']['regret']:.3f}")

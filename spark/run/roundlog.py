@@ -4,7 +4,9 @@ A round is done when its record exists: its result is written before it,
 and a replayed micro-batch skips the rounds its first attempt logged. A
 record holds the statistics observed and estimated, the chart's cell, the
 plan and whether it switched, rows in and out, the plan's wall time, what
-the deadline shed, the shadow plans' times and the lag: the complete rounds
+the deadline shed (and the QoS level negotiated, with ``--negotiate``), the
+window the memory budget left (``window``), the shadow plans' times and the
+lag: the complete rounds
 waiting behind the round when it ran, times ``W`` (0 when the run keeps up).
 A lag that grew :data:`LAG_ROUNDS` rounds in a row is warned about.
 
@@ -59,7 +61,8 @@ def rounds_table(records: list[dict[str, Any]]) -> pd.DataFrame:
     for rec in records:
         row = {k: v for k, v in rec.items() if not isinstance(v, (dict, list))}
         row["cell"] = ",".join(map(str, rec["cell"]))
-        for group in ("rows_in", "observed", "estimate", "shadow_seconds", "deadline"):
+        for group in ("rows_in", "observed", "estimate", "shadow_seconds", "deadline",
+                      "window"):
             prefix = {"shadow_seconds": "shadow", "rows_in": "rows_in"}.get(group, group)
             row.update({f"{prefix}:{k}": v for k, v in (rec.get(group) or {}).items()})
         rows.append(row)
@@ -103,7 +106,8 @@ class RoundLog:
                rows_out: int, seconds: float, batch_id: int | None, lag_s: float,
                statistics_s: float = 0.0, grouped: int = 1,
                shadow: Mapping[str, float] | None = None,
-               shed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+               shed: Mapping[str, Any] | None = None,
+               window: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Round ``r``'s record, its result written (``start``: round 0's)."""
         window_s, deadline = self.ctx.window_s, self.ctx.settings.deadline
         round_start = start + r * window_s
@@ -123,6 +127,8 @@ class RoundLog:
             "statistics_seconds": statistics_s,
             "deadline": None if deadline is None else {
                 "seconds": deadline, **(shed or {"kept": 1.0}), "missed": seconds > deadline},
+            # the memory budget: the window's fraction, its memory before and after
+            "window": None if window is None else dict(window),
             "grouped_rounds": grouped, "shadow_seconds": dict(shadow or {}), "batch": batch_id,
             "lag_s": lag_s, "finished_at": time.time(),
         }
@@ -155,8 +161,14 @@ def _round_line(record: Mapping[str, Any]) -> str:
     fastest = f", fastest {min(shadow, key=shadow.get)}" if shadow else ""
     group = f" (one job for {grouped} rounds of this plan)" if grouped > 1 else ""
     if shed and shed["kept"] < 1.0:
+        level = (f" at the negotiated QoS level {shed['level']:.2f}"
+                 if shed.get("level") is not None else "")
         group += (f", {shed['kept']:.1%} of its input kept for the {shed['seconds']:g} s "
-                  f"deadline ({shed['dropped']:,.0f} tuples shed)")
+                  f"deadline{level} ({shed['dropped']:,.0f} tuples shed)")
+    window = record.get("window")
+    if window and window["fraction"] < 1.0:
+        group += (f", its window cut to its last {window['window_s']:.3g} s for the "
+                  f"{window['budget']:,.0f} B memory budget")
     return (f"round {record['round']}{note}: {record['plan']}"
             f"{' (switch)' if record['switch'] else ''}, "
             f"{record['rows_out']} rows out in {record['plan_seconds']:.3f} s{group}{fastest}")

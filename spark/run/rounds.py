@@ -11,9 +11,12 @@ For the rounds a micro-batch completes (:meth:`RoundRunner.run`):
    from the rounds before it (or, with ``estimator="sample"``, takes its own
    statistics) and looks the estimate up in the chart (Algorithm 2,
    section 4.5), counting moves and switches;
-3. with a deadline, the engine model predicts the chosen plan's seconds and
-   a round predicted to overrun keeps only the share of each stream's tuples
-   that fits (:meth:`RoundRunner.shed`);
+3. the overload bounds (:mod:`~cqopt.spark.run.overload`): with a memory
+   budget, the windows of rounds whose plans would hold too much shrink; with
+   a deadline, the engine model predicts the chosen plan's seconds and a round
+   predicted to overrun keeps only the share of each stream's tuples that fits
+   (:meth:`RoundRunner.shed`), or the share the queries negotiated; tuples on
+   the driver are shed there, before Spark is handed the round;
 4. the plan runs as a DataFrame (:func:`cqopt.spark.plan_frame.to_spark`) on
    the round's tuples and its result is written
    (:func:`cqopt.spark.run.sink.write_result`), its rows counted on the way:
@@ -28,17 +31,14 @@ For the rounds a micro-batch completes (:meth:`RoundRunner.run`):
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pandas as pd
 
-from cqopt.optimizer.query.statistics import rate_name
 from cqopt.runtime.adaptive import AdaptiveQuery
 from cqopt.spark.operator_metrics import (
     OperatorMetricsError,
@@ -46,6 +46,15 @@ from cqopt.spark.operator_metrics import (
     write_round_profiles,
 )
 from cqopt.spark.plan_frame import scaled_answers, to_spark
+from cqopt.spark.run.overload import (
+    Due,
+    bound_batch,
+    is_finite_round,
+    round_seconds,
+    sample_rows,
+    window_condition,
+    window_rows,
+)
 from cqopt.spark.run.roundlog import RoundLog, observed_statistics
 from cqopt.spark.run.settings import RunContext
 from cqopt.spark.run.sink import adopt_round, remove, write_by_round, write_result
@@ -83,6 +92,7 @@ class Grouped:
     statistics_s: float
     folder: Path  # the scratch name's stem, in the results folder
     seconds: dict[int, float] = field(default_factory=dict)
+    window: dict[str, Any] | None = None  # the memory budget's record of the rounds
 
     def scratch(self, index: int) -> Path:
         return self.folder.with_name(f"{self.folder.name}-{index}")
@@ -154,26 +164,24 @@ class RoundRunner:
         Their statistics come from their tuples on the driver when at most
         :data:`~cqopt.spark.run.staging.LOCAL_TUPLES` (else from one Spark job
         over all of them), and the chart chooses each round's plan in round
-        order (Algorithm 2). One round is one job: its plan's result written,
-        its row count counted on the way (no re-read). Several rounds at once
-        (a backlog, the end of a finite input) without ``shadow`` or a deadline
-        are grouped by the plan chosen for each (:meth:`_run_grouped`).
+        order (Algorithm 2); the overload bounds decide what each keeps
+        (:func:`~cqopt.spark.run.overload.bound_batch`). One round is one job:
+        its plan's result written, its row count counted on the way (no
+        re-read). Several rounds at once (a backlog, the end of a finite input)
+        without ``shadow`` or a deadline are grouped by the plan chosen for
+        each (:meth:`_run_grouped`).
         """
-        observed = self.observe(tagged, batch_id, stop, local)
-        if observed is None:
-            return
-        tuples, stats, lags, statistics_s = observed
-        settings = self.ctx.settings
-        if settings.shadow or settings.deadline is not None or len(stats) == 1:
-            for r in sorted(stats):
-                self._run_round(r, tuples, stats[r], batch_id, lags[r], statistics_s)
-            return
-        self._run_grouped(self.group(tuples, stats, batch_id, lags, statistics_s))
+        due = self.prepare(tagged, batch_id, stop, local)
+        if due is not None:
+            bound_batch({self.ctx.name: self}, {self.ctx.name: due})
+            self.run_due(due)
 
-    def observe(self, tagged: DataFrame | None, batch_id: int | None, stop: int, local=None):
-        """The tuples and statistics of rounds ``next_round <= r < stop`` (up to
-        ``max_rounds``): each stream's DataFrame, each round's observed statistics, its
-        lag, and what measuring them cost per round; None when no round is to run."""
+    def prepare(self, tagged: DataFrame | None, batch_id: int | None, stop: int,
+                local=None) -> Due | None:
+        """Rounds ``next_round <= r < stop`` (up to ``max_rounds``) observed and their plans
+        chosen in round order, nothing run yet: their tuples (on the driver where few, no
+        frame made of them yet), statistics, plans, lags, and what measuring them cost per
+        round; None when no round is to run."""
         newest = stop - 1  # the newest complete round, which the lag is measured against
         settings = self.ctx.settings
         if settings.max_rounds is not None:
@@ -181,13 +189,24 @@ class RoundRunner:
         first = self.log.next_round
         if stop <= first:
             return None
-        rows, tuples = self.staging.round_frames(tagged, local, first, stop)
+        rows, tuples = self.staging.round_frames(tagged, local, first, stop, frames=False)
         # What measuring the rounds' statistics costs (RTStream's sampler cost), per round.
         began = time.perf_counter()
         observed = self._statistics(rows, tuples, first, stop)
         statistics_s = (time.perf_counter() - began) / (stop - first)
         lags = {r: (newest - r) * self.ctx.window_s for r in range(first, stop)}
-        return tuples, observed, lags, statistics_s
+        outcomes = {r: self.choose(observed[r]) for r in sorted(observed)}
+        return Due(outcomes, observed, tuples, rows, batch_id, lags, statistics_s)
+
+    def run_due(self, due: Due) -> None:
+        """Run rounds prepared (and bounded): one by one with ``shadow`` or a deadline, or
+        alone; else grouped by plan."""
+        settings = self.ctx.settings
+        if settings.shadow or settings.deadline is not None or len(due.outcomes) == 1:
+            for r in due.outcomes:
+                self._run_round(r, due)
+            return
+        self._run_grouped(self.group(due))
 
     def _statistics(self, rows, tuples: dict[str, DataFrame], first: int,
                     stop: int) -> dict[int, dict[str, float]]:
@@ -204,15 +223,15 @@ class RoundRunner:
         return {r: {name: float(table[name].iloc[r]) for name in query.statistics}
                 for r in range(first, stop)}
 
-    def group(self, tuples: dict[str, DataFrame], observed: dict[int, dict[str, float]],
-              batch_id: int | None, lags: dict[int, float], statistics_s: float) -> Grouped:
-        """Choose each round's plan in round order and build, per plan chosen, one
-        DataFrame of its rounds' results, the round a key of every join and grouping
-        (:func:`to_spark`'s ``round_column``), its first column ``_round``: nothing runs
-        yet. A lone round's plan runs as a round alone does, its round added after."""
+    def group(self, due: Due) -> Grouped:
+        """Build, per plan chosen for the rounds ``due``, one DataFrame of its rounds'
+        results, the round a key of every join and grouping (:func:`to_spark`'s
+        ``round_column``), its first column ``_round``: nothing runs yet. A lone round's
+        plan runs as a round alone does, its round added after."""
         from pyspark.sql import functions as F
 
-        outcomes = {r: self.choose(observed[r]) for r in sorted(observed)}
+        outcomes = due.outcomes
+        tuples = self._windowed(due)
         groups: dict[str, list[int]] = {}
         for r, outcome in outcomes.items():
             groups.setdefault(outcome.plan_id, []).append(r)
@@ -233,8 +252,24 @@ class RoundRunner:
                 frame = to_spark(plan, mine, query=self.ctx.query, round_column="_round",
                                  shared=shared)
             frames.append(frame)
-        return Grouped(outcomes, observed, list(groups.values()), frames, batch_id, lags,
-                       statistics_s, self.ctx.out / "results" / f".tmp-group-{min(observed):06d}")
+        return Grouped(outcomes, due.observed, list(groups.values()), frames, due.batch_id,
+                       due.lags, due.statistics_s,
+                       self.ctx.out / "results" / f".tmp-group-{min(outcomes):06d}",
+                       window=due.window)
+
+    def _windowed(self, due: Due) -> dict[str, DataFrame]:
+        """Each stream's frame of the rounds ``due``, each round cut to the last part of its
+        window the memory budget leaves (all of it without one)."""
+        kept_s = None if due.window is None else due.window["window_s"]
+        start, window_s = self.state.start, self.ctx.window_s
+        if due.local:
+            rows = due.rows if kept_s is None else window_rows(due.rows, start, window_s,
+                                                               kept_s)
+            return self.staging.frames_from(rows)
+        if kept_s is None or kept_s >= window_s:
+            return due.tuples
+        inside = window_condition(start, window_s, kept_s)
+        return {s: df.where(inside) for s, df in due.tuples.items()}
 
     def _derived(self, frame: DataFrame, signature: tuple, build) -> DataFrame:
         """``build()``, a filter of ``frame``: through the shared memo when there is one."""
@@ -270,7 +305,8 @@ class RoundRunner:
             self.log.append(self.log.record(
                 r, self.state.start, outcome, grouped.observed[r], rows_out=rows_out,
                 seconds=seconds, batch_id=grouped.batch_id, lag_s=grouped.lags[r],
-                grouped=len(grouped.groups[index]), statistics_s=grouped.statistics_s))
+                grouped=len(grouped.groups[index]), statistics_s=grouped.statistics_s,
+                window=grouped.window))
         for index in range(len(grouped.groups)):
             remove(grouped.scratch(index))
 
@@ -290,19 +326,16 @@ class RoundRunner:
             self.refresher.observe(seen)
         return outcome
 
-    def _run_round(self, r: int, tuples: dict[str, DataFrame], observed: dict[str, float],
-                   batch_id: int | None, lag_s: float, statistics_s: float) -> None:
-        """Run one round alone: chosen, shed to its deadline, run, shadowed, logged."""
+    def _run_round(self, r: int, due: Due) -> None:
+        """Run one round alone: shed to its deadline (or its negotiated share), run,
+        shadowed, logged."""
         from pyspark import StorageLevel
-        from pyspark.sql import functions as F
 
         shadow = self.ctx.settings.shadow
-        outcome = self.choose(observed)
-        frames = {s: df.where(F.col("_round") == r).drop("_round") for s, df in tuples.items()}
-        shed = self.shed(r, outcome.plan, observed)
-        if shed["kept"] < 1.0:  # random shedders at the inputs, as early as possible
-            frames = {s: df.sample(withReplacement=False, fraction=shed["kept"], seed=r)
-                      for s, df in frames.items()}
+        outcome, observed = due.outcomes[r], due.observed[r]
+        share = 1.0 if due.window is None else due.window["window_s"] / self.ctx.window_s
+        shed = due.shares.get(r) or self.shed(r, outcome.plan, observed, due.local, share)
+        frames = self._round_frames(r, due, shed)
         if shadow:  # every candidate reads the round: read it once
             frames = {s: df.persist(StorageLevel.MEMORY_AND_DISK) for s, df in frames.items()}
         try:
@@ -320,29 +353,62 @@ class RoundRunner:
                     frame.unpersist()
         self.log.append(self.log.record(
             r, self.state.start, outcome, observed, rows_out=rows_out, seconds=seconds,
-            batch_id=batch_id, lag_s=lag_s, statistics_s=statistics_s, shadow=timed,
-            shed=shed))
+            batch_id=due.batch_id, lag_s=due.lags[r], statistics_s=due.statistics_s,
+            shadow=timed, shed=shed, window=due.window))
 
-    def shed(self, r: int, plan, observed: Mapping[str, float]) -> dict[str, Any]:
+    def _round_frames(self, r: int, due: Due, shed: dict[str, Any]) -> dict[str, DataFrame]:
+        """Round ``r``'s frames, its window cut by the memory budget, the share ``shed``
+        keeps sampled at the inputs: on the driver before Spark is handed the round where
+        its tuples are there (``shed`` then counts the tuples handed), else on Spark."""
+        from pyspark.sql import functions as F
+
+        kept = shed["kept"]
+        if due.local:
+            import pyarrow.compute as pc
+
+            rows = due.rows.filter(pc.equal(due.rows["_round"], r))
+            if due.window is not None:
+                rows = window_rows(rows, self.state.start, self.ctx.window_s,
+                                   due.window["window_s"])
+            rows = sample_rows(rows, kept, seed=r)
+            if self.engine is not None:  # with a deadline: what Spark was handed
+                shed.update(shed_on="driver", tuples_kept=rows.num_rows)
+            return {s: df.drop("_round") for s, df in self.staging.frames_from(rows).items()}
+        tuples = self._windowed(due)
+        frames = {s: df.where(F.col("_round") == r).drop("_round") for s, df in tuples.items()}
+        if kept < 1.0:  # random shedders at the inputs, after Spark reads them
+            if self.engine is not None:
+                shed["shed_on"] = "spark"
+            frames = {s: df.sample(withReplacement=False, fraction=kept, seed=r)
+                      for s, df in frames.items()}
+        return frames
+
+    def round_model(self, plan, observed: Mapping[str, float], local: bool, share: float = 1.0):
+        """The engine model's seconds for a round of ``plan`` at ``observed``
+        (:func:`~cqopt.spark.run.overload.round_seconds`): the tuples shed are scanned
+        unless the round is shed on the driver (``local``); None when the model cannot
+        price the round (a stream of it without tuples)."""
+        if self.engine is None or not is_finite_round(self.engine, plan, observed):
+            return None
+        return round_seconds(self.engine, plan, observed, self.ctx.window_s,
+                             scan=0.0 if local else self.ctx.catalog.engine.scan, share=share)
+
+    def shed(self, r: int, plan, observed: Mapping[str, float], local: bool = False,
+             share: float = 1.0) -> dict[str, Any]:
         """What the deadline asks of round ``r``: its predicted seconds at full input, the
-        share kept (1: nothing shed) and the tuples that drops (see ``deadline``)."""
+        share kept (1: nothing shed) and the tuples that drops (see ``deadline``); its
+        tuples on the driver (``local``) are shed before Spark reads them, and ``share``
+        of them is what the round's window keeps."""
         settings, engine = self.ctx.settings, self.engine
         if engine is None:
             return {"kept": 1.0}
         from cqopt.runtime.overload.simulate import simulate_rounds
 
-        stats = {k: np.array([v]) for k, v in observed.items()}
-        if any(not math.isfinite(observed.get(k, math.nan)) for k in engine.statistics(plan)):
+        model = self.round_model(plan, observed, local, share)
+        if model is None:
             return {"kept": 1.0, "predicted_s": None}  # a stream without tuples: nothing to shed
-        rates = [rate_name(s) for s in plan.join_order]
-        scan, window_s = self.ctx.catalog.engine.scan, self.ctx.window_s
-
-        def predict(at: Mapping[str, np.ndarray]) -> np.ndarray:
-            # Spark samples a round after reading it: the tuples shed are still scanned.
-            unread = sum(stats[k] - at[k] for k in rates) * window_s
-            return np.asarray(engine.seconds(plan, at)) + scan * unread
-
-        run = simulate_rounds(stats, predict, settings.deadline, window_s,
+        stats, predict = model
+        run = simulate_rounds(stats, predict, settings.deadline, self.ctx.window_s,
                               min_kept=settings.min_kept)
         if run.unreachable[0] and not self.unreachable_said:
             self.unreachable_said = True

@@ -17,6 +17,10 @@ the run folder, the settings, and where progress goes.
 Traceback (most recent call last):
 ...
 cqopt.spark.run.settings.StreamingRunError: --min-kept 2: needs a share in [0, 1]
+>>> RunSettings(memory_budget=-3)
+Traceback (most recent call last):
+...
+cqopt.spark.run.settings.StreamingRunError: --memory-budget -3: needs a size in bytes > 0
 """
 
 from __future__ import annotations
@@ -117,6 +121,17 @@ class RunSettings:
     min_kept : float
         With ``deadline``: the least share of a round's input kept (its least
         QoS); a round that cannot fit even then runs at it, a miss counted.
+    negotiate : bool
+        With ``deadline``: per micro-batch, the rounds of every query due share
+        the deadline, negotiated to one common QoS level (RTStream §4.3,
+        :mod:`cqopt.spark.run.overload`); each query keeps that share of its input.
+    memory_budget : float, optional
+        Bytes the queries may hold together: per micro-batch, when the chosen
+        plans' memory exceeds it, every window shrinks to one fraction of its
+        range ``[window_min · W, W]`` (PIPES §4.3) and a round runs on the tuples
+        of its window's last part only.
+    window_min : float
+        With ``memory_budget``: the smallest window a query accepts, a share of its own.
 
     Raises
     ------
@@ -138,6 +153,9 @@ class RunSettings:
     deadline: float | str | None = None
     min_kept: float = 0.0
     refresh: int | None = None
+    negotiate: bool = False
+    memory_budget: float | None = None
+    window_min: float = 0.25
 
     def __post_init__(self) -> None:
         judged = object.__setattr__
@@ -162,10 +180,17 @@ class RunSettings:
                                         "--trigger SECONDS or --deadline SECONDS")
             judged(self, "deadline", self.trigger)
         overload = OverloadSettings.judged(
-            {"deadline": self.deadline, "min_kept": self.min_kept},
+            {"deadline": self.deadline, "min_kept": self.min_kept,
+             "memory_budget": self.memory_budget, "window_min": self.window_min},
             lambda key, value: f"--{key.replace('_', '-')} {value}", StreamingRunError)
-        judged(self, "deadline", overload.deadline)
-        judged(self, "min_kept", overload.min_kept)
+        for key in ("deadline", "min_kept", "memory_budget", "window_min"):
+            judged(self, key, getattr(overload, key))
+        if not isinstance(self.negotiate, bool):
+            raise StreamingRunError(f"negotiate {self.negotiate!r}: expected True or False")
+        if self.negotiate and self.deadline is None:
+            raise StreamingRunError("--negotiate: the queries negotiate their shares of a "
+                                    "round's deadline, and there is none; give --deadline "
+                                    "SECONDS too")
         if self.max_rounds is not None and not _whole(self.max_rounds):
             raise StreamingRunError(f"--max-rounds {self.max_rounds}: needs a whole number >= 1")
         if self.max_files_per_trigger is not None and not _whole(self.max_files_per_trigger):

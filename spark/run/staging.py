@@ -157,14 +157,17 @@ class Staging:
                 remove(self._path(batch_id))
                 del self.state.pending[batch_id]
 
-    def round_frames(self, tagged: DataFrame | None, local, first: int, stop: int):
+    def round_frames(self, tagged: DataFrame | None, local, first: int, stop: int,
+                     frames: bool = True):
         """The tuples of rounds ``first <= r < stop``: on the driver (an Arrow table, or
         None when too many or not collected) and as each stream's DataFrame (columns
         ``ts``, ``_round`` and the stream's catalog columns), from the driver's copy
-        when at most :data:`LOCAL_FRAME_TUPLES`, else from the batch and the stages."""
+        when at most :data:`LOCAL_FRAME_TUPLES` (None for them without ``frames``: the
+        caller hands Spark what it keeps of them, :meth:`frames_from`), else from the
+        batch and the stages."""
         rows = self._local_rounds(local, first, stop, finishing=tagged is None)
         if rows is not None and rows.num_rows <= LOCAL_FRAME_TUPLES:
-            return rows, self._frames_from(rows)
+            return rows, self.frames_from(rows) if frames else None
         return rows, self._round_tuples(tagged, first, stop)
 
     def _round_tuples(self, tagged: DataFrame | None, first: int,
@@ -196,7 +199,7 @@ class Staging:
             frames[stream_name] = frame
         return frames
 
-    def _frames_from(self, rows) -> dict[str, DataFrame]:
+    def frames_from(self, rows) -> dict[str, DataFrame]:
         """Each stream's tuples, as :meth:`_round_tuples` gives them, from the rounds' tuples
         on the driver (an Arrow table): handed to Spark whole, with no file to list or read."""
         import pyarrow as pa

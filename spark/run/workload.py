@@ -27,6 +27,13 @@ as its own run does. A round's ``plan_seconds`` is its share of the joint
 job (the job's time over the rounds in it) plus its query's share of the
 split.
 
+**Overload bounds across queries.** Per micro-batch, every query's rounds are
+observed and their plans chosen before any runs, then bounded together
+(:mod:`~cqopt.spark.run.overload`): under ``memory_budget`` the windows of
+all queries shrink by PIPES' rule when their chosen plans would hold more;
+with ``deadline`` and ``negotiate`` their rounds are negotiated to one common
+QoS level (RTStream), each query keeping that share of its input.
+
 **Failures.** One query's failure in a micro-batch (a plan Spark cannot run)
 is said, counted in ``OUT/state.json`` and the report, and the other queries
 go on; the failed query's tuples are staged, so it tries its rounds again
@@ -50,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from cqopt.errors import CqoptError
 from cqopt.output import write_atomic
 from cqopt.spark.run.loop import AdaptiveRun, OpenBatch, await_stream, start_stream
+from cqopt.spark.run.overload import bound_batch
 from cqopt.spark.run.report import RunResult, report_markdown
 from cqopt.spark.run.rounds import Grouped
 from cqopt.spark.run.settings import TRIGGERS, RunSettings, StreamingRunError
@@ -289,20 +297,28 @@ class WorkloadRun:
 
     def _run_rounds(self, work: Mapping[str, tuple]) -> None:
         """Each query's complete rounds: ``work`` is query -> RoundRunner.run's arguments.
-        Jointly in one Spark job where :attr:`joint`, else each query's as its run does."""
+        Every query's rounds are observed and chosen, then bounded together (a memory
+        budget, a negotiated deadline: :func:`~cqopt.spark.run.overload.bound_batch`),
+        then run jointly in one Spark job where :attr:`joint`, else each query's as its
+        run does."""
+        due = {}
+        for name, args in work.items():
+            made = self._guard(name, args[1], self.members[name].rounds.prepare, *args)
+            if made is not None:
+                due[name] = made
+        bound_batch({name: self.members[name].rounds for name in due}, due)
         if not self.joint:
-            for name, args in work.items():
-                self._guard(name, args[1], self.members[name].rounds.run, *args)
+            for name, made in due.items():
+                self._guard(name, made.batch_id, self.members[name].rounds.run_due, made)
             return
         grouped: dict[str, Grouped] = {}
         shared = SharedWork()
         try:
             self._share(shared)
-            for name, (tagged, batch_id, stop, local) in work.items():
-                made = self._guard(name, batch_id, self._planned, name,
-                                   (tagged, batch_id, stop, local))
-                if made is not None:
-                    grouped[name] = made
+            for name, made in due.items():
+                plans = self._guard(name, made.batch_id, self.members[name].rounds.group, made)
+                if plans is not None:
+                    grouped[name] = plans
             if not grouped:
                 return
             if not self._run_jointly(grouped, shared):
@@ -320,13 +336,6 @@ class WorkloadRun:
         """Every query builds its plans through ``shared`` (None: each on its own)."""
         for member in self.members.values():
             member.rounds.shared = member.staging.shared = shared
-
-    def _planned(self, name: str, args: tuple) -> Grouped | None:
-        """Query ``name``'s complete rounds observed, their plans chosen and built."""
-        rounds = self.members[name].rounds
-        observed = rounds.observe(*args)
-        return None if observed is None else rounds.group(*observed[:2], args[1],
-                                                          *observed[2:])
 
     def _run_jointly(self, grouped: Mapping[str, Grouped], shared: SharedWork) -> bool:
         """Every query's plans in one Spark job, their results split per query and round
