@@ -120,13 +120,14 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
             engine, why = pick_engine(specs, catalog, shape["refine"])
         step(f"building {why}", enabled=progress)
     if engine == "local":
-        charts = build_local(specs, catalog, progress=progress, **shape)
+        charts = build_local(specs, catalog, progress=progress, settings=options)
     else:
         from cqopt.spark.chart_build import build_spark
         from cqopt.spark.session import running_session
 
         with running_session(master, progress=progress) as spark:
-            charts = build_spark(specs, catalog, spark=spark, progress=progress, **shape)
+            charts = build_spark(specs, catalog, spark=spark, progress=progress,
+                                 settings=options)
             extra["master"] = spark.sparkContext.master
     if out is not None:
         write_chart_set(Path(out), charts, catalog, force=force, engine=engine, extra=extra)

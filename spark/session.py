@@ -458,7 +458,7 @@ def package_folders() -> dict[str, str]:
 
     >>> folders = package_folders()
     >>> sorted(folders)[:3], "cqopt.optimizer.plans" in folders
-    (['cqopt', 'cqopt.catalog', 'cqopt.charts'], True)
+    (['cqopt', 'cqopt.api', 'cqopt.catalog'], True)
     """
     import cqopt
 
