@@ -62,7 +62,7 @@ from cqopt.catalog import Catalog
 from cqopt.catalog.catalog import OperatorRates
 from cqopt.errors import CqoptError
 from cqopt.owned_file import check_owned_target, write_owned
-from cqopt.spark.session import spark_errors
+from cqopt.spark.session import session_conf, spark_errors
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -283,13 +283,8 @@ def _minutes(seconds: float) -> str:
 def _no_batch_pruning(spark: SparkSession) -> Iterator[None]:
     """Without it, a cached frame's per-batch min/max lets Spark skip most batches of
     ``key = 7`` unread, and the timing is not a selection's reading every tuple."""
-    name = "spark.sql.inMemoryColumnarStorage.partitionPruning"
-    before = spark.conf.get(name, "true")
-    spark.conf.set(name, "false")
-    try:
+    with session_conf(spark, {"spark.sql.inMemoryColumnarStorage.partitionPruning": "false"}):
         yield
-    finally:
-        spark.conf.set(name, before)
 
 
 def generated(spark: SparkSession, stream: Any, n: int, seed: int) -> DataFrame:

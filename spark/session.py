@@ -311,6 +311,22 @@ def stop_jvm(timeout: float = 10.0) -> None:
     SparkContext._active_spark_context = None
 
 
+@contextlib.contextmanager
+def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Spark SQL settings changed for the block, then restored (the session's own)."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def check_conf(conf: Mapping[str, Any] | None) -> dict[str, str]:
     """Spark settings as ``--conf KEY=VALUE`` gives them, each key checked: Spark reads
     only ``spark.`` keys (Hadoop's as ``spark.hadoop.KEY``) and drops others with no word.
