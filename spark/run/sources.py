@@ -51,6 +51,54 @@ RATE_DOMAIN = 1000
 _TIME_NAMES = ("ts", "timestamp", "time")
 
 
+# Spark's own streaming sources (besides files and rate:N): the options each cannot do
+# without, and those that must be whole numbers, so a wrong one is said before Spark starts.
+SOURCE_OPTIONS = {
+    "socket": {"required": ("host", "port"), "whole": ("port",)},
+    "rate-micro-batch": {"required": ("rowsPerBatch",),
+                         "whole": ("rowsPerBatch", "numPartitions", "startTimestamp",
+                                   "advanceMillisPerBatch")},
+    "kafka": {"required": ("kafka.bootstrap.servers",),
+              "one_of": ("subscribe", "subscribePattern", "assign")},
+}
+
+
+def check_source_options(stream: str, name: str, options: Mapping[str, str]) -> None:
+    """Refuse, in one line, options that Spark's own source ``name`` would refuse when it
+    starts: a required one missing, a whole number that is not one (others: not known
+    here, Spark's word when the run starts).
+
+    >>> check_source_options("TCP", "socket", {"host": "localhost", "port": "99x"})
+    Traceback (most recent call last):
+    ...
+    cqopt.spark.run.settings.StreamingRunError: --source TCP=socket:...: option port=99x must be a whole number
+    >>> check_source_options("TCP", "socket", {"host": "localhost"})
+    Traceback (most recent call last):
+    ...
+    cqopt.spark.run.settings.StreamingRunError: --source TCP=socket:...: Spark's socket source needs the option port; e.g. socket:host=localhost,port=9999
+    """
+    rules = SOURCE_OPTIONS.get(name)
+    if rules is None:
+        return
+    where = f"--source {stream}={name}:..."
+    given = {k.lower(): (k, v) for k, v in options.items()}
+    for key in rules.get("required", ()):
+        if key.lower() not in given:
+            example = ("; e.g. socket:host=localhost,port=9999" if name == "socket" else "")
+            raise StreamingRunError(f"{where}: Spark's {name} source needs the option "
+                                    f"{key}{example}")
+    one_of = rules.get("one_of", ())
+    if one_of and not any(k.lower() in given for k in one_of):
+        raise StreamingRunError(f"{where}: Spark's {name} source needs one of the options "
+                                f"{', '.join(one_of)}")
+    for key in rules.get("whole", ()):
+        if key.lower() in given:
+            original, value = given[key.lower()]
+            if not value.strip().lstrip("-").isdigit():
+                raise StreamingRunError(f"{where}: option {original}={value} must be a whole "
+                                        "number")
+
+
 @dataclass(frozen=True)
 class Source:
     """One stream's input: a directory of Parquet or CSV files, Spark's rate source, or any
@@ -90,6 +138,7 @@ class Source:
         if name == "rate" or name in streamed_formats():
             raise StreamingRunError(f"--source {stream}={name}:...: give {name} sources as "
                                     + ("rate:N" if name == "rate" else "a directory"))
+        check_source_options(stream, name, options)
         return cls(stream, name, None, None, dict(options))
 
     @classmethod
