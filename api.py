@@ -630,11 +630,13 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     from cqopt.replay.report import write_report
     from cqopt.replay.rounds import write_round_statistics
     from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
+    from cqopt.spark.trace_read import check_trace_location, report_locations
 
     def say(text: str) -> None:
         step(text, enabled=progress)
 
     # Everything is checked before any Spark work starts.
+    out, traces, trace_dir = report_locations(out, traces, trace_dir, name)  # file: URIs
     if rounds is not None and not rounds >= 1:
         raise CqoptError(f"{name('rounds', rounds)}: needs a number >= 1")
     if negotiate and deadline is None:
@@ -687,10 +689,9 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
         raise CqoptError(f"no query of {workload.source} has a trace for all its streams; "
                          f"traces were given for {', '.join(paths)}")
     _need_a_deadline(deadline, {"min_kept": min_kept, "delta": delta}, workload, chosen, name)
-    from cqopt.replay.trace_format import check_trace_files
-
     for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
-        check_trace_files(paths[stream])  # missing, empty, truncated: before Spark starts
+        # missing, empty, truncated: before Spark starts (a local trace)
+        check_trace_location(paths[stream], name("trace", f"{stream}={paths[stream]}"))
     chart_set = chart_sets.load(charts) if charts else None
     if chart_set is not None:
         chart_set.require_fresh(catalog, name("charts", charts))
