@@ -68,7 +68,8 @@ def is_uri(text: str | os.PathLike) -> bool:
 
 
 def locate(text: str | os.PathLike, where: str | None = None, *,
-           needs_local: tuple[str, str] | None = None) -> Location:
+           needs_local: tuple[str, str] | None = None,
+           error: type[CqoptError] = CqoptError) -> Location:
     """The location ``text`` names: a plain path or ``file:`` URI on this machine (made
     absolute), else a URI of another file system, left as given for Spark to read.
 
@@ -81,6 +82,8 @@ def locate(text: str | os.PathLike, where: str | None = None, *,
     needs_local : (str, str), optional
         Why this use needs a local path and what to do instead: given, a URI of
         another file system is refused.
+    error : type
+        The :class:`~cqopt.errors.CqoptError` to raise (a run's own, say).
 
     Returns
     -------
@@ -89,7 +92,7 @@ def locate(text: str | os.PathLike, where: str | None = None, *,
     Raises
     ------
     CqoptError
-        A ``file:`` URI of another host or of a relative path; with
+        (``error``) A ``file:`` URI of another host or of a relative path; with
         ``needs_local``, a URI of another file system.
 
     Examples
@@ -110,7 +113,7 @@ def locate(text: str | os.PathLike, where: str | None = None, *,
     if scheme != "file":
         if needs_local is not None:
             why, todo = needs_local
-            raise CqoptError(f"{where}: {why}, so it needs a local path or file:///PATH, not "
+            raise error(f"{where}: {why}, so it needs a local path or file:///PATH, not "
                              f"an {scheme}:// URI; {todo}")
         return Location(given, None, scheme)
     host = ""
@@ -118,9 +121,9 @@ def locate(text: str | os.PathLike, where: str | None = None, *,
         host, slash, rest = rest[2:].partition("/")
         rest = slash + rest
     if host.lower() not in _LOCAL_HOSTS:
-        raise CqoptError(f"{where}: a file: URI of host {host!r}, not of this machine; write "
+        raise error(f"{where}: a file: URI of host {host!r}, not of this machine; write "
                          "file:///ABSOLUTE/PATH (three slashes)")
     if not rest.startswith("/"):
-        raise CqoptError(f"{where}: a file: URI names an absolute path; write "
+        raise error(f"{where}: a file: URI names an absolute path; write "
                          "file:///ABSOLUTE/PATH, or give the path itself")
     return Location(given, Path(unquote(rest)), scheme)

@@ -16,6 +16,7 @@ from cqopt.cli.main import main
 from cqopt.errors import CqoptError
 from cqopt.spark.location import locate
 from cqopt.spark.run.sources import Source
+from cqopt.spark.run.settings import StreamingRunError
 from cqopt.spark.run.state import check_run_folder
 from cqopt.spark.trace_read import report_locations
 
@@ -96,7 +97,7 @@ def test_file_uris_are_local_paths_and_other_schemes_go_to_spark_as_given(tmp_pa
 def test_where_cqopt_needs_a_local_path_another_file_system_is_refused_in_one_line(
         tmp_path):
     for uri in ("hdfs://nn/runs/r1", "s3a://bucket/r1"):
-        with pytest.raises(CqoptError) as err:
+        with pytest.raises(StreamingRunError) as err:
             check_run_folder(uri)
         text = str(err.value)
         assert text.startswith(f"--out {uri}: cqopt writes the run folder") and "\n" not in text
@@ -106,7 +107,7 @@ def test_where_cqopt_needs_a_local_path_another_file_system_is_refused_in_one_li
     for make in (lambda: Source.parse("TCP", "hdfs://nn/traces/TCP"),
                  lambda: Source.files("TCP", "s3a://bucket/TCP"),
                  lambda: Source("TCP", "parquet", "hdfs://nn/traces/TCP")):
-        with pytest.raises(CqoptError) as err:
+        with pytest.raises(StreamingRunError) as err:
             make()
         text = str(err.value)
         assert text.startswith("--source TCP=") and "\n" not in text
@@ -163,6 +164,7 @@ def test_fidelity_refuses_an_hdfs_out_before_spark(examples, tmp_path, capsys, n
 
 # -- one small run: file:// source and out --------------------------------------------
 @pytest.mark.spark
+@pytest.mark.slow
 def test_a_run_from_file_uris_reads_the_files_and_writes_the_folder_they_name(
         spark, examples, charts, tmp_path):
     """Compared row for row with the trace itself (Q1 keeps the tuples to host 2), which

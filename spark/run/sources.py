@@ -74,7 +74,7 @@ class Source:
         # checks, lists and watches its files itself (cqopt.spark.location says why).
         if self.path is not None:
             where = locate(self.path, f"--source {self.stream}={self.path}",
-                           needs_local=LOCAL_SOURCE)
+                           needs_local=LOCAL_SOURCE, error=StreamingRunError)
             object.__setattr__(self, "path", str(where.local))
 
     def identity(self) -> dict[str, Any]:
@@ -113,10 +113,12 @@ class Source:
         Raises
         ------
         StreamingRunError
-            The path does not exist, is not a directory, or holds no such file.
+            The path does not exist, is not a directory, or holds no such file; a URI of
+            another file system (:data:`LOCAL_SOURCE` says why).
         """
         where = f"--source {stream}={path}"
-        path = locate(path, where, needs_local=LOCAL_SOURCE).local  # file:// URIs too
+        path = locate(path, where, needs_local=LOCAL_SOURCE,  # file:// URIs too
+                      error=StreamingRunError).local
         if not path.exists():
             raise StreamingRunError(f"{where}: no such directory")
         if not path.is_dir():

@@ -47,7 +47,8 @@ def run_folder(out: str | Path) -> Path:
     >>> run_folder("file:///tmp/run")
     PosixPath('/tmp/run')
     """
-    return locate(out, f"--out {out}", needs_local=LOCAL_RUN_FOLDER).local
+    return locate(out, f"--out {out}", needs_local=LOCAL_RUN_FOLDER,
+                  error=StreamingRunError).local
 
 
 def check_run_folder(out: str | Path, identity: Mapping[str, Any] | None = None) -> Path:
