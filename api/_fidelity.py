@@ -97,7 +97,10 @@ def fidelity(catalog: PathLike | Catalog, workload: PathLike | Workload, out: Pa
     from cqopt.output import staged_directory
     from cqopt.replay.report import write_report  # pandas, matplotlib: missing, said first
 
+    from cqopt.spark.trace_read import report_locations
+
     # Everything is checked before any Spark work starts.
+    out, traces, trace_dir = report_locations(out, traces, trace_dir, name)  # file: URIs
     options = gathered(options, settings, name)
     where = {"catalog": str(catalog) if not isinstance(catalog, Catalog) else catalog.source,
              "workload": str(workload) if not isinstance(workload, Workload)
@@ -146,7 +149,7 @@ def _chosen_queries(workload: Workload, catalog: Catalog, options: FidelityOptio
     trace of every stream, each said when skipped; their traces checked before Spark."""
     from cqopt.charts.settings import check_cells
     from cqopt.charts.spec import workload_specs
-    from cqopt.replay.trace_format import check_trace_files
+    from cqopt.spark.trace_read import check_trace_location
 
     k = {"k": options.k} if options.k is not None else {}
     specs = workload_specs(workload, catalog, k,
@@ -173,7 +176,8 @@ def _chosen_queries(workload: Workload, catalog: Catalog, options: FidelityOptio
     _need_a_deadline(options.deadline, {"min_kept": options.min_kept, "delta": options.delta},
                      workload, chosen, name)
     for stream in dict.fromkeys(s for _, q in chosen for s in q.stream_names):
-        check_trace_files(paths[stream])  # missing, empty, truncated: before Spark starts
+        # missing, empty, truncated: before Spark starts (a local trace)
+        check_trace_location(paths[stream], name("trace", f"{stream}={paths[stream]}"))
     return chosen
 
 

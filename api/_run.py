@@ -89,7 +89,7 @@ def run(catalog: PathLike | Catalog, workload: PathLike | Workload, charts: Path
     check_source_files(matched.values(), catalog)
     # A folder of another query's run is refused here, before Spark starts; the loop
     # checks the rest of the run's identity (its sources, its round) when it opens it.
-    check_run_folder(Path(out), {"query": query, "sql": parsed.sql})
+    out = check_run_folder(out, {"query": query, "sql": parsed.sql})  # file: URIs too
     say = progress if callable(progress) else (
         (lambda line: print(line, file=sys.stderr, flush=True)) if progress else
         (lambda _: None))
@@ -202,7 +202,7 @@ def run_workload(catalog: PathLike | Catalog, workload: PathLike | Workload,
                              f"{missing[0]}=FORMAT:OPTIONS)")
         match_sources({s: parsed[s] for s in query.stream_names}, query.stream_names, name,
                       settings.trigger, list(catalog.streams))
-    check_run_folder(Path(out))
+    out = check_run_folder(out)  # a local path: file: URIs taken, others refused
     say = progress if callable(progress) else (
         (lambda line: print(line, file=sys.stderr, flush=True)) if progress else
         (lambda _: None))

@@ -22,6 +22,8 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +33,13 @@ from cqopt.replay.trace_format import (
     TS_NAMES,
     TraceError,
     TraceInfo,
+    check_trace_files,
     read_trace_frame,
     register_trace_reader,
     trace_format,
     trace_reader,
 )
+from cqopt.spark.location import locate
 from cqopt.spark.session import spark_errors
 
 if TYPE_CHECKING:  # pyspark loads only when a trace is read
@@ -60,11 +64,14 @@ def read_trace(spark: SparkSession, path: str | Path, stream: Stream, *,
     one Spark job, for the :class:`TraceInfo`; the DataFrame stays lazy (cache
     it if it is used several times). Every problem is a :class:`TraceError`.
     """
-    # A local path made absolute: Spark's JVM resolves a relative one against its own
-    # working directory, which is not this process's after an os.chdir (a notebook).
-    path = str(path) if "://" in str(path) else str(Path(path).absolute())
+    # A local path (or file: URI) made absolute: Spark's JVM resolves a relative one
+    # against its own working directory, which is not this process's after an os.chdir.
+    # Another file system's URI goes to Spark's readers as it is.
+    where = locate(path)
+    path = where.spark
     fmt = trace_format(path, fmt)
-    _check_exists(path)
+    if where.local is not None:
+        _check_exists(path)
     if not (time_scale > 0 and math.isfinite(time_scale)):
         raise TraceError(path, f"time_scale must be a positive number, got {time_scale!r}")
     with spark_errors("Spark cannot read it", functools.partial(TraceError, path), _nanos_hint):
@@ -74,14 +81,54 @@ def read_trace(spark: SparkSession, path: str | Path, stream: Stream, *,
         return plan.frame(), info
 
 
+# -- where a replay's traces and report are ----------------------------------------
+# Why each must be on this machine, and what to do instead.
+LOCAL_REPORT = ("cqopt writes the report itself",
+                "give a local folder (or a mount of that file system)")
+LISTED_TRACES = ("cqopt lists the folder to find each stream's trace",
+                 "name each trace with --trace STREAM=URI, which Spark reads where it is")
+
+
+def report_locations(out: str | Path, traces: Mapping[str, Any] | None,
+                     trace_dir: str | Path | None, name: Callable[[str, Any], str]
+                     ) -> tuple[Path, dict[str, str] | None, Path | None]:
+    """A replay's report folder and trace folder as local paths (a path or a ``file:``
+    URI, :func:`cqopt.spark.location.locate`; another file system's URI refused), and each
+    trace as Spark reads it (a local one made an absolute path, any other URI as given).
+
+    ``name(parameter, value)`` names a parameter in messages.
+
+    >>> out, traces, _ = report_locations("file:///tmp/r", {"TCP": "hdfs://nn/TCP.parquet"},
+    ...                                   None, lambda k, v: f"--{k} {v}")
+    >>> out, traces
+    (PosixPath('/tmp/r'), {'TCP': 'hdfs://nn/TCP.parquet'})
+    """
+    out = locate(out, name("out", out), needs_local=LOCAL_REPORT).local
+    if trace_dir is not None:
+        trace_dir = locate(trace_dir, name("traces", trace_dir), needs_local=LISTED_TRACES).local
+    if traces is not None:
+        traces = {stream: locate(path, name("trace", f"{stream}={path}")).spark
+                  for stream, path in traces.items()}
+    return out, traces, trace_dir
+
+
+def check_trace_location(path: str, where: str) -> None:
+    """A trace on this machine checked before Spark starts
+    (:func:`~cqopt.replay.trace_format.check_trace_files`); one on another file system is
+    said, in one line on stderr, to go to Spark unchecked."""
+    if locate(path).local is None:
+        print(f"{where}: not on this machine, so not checked before Spark starts; Spark "
+              "reads it where it is", file=sys.stderr)
+        return
+    check_trace_files(path)
+
+
 def _check_exists(path: str) -> None:
-    scheme = path.split("://", 1)[0] if "://" in path else ""
-    if scheme in ("", "file"):
-        local = path[len("file://"):] if scheme else path
-        if not os.path.exists(local):
-            raise TraceError(path, "no such file")
-        if os.path.isfile(local) and os.path.getsize(local) == 0:
-            raise TraceError(path, "the file is empty")
+    """A local trace exists and, a file, is not empty."""
+    if not os.path.exists(path):
+        raise TraceError(path, "no such file")
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise TraceError(path, "the file is empty")
 
 
 def _nanos_hint(text: str) -> str:

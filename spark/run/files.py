@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlparse
 
+from cqopt.spark.location import locate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -86,8 +86,8 @@ def local_path(uri: str) -> str:
     >>> local_path("/tmp/x.csv")
     '/tmp/x.csv'
     """
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme in ("file", "") else uri
+    local = locate(uri).local
+    return uri if local is None else str(local)
 
 
 class FileLedger:

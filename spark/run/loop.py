@@ -65,7 +65,7 @@ from cqopt.spark.run.settings import TRIGGERS, RunContext, RunSettings, Streamin
 from cqopt.spark.run.sink import clear_scratch
 from cqopt.spark.run.sources import Source, file_hint, match_sources, read_stream
 from cqopt.spark.run.staging import Staging, batch_spans, collect_batch, with_rounds
-from cqopt.spark.run.state import STATE_VERSION, RunState
+from cqopt.spark.run.state import STATE_VERSION, RunState, run_folder
 from cqopt.spark.session import spark_errors, spark_message
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ class AdaptiveRun:
         window_s = settings.window_s if settings.window_s is not None else query.round_seconds()
         # Absolute: Spark's JVM resolves a relative path against its own working directory.
         self.ctx = ctx = RunContext(spark, name, query, chart, catalog, settings, window_s,
-                                    Path(out).absolute(), progress_line)
+                                    run_folder(out), progress_line)
         for note in settings.notes():
             self.progress(note)
         self.sources = match_sources(sources, ctx.streams, name, settings.trigger,

@@ -39,6 +39,7 @@ from cqopt.replay.trace_format import (
     trace_formats,
     trace_stem,
 )
+from cqopt.spark.location import is_uri, locate
 from cqopt.spark.run.settings import TRIGGERS, RunContext, StreamingRunError
 from cqopt.spark.session import spark_errors
 from cqopt.spark.trace_read import SPARK_TYPES
@@ -48,6 +49,11 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 RATE_DOMAIN = 1000
+# Why a directory source must be on this machine, and what to do instead.
+LOCAL_SOURCE = ("cqopt run reads a directory source's files itself too (it checks each one "
+                "before Spark starts and reads the rest of one still being written)",
+                "copy the files to a local folder, or mount that file system here and give "
+                "the mount's path")
 _TIME_NAMES = ("ts", "timestamp", "time")
 
 
@@ -111,6 +117,14 @@ class Source:
     rows_per_second: int | None = None
     options: dict[str, str] | None = None  # a format source's options, as Spark takes them
 
+    def __post_init__(self) -> None:
+        # A directory's path is local and absolute, however the Source was made: the run
+        # checks, lists and watches its files itself (cqopt.spark.location says why).
+        if self.path is not None:
+            where = locate(self.path, f"--source {self.stream}={self.path}",
+                           needs_local=LOCAL_SOURCE, error=StreamingRunError)
+            object.__setattr__(self, "path", str(where.local))
+
     def identity(self) -> dict[str, Any]:
         """The source as a run folder's state names it (options only where it has some)."""
         fields = asdict(self)
@@ -148,10 +162,12 @@ class Source:
         Raises
         ------
         StreamingRunError
-            The path does not exist, is not a directory, or holds no such file.
+            The path does not exist, is not a directory, or holds no such file; a URI of
+            another file system (:data:`LOCAL_SOURCE` says why).
         """
-        path = Path(path)
         where = f"--source {stream}={path}"
+        path = locate(path, where, needs_local=LOCAL_SOURCE,  # file:// URIs too
+                      error=StreamingRunError).local
         if not path.exists():
             raise StreamingRunError(f"{where}: no such directory")
         if not path.is_dir():
@@ -170,9 +186,9 @@ class Source:
                                     f"Streaming cannot read as they come; it reads "
                                     f"{' or '.join(streamed_formats())}: convert them (cqopt "
                                     "generate --file-per-round writes Parquet)")
-        # Absolute: Spark's JVM resolves a relative path against its own working directory,
-        # which is not this process's after an os.chdir (a notebook, a test).
-        return cls(stream, kind, str(path.absolute()))
+        # Absolute (locate makes it so): Spark's JVM resolves a relative path against its
+        # own working directory, which is not this process's after an os.chdir.
+        return cls(stream, kind, str(path))
 
     @classmethod
     def rate(cls, stream: str, rows_per_second: int) -> Source:
@@ -188,7 +204,8 @@ class Source:
         letters, digits, ``_`` and ``.``, then a colon, where no such directory exists) is
         Structured Streaming's source ``FORMAT`` with those options (a piece without ``=``
         continues the value before it: ``kafka:kafka.bootstrap.servers=a:9092,b:9092``);
-        anything else a directory.
+        anything else a directory, by its path or ``file:`` URI (``file:///data/TCP``; a
+        URI of another file system, ``hdfs://...``, is refused: see :data:`LOCAL_SOURCE`).
 
         >>> Source.parse("TCP", "socket:host=localhost,port=9999").options
         {'host': 'localhost', 'port': '9999'}
@@ -201,7 +218,7 @@ class Source:
             return cls.rate(stream, parse_number(text[5:], f"--source {stream}=rate:",
                                                  integer=True, low=1))
         named = re.fullmatch(r"([A-Za-z][A-Za-z0-9_.]*):(.*)", text, re.DOTALL)
-        if named and not Path(text).exists():
+        if named and not is_uri(text) and not Path(text).exists():
             return cls.stream_format(stream, named[1], parse_options(stream, text))
         return cls.files(stream, text)
 

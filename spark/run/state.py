@@ -26,15 +26,35 @@ from typing import Any
 
 from cqopt.errors import parse_json, read_text_file
 from cqopt.replay.rounds import round_of
+from cqopt.spark.location import locate
 from cqopt.spark.run.settings import StreamingRunError
 from cqopt.spark.run.sink import write_json
 
 STATE_VERSION = 2
 
 
-def check_run_folder(out: Path, identity: Mapping[str, Any] | None = None) -> None:
+# Why a run folder must be on this machine, and what to do instead.
+LOCAL_RUN_FOLDER = ("cqopt writes the run folder (its state, round log, results and "
+                    "markers) itself and resumes from it",
+                    "give a local folder (or a mount of that file system), and copy it there "
+                    "when the run ends")
+
+
+def run_folder(out: str | Path) -> Path:
+    """``--out`` as an absolute local path: a path or ``file:`` URI
+    (:func:`cqopt.spark.location.locate`); another file system's URI is refused.
+
+    >>> run_folder("file:///tmp/run")
+    PosixPath('/tmp/run')
+    """
+    return locate(out, f"--out {out}", needs_local=LOCAL_RUN_FOLDER,
+                  error=StreamingRunError).local
+
+
+def check_run_folder(out: str | Path, identity: Mapping[str, Any] | None = None) -> Path:
     """Refuse an ``out`` that is no run folder cqopt wrote, or (given ``identity``) one
-    that holds another run, before any work: before Spark starts.
+    that holds another run, before any work: before Spark starts. Returns the folder
+    as :func:`run_folder` gives it (``file:`` URIs taken, others refused).
 
     A new or empty folder starts a run and a folder with a run's ``state.json``
     resumes it, if its run is the same (each key of ``identity``, such as the
@@ -45,8 +65,10 @@ def check_run_folder(out: Path, identity: Mapping[str, Any] | None = None) -> No
     ------
     StreamingRunError
         ``out`` is a file, a folder that holds something and no ``state.json``,
-        a ``state.json`` that is no run's state, or one of another run.
+        a ``state.json`` that is no run's state, or one of another run; a URI of
+        another file system.
     """
+    out = run_folder(out)
     if out.exists() and not out.is_dir():
         raise StreamingRunError(f"--out {out}: is a file, not a directory; pick a new --out")
     if out.is_dir() and not (out / "state.json").is_file() and any(out.iterdir()):
@@ -56,6 +78,7 @@ def check_run_folder(out: Path, identity: Mapping[str, Any] | None = None) -> No
         state = _read_state(out)
         if identity:
             check_identity(out, state, identity)
+    return out
 
 
 def _read_state(out: Path) -> dict[str, Any]:
