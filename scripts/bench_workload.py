@@ -141,10 +141,11 @@ def main() -> None:
     from cqopt.spark.session import spark_session
 
     if args.queries != 10:
+        variants = {n: sql.replace("WINDOW [1]", f"WINDOW [{args.round:g}]")
+                    .replace("WINDOW [2]", f"WINDOW [{2 * args.round:g}]")
+                    for n, sql in many_variants(args.queries).items()}
         VARIANTS.clear()
-        VARIANTS.update({n: sql.replace("WINDOW [1]", f"WINDOW [{args.round:g}]")
-                         .replace("WINDOW [2]", f"WINDOW [{2 * args.round:g}]")
-                         for n, sql in many_variants(args.queries).items()})
+        VARIANTS.update(variants)
     folder = Path(tempfile.mkdtemp(prefix="bench-workload-"))
     catalog, queries = setup(folder, args.seconds, args.k, args.round)
     sources = {s: Source.files(s, folder / "traces" / s) for s in RATES}

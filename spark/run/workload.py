@@ -19,7 +19,9 @@ plan's frame gives its rounds' results keyed by round. The frames of all
 queries are tagged (``_part``: which query's which plan), their columns named
 apart (``pN__i``), unioned and collected to the driver in one Spark action,
 then split there by part and round, written and logged per query
-(:func:`joint_results`). A micro-batch small enough to collect runs its joint
+(:func:`joint_results`); a workload whose results have more than
+:data:`JOINT_COLUMNS` columns together runs in that many columns' chunks, a
+job each, since every row of a union carries every part's columns. A micro-batch small enough to collect runs its joint
 job with Spark's adaptive query execution off (restored after): over a few
 hundred tuples per plan its planning between stages costs more than it
 saves. What several plans share is computed once (:mod:`cqopt.spark.shared_work`). A result too large for the driver
@@ -355,22 +357,24 @@ class WorkloadRun:
             # plan: AQE's planning between stages costs more there than it saves (a
             # 10-query job took 1.4 s without it against 2.2 s with it, medians).
             conf = {"spark.sql.adaptive.enabled": "false"} if self.small else {}
+            results = []
             with spark_errors("the workload's joint job failed", StreamingRunError), \
                     session_conf(self.spark, conf):
                 shared.compute_once()
-                table = collect(joint_frame(frames), LOCAL_RESULT_ROWS)
+                for chunk in joint_chunks(frames):
+                    table = collect(joint_frame(chunk), LOCAL_RESULT_ROWS)
+                    if table is None:
+                        return False
+                    results += joint_results(table, chunk)
         except StreamingRunError as err:
             if self.stop_requested.is_set():
                 raise
             self.progress(f"{self.name}: {err}; each query's plans run on their own")
             return False
-        if table is None:
-            return False
         self._count_shared(shared.summary())
         share = (time.perf_counter() - began) / sum(
             len(grouped[n].groups[i]) for n, i in parts)
-        for part, (table_part, (name, index)) in enumerate(zip(joint_results(table, frames),
-                                                                parts)):
+        for part, (table_part, (name, index)) in enumerate(zip(results, parts)):
             made = grouped[name]
             began = time.perf_counter()
             remove(made.scratch(index))
@@ -418,6 +422,33 @@ class WorkloadRun:
             "failures": self.failures, "stopped_by": self.stopped_by, "shared": shared})
         write_atomic(self.out / "report.md", workload_markdown(results, self.failures, shared))
         return WorkloadResult(self.out, results, dict(self.failures), self.stopped_by)
+
+
+# The most result columns one joint job's rows carry: a union's row holds every part's
+# columns (null in the others' rows), so 100 queries' plans as one job held some 300
+# columns a row and ran a 1 GB driver out of memory. Wider workloads run in chunks.
+JOINT_COLUMNS = 64
+
+
+def joint_chunks(frames: list[DataFrame], columns: int = JOINT_COLUMNS) -> list[list]:
+    """``frames`` in order, in runs of at most ``columns`` result columns together (a
+    wider frame alone): each run is one joint job.
+
+    >>> class F:
+    ...     def __init__(self, n): self.columns = ["_round"] + ["c"] * n
+    >>> [len(c) for c in joint_chunks([F(30), F(30), F(30), F(100), F(1)], 64)]
+    [2, 1, 1, 1]
+    """
+    chunks: list[list] = []
+    width = 0
+    for frame in frames:
+        own = len(frame.columns) - 1
+        if not chunks or width + own > columns:
+            chunks.append([])
+            width = 0
+        chunks[-1].append(frame)
+        width += own
+    return chunks
 
 
 def joint_frame(frames: list[DataFrame]) -> DataFrame:
