@@ -72,8 +72,7 @@ from __future__ import annotations
 from pathlib import Path  # noqa: F401  (the examples above use it)
 
 from cqopt.output.atomic import atomic_file, write_atomic
-from cqopt.output.checks import NAME_MAX, SCRATCH_ROOM, OutputError, check_file_target, \
-    check_writable
+from cqopt.output.checks import NAME_MAX, SCRATCH_ROOM, OutputError, check_writable
 from cqopt.output.marker import ASIDE, COMPLETE, MARKER, MARKER_FORMAT, MARKER_VERSION, \
     MAX_MARKER, STAGING, Marker, MarkerProblem, changed_files, file_digest, inventory, \
     read_marker, sha256_bytes
@@ -84,5 +83,5 @@ from cqopt.output.switch import adopt_directory, staged_directory
 __all__ = ["ASIDE", "COMPLETE", "MARKER", "MARKER_FORMAT", "MARKER_VERSION", "MAX_MARKER",
            "NAME_MAX", "SCRATCH_ROOM", "STAGING", "DirectorySnapshot", "Marker",
            "MarkerProblem", "OutputError", "adopt_directory", "atomic_file", "changed_files",
-           "check_file_target", "check_writable", "file_digest", "inventory", "read_marker",
+           "check_writable", "file_digest", "inventory", "read_marker",
            "recover", "sha256_bytes", "staged_directory", "switching", "write_atomic"]

@@ -139,30 +139,3 @@ def _check_writable(out: Path, force: bool, kind: str) -> Marker | None:
                           f"them ({shown}); move them out of {out} or remove them, then run "
                           "again")
     return marker
-
-
-def check_file_target(path: str | os.PathLike, option: str = "--out") -> Path:
-    """A file cqopt is asked to write: its folder must exist; nothing is made for it.
-
-    Raises
-    ------
-    OutputError
-        The folder does not exist or is not a directory, or ``path`` is a directory.
-
-    Examples
-    --------
-    >>> check_file_target("/nonexistent/dir/x.png")
-    Traceback (most recent call last):
-    ...
-    cqopt.output.OutputError: --out /nonexistent/dir/x.png: the folder ... does not exist; ...
-    """
-    path = Path(path)
-    parent = path.parent
-    if not parent.exists():
-        raise OutputError(f"{option} {path}: the folder {parent} does not exist; create it "
-                          "first or choose another path")
-    if not parent.is_dir():
-        raise OutputError(f"{option} {path}: {parent} is not a directory")
-    if path.is_dir():
-        raise OutputError(f"{option} {path}: is a directory; name a file")
-    return path

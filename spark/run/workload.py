@@ -262,7 +262,7 @@ class WorkloadRun:
             raise
         finally:
             batch.unpersist()
-            self.in_batch = None
+            self.in_batch, self.small = None, False
 
     def _open(self, batch: DataFrame, local, batch_id: int) -> dict[str, OpenBatch]:
         """Each query not done takes the batch's tuples of its streams."""
