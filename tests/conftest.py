@@ -67,3 +67,12 @@ def dec_toml(examples) -> str:
 def workload_toml(examples) -> str:
     """The example workload's path (the OM paper's Q1 and Q2), as a command-line argument."""
     return str(examples / "workload.toml")
+
+
+@pytest.fixture
+def no_spark_start(monkeypatch):
+    """Spark's start replaced by a failure: a check that passes reaches it."""
+    def start(*args, **kwargs):
+        raise AssertionError("Spark started")
+
+    monkeypatch.setattr("cqopt.spark.session.running_session", start)

@@ -346,15 +346,6 @@ def test_an_unknown_statistics_name_is_quoted_without_its_newlines(chart_set):
 
 
 # -- checked before Spark starts ----------------------------------------------------------
-@pytest.fixture
-def no_spark_start(monkeypatch):
-    """Spark's start replaced by a failure: a check that passes reaches it."""
-    def start(*args, **kwargs):
-        raise AssertionError("Spark started")
-
-    monkeypatch.setattr("cqopt.spark.session.running_session", start)
-
-
 @pytest.fixture(scope="module")
 def tcp_files(dec_toml, tmp_path_factory):
     out = tmp_path_factory.mktemp("round3-traces") / "gen"

@@ -61,15 +61,6 @@ def test_the_windows_and_lists_at_the_bounds_still_parse(dec_catalog, sql):
 
 
 # -- fidelity: a deadline's options need a deadline -----------------------------------------
-@pytest.fixture
-def no_spark_start(monkeypatch):
-    """Spark's start replaced by a failure: a check that passes reaches it."""
-    def start(*args, **kwargs):
-        raise AssertionError("Spark started")
-
-    monkeypatch.setattr("cqopt.spark.session.running_session", start)
-
-
 @pytest.fixture(scope="module")
 def tcp_trace(dec_toml, tmp_path_factory):
     out = tmp_path_factory.mktemp("round3-rest") / "gen"
