@@ -65,13 +65,13 @@ def _cached_plans(executions) -> list:
 @pytest.mark.spark
 def test_a_selection_two_plans_share_runs_once_by_sparks_metrics(spark, examples):
     """A selection of TCP that two queries' plans both make is one DataFrame, persisted
-    before the joint job: both plans read it, and the Filter in it ran once over the
-    tuples (Spark's own rows-in metric is the tuples, not twice them); each plan's rows
-    are those it gives on its own."""
+    before the plans run, side by side as a workload runs them: both plans read it, and the
+    Filter in it ran once over the tuples (Spark's own rows-in metric is the tuples, not
+    twice them); each plan's rows are those it gives on its own."""
     from cqopt.spark.operator_metrics import operator_records, profiled
     from cqopt.spark.plan_frame import to_spark
+    from cqopt.spark.run.concurrent import run_all
     from cqopt.spark.run.sink import collect
-    from cqopt.spark.run.workload import joint_frame, joint_results
 
     catalog = load_catalog(examples / "dec-pkt.toml")
     rows = parse_query("SELECT TCP.src_host, TCP.dest_host FROM TCP WHERE TCP.dest_host = 2 "
@@ -96,8 +96,10 @@ def test_a_selection_two_plans_share_runs_once_by_sparks_metrics(spark, examples
     assert shared.summary()["saved"] >= 1  # the source and its selection: one each
     try:
         assert shared.compute_once() >= 1
+        together: dict[int, pa.Table] = {}
         with profiled(spark) as profile:
-            joint = collect(joint_frame(frames), 10_000)
+            assert run_all([lambda i=i, f=f: together.update({i: collect(f, 10_000)})
+                            for i, f in enumerate(frames)]) == [None, None]
         cached = _cached_plans(profile.executions)
         assert len(cached) >= 2  # both plans read the shared selection
         for plan in cached:
@@ -108,7 +110,7 @@ def test_a_selection_two_plans_share_runs_once_by_sparks_metrics(spark, examples
         shared.release()
     alone = [collect(to_spark(p, {"TCP": spark.createDataFrame(table)}, query=q), 10_000)
              for p, q in zip(plans, (rows, counts))]
-    for got, want in zip(joint_results(joint, frames), alone):
+    for got, want in zip((together[0], together[1]), alone):
         got = got.drop(["_round"]).to_pandas()
         want = want.to_pandas()
         got.columns = want.columns

@@ -74,14 +74,14 @@ def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_p
                                                              monkeypatch):
     """One streaming query for four: stopped after 2 rounds each and resumed, every
     query's rounds, plans and rows equal those of its run alone, row for row; each
-    micro-batch's plans of every query ran as one joint job."""
+    micro-batch's plans of every query ran side by side."""
     from cqopt.spark.run import AdaptiveRun, RunSettings, workload
     from cqopt.spark.run.workload import WorkloadRun
 
-    joint: list[int] = []  # the parts (query plans) of each joint job's result
-    split = workload.joint_results
-    monkeypatch.setattr(workload, "joint_results",
-                        lambda table, frames: joint.append(len(frames)) or split(table, frames))
+    joint: list[int] = []  # the plans each call ran side by side
+    run_all = workload.run_all
+    monkeypatch.setattr(workload, "run_all", lambda steps: joint.append(len(steps)) or
+                        run_all(steps))
 
     queries = {n: (q, three["charts"][n]) for n, q in three["queries"].items()}
     lines: list[str] = []
@@ -93,7 +93,7 @@ def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_p
     assert any(line.startswith("Q2: resuming after round 1") for line in lines)
     assert any("rows/s processed" in line for line in lines)  # Spark's progress, said
     assert done.failures == {}
-    assert joint and max(joint) >= 3  # the three queries' plans in one job
+    assert joint and max(joint) >= 3  # the queries' plans together, not one by one
     for name, (query, chart) in queries.items():
         sources = {s: src for s, src in _sources(three).items() if s in query.stream_names}
         alone = AdaptiveRun(spark, name, query, chart, three["catalog"], sources,

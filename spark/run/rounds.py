@@ -46,6 +46,7 @@ from cqopt.spark.operator_metrics import (
     write_round_profiles,
 )
 from cqopt.spark.plan_frame import scaled_answers, to_spark
+from cqopt.spark.run.concurrent import run_all
 from cqopt.spark.run.overload import (
     Due,
     bound_batch,
@@ -96,6 +97,18 @@ class Grouped:
 
     def scratch(self, index: int) -> Path:
         return self.folder.with_name(f"{self.folder.name}-{index}")
+
+    def write(self, index: int) -> None:
+        """Run plan ``index`` (one Spark job) and write its rounds' results under
+        :meth:`scratch`; ``seconds[index]`` its time over its rounds."""
+        began = time.perf_counter()
+        remove(self.scratch(index))
+        write_by_round(self.frames[index], self.scratch(index))
+        self.seconds[index] = (time.perf_counter() - began) / len(self.groups[index])
+
+    def steps(self) -> list:
+        """One :meth:`write` per plan, each a step for :func:`~cqopt.spark.run.concurrent.run_all`."""
+        return [lambda index=index: self.write(index) for index in range(len(self.frames))]
 
 
 class RoundRunner:
@@ -281,12 +294,12 @@ class RoundRunner:
         """Run a backlog of rounds plan by plan: the rounds are grouped by the plan chosen
         for each, and each plan runs once over its rounds, the round a key of every join
         and grouping (:func:`to_spark`'s ``round_column``): one job per plan instead of one
-        per round, each round's rows the same."""
-        for index, frame in enumerate(grouped.frames):
-            began = time.perf_counter()
-            remove(grouped.scratch(index))
-            write_by_round(frame, grouped.scratch(index))
-            grouped.seconds[index] = (time.perf_counter() - began) / len(grouped.groups[index])
+        per round, each round's rows the same. The plans' jobs run side by side
+        (:func:`~cqopt.spark.run.concurrent.run_all`); the first failure is raised once
+        all have ended."""
+        for error in run_all(grouped.steps()):
+            if error is not None:
+                raise error
         self.finish(grouped)
 
     def finish(self, grouped: Grouped) -> None:

@@ -12,25 +12,24 @@ rounds are cut by its own window from its own start, complete when its own
 streams have passed them, and its plans are chosen from its own chart at its
 own rounds' statistics.
 
-**One job per micro-batch.** Without shadow timing or a deadline, every
-query's rounds are grouped by the plan chosen for each
+**Every plan its own job, side by side.** Without shadow timing or a
+deadline, every query's rounds are grouped by the plan chosen for each
 (:meth:`RoundRunner.group <cqopt.spark.run.rounds.RoundRunner.group>`): each
-plan's frame gives its rounds' results keyed by round. The frames of all
-queries are tagged (``_part``: which query's which plan), their columns named
-apart (``pN__i``), unioned and collected to the driver in one Spark action,
-then split there by part and round, written and logged per query
-(:func:`joint_results`); a workload whose results have more than
-:data:`JOINT_COLUMNS` columns together runs in that many columns' chunks, a
-job each, since every row of a union carries every part's columns. A micro-batch small enough to collect runs its joint
-job with Spark's adaptive query execution off (restored after): over a few
+plan's frame gives its rounds' results keyed by round. Every query's plans
+then run as Spark jobs started from several driver threads at once
+(:mod:`~cqopt.spark.run.concurrent`), each written per round into its
+query's scratch folder (from the driver where the result is small), then
+adopted and logged per query. One union job of all plans, tried first, cost
+3-4 times as much on the ten-query bench: its analysis, and its rows that
+carry every part's columns. A micro-batch small enough to collect runs its
+plans with Spark's adaptive query execution off (restored after): over a few
 hundred tuples per plan its planning between stages costs more than it
-saves. What several plans share is computed once (:mod:`cqopt.spark.shared_work`). A result too large for the driver
-(:data:`~cqopt.spark.run.sink.LOCAL_RESULT_ROWS` rows in all), or a joint job
-that fails, runs each query's plans one after another, each query's as its
-own run would. With shadow timing or a deadline each query runs its rounds
-as its own run does. A round's ``plan_seconds`` is its share of the joint
-job (the job's time over the rounds in it) plus its query's share of the
-split.
+saves. What several plans share is computed once
+(:mod:`cqopt.spark.shared_work`): Spark's block manager makes a job that
+needs a cached step another job is computing wait for it. With shadow timing
+or a deadline each query runs its rounds as its own run does. A round's
+``plan_seconds`` is its plan's job time (alongside the others) over the
+rounds in it.
 
 **Overload bounds across queries.** Per micro-batch, every query's rounds are
 observed and their plans chosen before any runs, then bounded together
@@ -62,11 +61,12 @@ from typing import TYPE_CHECKING, Any
 from cqopt.errors import CqoptError
 from cqopt.output import write_atomic
 from cqopt.spark.run.loop import AdaptiveRun, OpenBatch, await_stream, start_stream
+from cqopt.spark.run.concurrent import run_all
 from cqopt.spark.run.overload import bound_batch
 from cqopt.spark.run.report import RunResult, report_markdown
 from cqopt.spark.run.rounds import Grouped
 from cqopt.spark.run.settings import TRIGGERS, RunSettings, StreamingRunError
-from cqopt.spark.run.sink import LOCAL_RESULT_ROWS, collect, remove, split_by_round, write_json
+from cqopt.spark.run.sink import write_json
 from cqopt.spark.run.sources import Source, file_schema, read_stream
 from cqopt.spark.run.staging import collect_batch
 from cqopt.spark.run.state import STATE_VERSION, RunState
@@ -328,64 +328,45 @@ class WorkloadRun:
                     grouped[name] = plans
             if not grouped:
                 return
-            if not self._run_jointly(grouped, shared):
-                for name, made in grouped.items():  # one query after another, each alone
-                    self._guard(name, made.batch_id,
-                                self.members[name].rounds._run_grouped, made)
-                return
+            failed = self._run_together(grouped, shared)
         finally:
             self._share(None)
             shared.release()
         for name, made in grouped.items():
-            self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
+            error = failed.get(name)
+            step = self.members[name].rounds.finish if error is None else _raise
+            self._guard(name, made.batch_id, step, error if error is not None else made)
 
     def _share(self, shared: SharedWork | None) -> None:
         """Every query builds its plans through ``shared`` (None: each on its own)."""
         for member in self.members.values():
             member.rounds.shared = member.staging.shared = shared
 
-    def _run_jointly(self, grouped: Mapping[str, Grouped], shared: SharedWork) -> bool:
-        """Every query's plans in one Spark job, their results split per query and round
-        into each's scratch folders, what several plans share computed once; False when
-        they do not fit on the driver or the job failed (nothing is written then)."""
-        parts = [(name, index) for name, made in grouped.items()
-                 for index in range(len(made.frames))]
-        frames = [grouped[name].frames[index] for name, index in parts]
-        began = time.perf_counter()
-        try:
-            # A batch small enough to collect gives jobs of a few hundred tuples per
-            # plan: AQE's planning between stages costs more there than it saves (a
-            # 10-query job took 1.4 s without it against 2.2 s with it, medians).
-            conf = {"spark.sql.adaptive.enabled": "false"} if self.small else {}
-            results = []
-            with spark_errors("the workload's joint job failed", StreamingRunError), \
-                    session_conf(self.spark, conf):
-                shared.compute_once()
-                for chunk in joint_chunks(frames):
-                    table = collect(joint_frame(chunk), LOCAL_RESULT_ROWS)
-                    if table is None:
-                        return False
-                    results += joint_results(table, chunk)
-        except StreamingRunError as err:
-            if self.stop_requested.is_set():
-                raise
-            self.progress(f"{self.name}: {err}; each query's plans run on their own")
-            return False
+    def _run_together(self, grouped: Mapping[str, Grouped],
+                      shared: SharedWork) -> dict[str, BaseException]:
+        """Every query's plans, each its own Spark job, side by side
+        (:func:`~cqopt.spark.run.concurrent.run_all`), each plan's rounds written into its
+        query's scratch folders; what several plans share computed once. The first
+        error of each query whose plans failed (its rounds are not finished)."""
+        parts = [(name, step) for name, made in grouped.items() for step in made.steps()]
+        # A batch small enough to collect gives jobs of a few hundred tuples per plan:
+        # AQE's planning between stages costs more there than it saves (a 10-query
+        # micro-batch took 1.4 s without it against 2.2 s with it, medians).
+        conf = {"spark.sql.adaptive.enabled": "false"} if self.small else {}
+        with session_conf(self.spark, conf):
+            shared.compute_once()
+            errors = run_all([step for _, step in parts])
         self._count_shared(shared.summary())
-        share = (time.perf_counter() - began) / sum(
-            len(grouped[n].groups[i]) for n, i in parts)
-        for part, (table_part, (name, index)) in enumerate(zip(results, parts)):
-            made = grouped[name]
-            began = time.perf_counter()
-            remove(made.scratch(index))
-            made.scratch(index).mkdir(parents=True)
-            split_by_round(table_part, made.scratch(index))
-            rounds = len(made.groups[index])
-            made.seconds[index] = share + (time.perf_counter() - began) / rounds
-        return True
+        failed: dict[str, BaseException] = {}
+        for (name, _), error in zip(parts, errors):
+            if error is not None:
+                if self.stop_requested.is_set():
+                    raise error
+                failed.setdefault(name, error)
+        return failed
 
     def _count_shared(self, summary: Mapping[str, int]) -> None:
-        """Add a joint job's shared steps to the run's totals (in the state: a resumed run
+        """Add a micro-batch's shared steps to the run's totals (in the state: a resumed run
         goes on counting)."""
         totals = self.state.data.setdefault("shared", {"jobs": 0, "jobs_sharing": 0,
                                                        "shared_steps": 0, "saved": 0})
@@ -424,62 +405,9 @@ class WorkloadRun:
         return WorkloadResult(self.out, results, dict(self.failures), self.stopped_by)
 
 
-# The most result columns one joint job's rows carry: a union's row holds every part's
-# columns (null in the others' rows), so 100 queries' plans as one job held some 300
-# columns a row and ran a 1 GB driver out of memory. Wider workloads run in chunks.
-JOINT_COLUMNS = 64
-
-
-def joint_chunks(frames: list[DataFrame], columns: int = JOINT_COLUMNS) -> list[list]:
-    """``frames`` in order, in runs of at most ``columns`` result columns together (a
-    wider frame alone): each run is one joint job.
-
-    >>> class F:
-    ...     def __init__(self, n): self.columns = ["_round"] + ["c"] * n
-    >>> [len(c) for c in joint_chunks([F(30), F(30), F(30), F(100), F(1)], 64)]
-    [2, 1, 1, 1]
-    """
-    chunks: list[list] = []
-    width = 0
-    for frame in frames:
-        own = len(frame.columns) - 1
-        if not chunks or width + own > columns:
-            chunks.append([])
-            width = 0
-        chunks[-1].append(frame)
-        width += own
-    return chunks
-
-
-def joint_frame(frames: list[DataFrame]) -> DataFrame:
-    """The frames (each with ``_round`` first) as one: ``_part`` says which frame a row
-    is of, ``_round`` its round, and frame ``p``'s i-th other column is ``pP__I`` (null in
-    the others' rows), so results of any layouts and names share one frame."""
-    from pyspark.sql import functions as F
-
-    tagged = []
-    for part, frame in enumerate(frames):
-        names = [f"p{part}__{i}" for i in range(len(frame.columns) - 1)]
-        tagged.append(frame.toDF("_round", *names).select(
-            F.lit(part).alias("_part"), F.col("_round").cast("long").alias("_round"),
-            *names))
-    joint = tagged[0]
-    for other in tagged[1:]:
-        joint = joint.unionByName(other, allowMissingColumns=True)
-    return joint
-
-
-def joint_results(table, frames: list[DataFrame]) -> list:
-    """:func:`joint_frame`'s rows on the driver (an Arrow table), split: per frame, its
-    rows with ``_round`` and its own columns under their own names."""
-    import pyarrow.compute as pc
-
-    out = []
-    for part, frame in enumerate(frames):
-        names = [f"p{part}__{i}" for i in range(len(frame.columns) - 1)]
-        rows = table.filter(pc.equal(table["_part"], part)).select(["_round", *names])
-        out.append(rows.rename_columns(["_round", *frame.columns[1:]]))
-    return out
+def _raise(error: BaseException) -> None:
+    """A query's plan failed on its thread: raised again under the query's guard."""
+    raise error
 
 
 def workload_markdown(results: Mapping[str, RunResult], failures: Mapping[str, int],
@@ -506,14 +434,14 @@ def shared_line(shared: Mapping[str, int] | None) -> str:
     """What the queries' plans shared, in one sentence.
 
     >>> print(shared_line({"jobs": 10, "jobs_sharing": 4, "shared_steps": 4, "saved": 5}))
-    Shared work: in 4 of 10 joint jobs, 4 steps (a stream's tuples selected and projected alike by several chosen plans) were computed once instead of 9 times: 5 computations saved.
+    Shared work: in 4 of 10 micro-batches, 4 steps (a stream's tuples selected and projected alike by several chosen plans) were computed once instead of 9 times: 5 computations saved.
     """
     if not shared or not shared.get("jobs"):
-        return "Shared work: no joint job ran (shadow timing or a deadline runs each query alone)."
+        return "Shared work: none (shadow timing or a deadline runs each query alone)."
     if not shared["shared_steps"]:
-        return (f"Shared work: none; in {shared['jobs']} joint jobs no two chosen plans "
+        return (f"Shared work: none; in {shared['jobs']} micro-batches no two chosen plans "
                 "selected and projected a stream's tuples alike.")
-    return (f"Shared work: in {shared['jobs_sharing']} of {shared['jobs']} joint jobs, "
+    return (f"Shared work: in {shared['jobs_sharing']} of {shared['jobs']} micro-batches, "
             f"{shared['shared_steps']} steps (a stream's tuples selected and projected alike "
             "by several chosen plans) were computed once instead of "
             f"{shared['shared_steps'] + shared['saved']} times: {shared['saved']} "
