@@ -40,7 +40,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                            decay=policy.pop("decay"), policy=policy,
                            tolerance=Tolerance(args.tolerance, args.tolerance_ms / 1000),
                            deadline=deadline, min_kept=min_kept, refresh=args.refresh,
-                           negotiate=args.negotiate, memory_budget=args.memory_budget,
+                           negotiate=args.negotiate, shared_shedding=args.shed_shared,
+                           memory_budget=args.memory_budget,
                            window_min=with_parent(args, "--window-min", "--memory-budget", 0.25))
 
     def say(line: str) -> None:
@@ -185,6 +186,12 @@ def add_parsers(sub) -> None:
                    help="with --deadline: per micro-batch, the rounds of every query share the "
                         "deadline; RTStream's negotiation lowers their common QoS level until "
                         "every one fits, and each query keeps that share of its input")
+    p.add_argument("--shed-shared", action="store_true",
+                   help="with --deadline: the workload's COUNT and SUM queries over one stream "
+                        "are shed by Babcock, Datar and Motwani's shedders, placed on the "
+                        "selections they share so that the largest relative error is least; "
+                        "each round's log says what was placed (other queries shed at their "
+                        "own inputs)")
     p.add_argument("--memory-budget", type=options.byte_size, metavar="SIZE",
                    help="bytes the queries' chosen plans may hold together, e.g. 100m: in "
                         "micro-batches that would exceed it, PIPES' resource manager shrinks "

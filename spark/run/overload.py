@@ -55,7 +55,7 @@ Babcock et al.'s shedders on segments shared by several aggregate queries
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -82,8 +82,9 @@ class Due:
     ``tuples`` are each stream's frame on Spark, or None where the rounds' tuples
     are on the driver (``rows``, an Arrow table: frames are made of what is kept
     of them). :func:`bound_batch` fills ``shares`` (round -> what the negotiation
-    asks of it, as :meth:`RoundRunner.shed` gives it) and ``window`` (the memory
-    bound's record, the same for every round of the micro-batch).
+    asks of it, as :meth:`RoundRunner.shed` gives it), ``window`` (the memory
+    bound's record, the same for every round of the micro-batch) and, with
+    shedders on shared segments, ``kept_rows`` (round -> the tuples kept).
     """
 
     outcomes: dict[int, Any]  # round -> its RoundOutcome, in round order
@@ -95,6 +96,8 @@ class Due:
     statistics_s: float
     shares: dict[int, dict[str, Any]] = field(default_factory=dict)
     window: dict[str, Any] | None = None
+    # round -> the tuples Spark is handed, already shed (Babcock's shared segments)
+    kept_rows: dict[int, Any] = field(default_factory=dict)
 
     @property
     def local(self) -> bool:
@@ -102,7 +105,7 @@ class Due:
         return self.tuples is None
 
 
-def sample_rows(rows: pa.Table, kept: float, seed: int) -> pa.Table:
+def sample_rows(rows: pa.Table, kept: float, seed: int | Sequence[int]) -> pa.Table:
     """Each tuple of ``rows`` kept with probability ``kept``, independently (as Spark's
     ``sample(fraction=kept)``), by a generator seeded with ``seed``.
 
@@ -112,8 +115,9 @@ def sample_rows(rows: pa.Table, kept: float, seed: int) -> pa.Table:
         A round's tuples on the driver.
     kept : float
         The share to keep, in [0, 1].
-    seed : int
-        The generator's seed (a run seeds with the round: a rerun keeps the same tuples).
+    seed : int or sequence of int
+        The generator's seed (a run seeds with the round: a rerun keeps the same tuples;
+        shared segments with the round and the stream).
 
     Returns
     -------
@@ -214,8 +218,8 @@ def round_seconds(engine, plan, observed: Mapping[str, float], window_s: float, 
 
 
 def bound_batch(runners: Mapping[str, RoundRunner], dues: Mapping[str, Due]) -> None:
-    """What the memory budget and the negotiation ask of every query's rounds due in one
-    micro-batch (see the module docstring).
+    """What the memory budget, the negotiation and the shedders on shared segments ask of
+    every query's rounds due in one micro-batch (see the module docstring).
 
     Parameters
     ----------
@@ -224,7 +228,8 @@ def bound_batch(runners: Mapping[str, RoundRunner], dues: Mapping[str, Due]) -> 
         the same settings.
     dues : Mapping[str, Due]
         Each query's rounds due, by query: their ``window`` (with a memory
-        budget) and ``shares`` (with a negotiated deadline) are filled in place.
+        budget), ``shares`` (with a negotiated deadline or shared shedders) and
+        ``kept_rows`` (shared shedders) are filled in place.
     """
     if not dues:
         return
@@ -233,6 +238,10 @@ def bound_batch(runners: Mapping[str, RoundRunner], dues: Mapping[str, Due]) -> 
         _shrink(runners, dues, settings.memory_budget, settings.window_min)
     if settings.negotiate:
         _negotiate(runners, dues)
+    if settings.shared_shedding:
+        from cqopt.spark.run.shared_shedding import shed_shared
+
+        shed_shared(runners, dues)
 
 
 def _query_memory(runner: RoundRunner, due: Due) -> float:

@@ -180,6 +180,7 @@ def _deadline_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
             "shed_on_driver": sum(d.get("shed_on") == "driver" and d["kept"] < 1.0
                                   for d in bounded),
             "negotiation": _negotiation_summary(bounded),
+            "shared_shedding": _shared_summary(bounded),
             "predicted_median_s": float(np.nanmedian([np.nan if d.get("predicted_s") is None
                                                       else d["predicted_s"] for d in bounded]
                                                      or [np.nan]))}
@@ -197,6 +198,23 @@ def _negotiation_summary(bounded: list[dict[str, Any]]) -> dict[str, Any] | None
             "predicted_late": sum(bool(d.get("unreachable")) for d in bounded
                                   if d.get("level") is not None),
             "late": sum(d["missed"] for d in bounded if d.get("level") is not None)}
+
+
+def _shared_summary(bounded: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What Babcock's shedders on shared segments did: the rounds they shed, the query's
+    rates P, its largest error bound ε, and the rounds predicted over even so."""
+    shared = [d for d in bounded if d.get("shared")]
+    if not shared:
+        return None
+    rates = [d["shared"]["effective"] for d in shared]
+    bounds = [d["shared"]["epsilon"] for d in shared if d["shared"]["effective"] < 1.0]
+    return {"rounds": len(shared), "shed_rounds": sum(p < 1.0 for p in rates),
+            "mean_rate": float(np.mean(rates)), "lowest_rate": float(min(rates)),
+            "on_shared_segment": sum(d["shared"]["segment_rate"] < 1.0 for d in shared),
+            "highest_epsilon": (None if None in bounds else max(bounds, default=0.0)),
+            "delta": shared[-1]["shared"]["delta"],
+            "predicted_over": sum(not d["shared"]["met"] for d in shared),
+            "late": sum(d["missed"] for d in shared)}
 
 
 def _memory_summary(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -296,6 +314,17 @@ def report_markdown(summary: dict[str, Any]) -> str:
                          f"{n['lowest_level']:.3f}; {n['lowered_rounds']} of {n['rounds']} "
                          f"rounds below full QoS; {n['late']} rounds late (measured), "
                          f"{n['predicted_late']} predicted late even at the least share")
+        b = d.get("shared_shedding")
+        if b:
+            bound = ("none (a shed round with no tuple kept)" if b["highest_epsilon"] is None
+                     else f"{b['highest_epsilon']:.3f}")
+            lines.append(f"- shedders on shared segments (Babcock et al.): {b['shed_rounds']} of "
+                         f"{b['rounds']} rounds shed, {b['on_shared_segment']} of them sampled "
+                         f"on a segment shared with other queries; the query's rate P: mean "
+                         f"{b['mean_rate']:.3f}, lowest {b['lowest_rate']:.3f}; highest error "
+                         f"bound ε {bound} at confidence {1 - b['delta']:g}; "
+                         f"{b['predicted_over']} rounds predicted over the deadline even so, "
+                         f"{b['late']} late (measured)")
     if "memory" in s:
         m = s["memory"]
         lines.append(f"- memory budget {m['budget']:,.0f} B (the queries' chosen plans, "

@@ -163,6 +163,8 @@ def _round_line(record: Mapping[str, Any]) -> str:
     if shed and shed["kept"] < 1.0:
         level = (f" at the negotiated QoS level {shed['level']:.2f}"
                  if shed.get("level") is not None else "")
+        if shed.get("shared"):
+            level += _shared_words(shed["shared"])
         group += (f", {shed['kept']:.1%} of its input kept for the {shed['seconds']:g} s "
                   f"deadline{level} ({shed['dropped']:,.0f} tuples shed)")
     window = record.get("window")
@@ -172,3 +174,17 @@ def _round_line(record: Mapping[str, Any]) -> str:
     return (f"round {record['round']}{note}: {record['plan']}"
             f"{' (switch)' if record['switch'] else ''}, "
             f"{record['rows_out']} rows out in {record['plan_seconds']:.3f} s{group}{fastest}")
+
+
+def _shared_words(shared: Mapping[str, Any]) -> str:
+    """Where Babcock's shedders sampled a round, in words.
+
+    >>> _shared_words({"segment": "S: S.a = 1", "segment_rate": 0.8, "own_rate": 0.5,
+    ...                "epsilon": 0.1})
+    ' (sampled at 0.800 on its shared segment S: S.a = 1, then 0.500; error bound 0.100)'
+    """
+    where = ("" if shared["segment"] is None else
+             f" at {shared['segment_rate']:.3f} on its shared segment {shared['segment']},"
+             " then")
+    bound = "none" if shared["epsilon"] is None else f"{shared['epsilon']:.3f}"
+    return f" (sampled{where} {shared['own_rate']:.3f}; error bound {bound})"

@@ -124,6 +124,7 @@ class RoundRunner:
 
             self.engine = make_model("engine", ctx.catalog)
         self.unreachable_said = False
+        self.shared_said: set[str] = set()  # what was said once of shared segments
         # A workload's memo of one micro-batch's plans (cqopt.spark.shared_work), while
         # its plans are built; None in a run of its own.
         self.shared: SharedWork | None = None
@@ -379,11 +380,13 @@ class RoundRunner:
         if due.local:
             import pyarrow.compute as pc
 
-            rows = due.rows.filter(pc.equal(due.rows["_round"], r))
-            if due.window is not None:
-                rows = window_rows(rows, self.state.start, self.ctx.window_s,
-                                   due.window["window_s"])
-            rows = sample_rows(rows, kept, seed=r)
+            rows = due.kept_rows.get(r)  # shed already on a shared segment
+            if rows is None:
+                rows = due.rows.filter(pc.equal(due.rows["_round"], r))
+                if due.window is not None:
+                    rows = window_rows(rows, self.state.start, self.ctx.window_s,
+                                       due.window["window_s"])
+                rows = sample_rows(rows, kept, seed=r)
             if self.engine is not None:  # with a deadline: what Spark was handed
                 shed.update(shed_on="driver", tuples_kept=rows.num_rows)
             return {s: df.drop("_round") for s, df in self.staging.frames_from(rows).items()}

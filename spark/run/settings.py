@@ -125,6 +125,10 @@ class RunSettings:
         With ``deadline``: per micro-batch, the rounds of every query due share
         the deadline, negotiated to one common QoS level (RTStream §4.3,
         :mod:`cqopt.spark.run.overload`); each query keeps that share of its input.
+    shared_shedding : bool
+        With ``deadline``: per micro-batch, the COUNT and SUM queries over one
+        stream are shed by Babcock, Datar and Motwani's shedders, placed on the
+        segments they share (seed 004 §3, :mod:`cqopt.spark.run.shared_shedding`).
     memory_budget : float, optional
         Bytes the queries may hold together: per micro-batch, when the chosen
         plans' memory exceeds it, every window shrinks to one fraction of its
@@ -154,6 +158,7 @@ class RunSettings:
     min_kept: float = 0.0
     refresh: int | None = None
     negotiate: bool = False
+    shared_shedding: bool = False
     memory_budget: float | None = None
     window_min: float = 0.25
 
@@ -191,6 +196,7 @@ class RunSettings:
             raise StreamingRunError("--negotiate: the queries negotiate their shares of a "
                                     "round's deadline, and there is none; give --deadline "
                                     "SECONDS too")
+        self._judge_shared_shedding()
         if self.max_rounds is not None and not _whole(self.max_rounds):
             raise StreamingRunError(f"--max-rounds {self.max_rounds}: needs a whole number >= 1")
         if self.max_files_per_trigger is not None and not _whole(self.max_files_per_trigger):
@@ -201,6 +207,24 @@ class RunSettings:
 
             parse_sample_ratio(self.estimator)  # a ratio out of (0, 1] is refused here
         judged(self, "policy", dict(self.policy or {}))
+
+    def _judge_shared_shedding(self) -> None:
+        """``--shed-shared`` needs a deadline, and neither a negotiation nor a least share."""
+        if not isinstance(self.shared_shedding, bool):
+            raise StreamingRunError(f"shared_shedding {self.shared_shedding!r}: expected True "
+                                    "or False")
+        if not self.shared_shedding:
+            return
+        if self.deadline is None:
+            raise StreamingRunError("--shed-shared: the shedders are placed to meet a round's "
+                                    "deadline, and there is none; give --deadline SECONDS too")
+        if self.negotiate:
+            raise StreamingRunError("--shed-shared and --negotiate both decide what each "
+                                    "query keeps of a deadline; give one of them")
+        if self.min_kept > 0:
+            raise StreamingRunError(f"--min-kept {self.min_kept:g}: with --shed-shared a "
+                                    "query's share follows from its error bound, and a least "
+                                    "share is no term of it; leave --min-kept out")
 
     @property
     def own_statistics(self) -> bool:
