@@ -1,5 +1,5 @@
 """Overload bounds across a run's queries, live: shedding on the driver, RTStream's
-negotiation and PIPES' windows.
+negotiation, PIPES' windows and Babcock's shedders on shared segments.
 
 Per micro-batch, each query's complete rounds are first observed and their
 plans chosen (:meth:`RoundRunner.prepare <cqopt.spark.run.rounds.RoundRunner.prepare>`
@@ -41,21 +41,28 @@ so, ``cqopt run --workload`` all of its queries due in the micro-batch.
    them. COUNT and SUM answers are scaled by ``1 / kept`` either way
    (:func:`~cqopt.spark.plan_frame.scaled_answers`).
 
-Babcock et al.'s shedders on segments shared by several aggregate queries
-(seed 004, §3) are not placed live: each query sheds at its own inputs.
-
->>> import pyarrow as pa
->>> rows = pa.table({"ts": [0.1, 0.6, 0.9, 1.2, 1.8], "_round": [0, 0, 0, 1, 1]})
->>> window_rows(rows, start=0.0, window_s=1.0, kept_s=0.5)["ts"].to_pylist()
-[0.6, 0.9, 1.8]
->>> sample_rows(rows, 1.0, seed=3).num_rows, sample_rows(rows, 0.0, seed=3).num_rows
-(5, 0)
+4. **Shedders on shared segments** (``--deadline`` with ``--shed-shared``;
+   Babcock, Datar and Motwani, seed 004 §3,
+   :func:`~cqopt.spark.run.shared_shedding.shed_shared`): the rounds due of
+   the COUNT and SUM queries over one stream whose tuples are on the driver
+   form, per span of time, one data-flow diagram: a selection operator per
+   distinct selection of a stream, shared by the queries with that selection,
+   and each query's aggregate below it. With each query's error constant C_i
+   from its contributing tuples, the largest λ = 1/ε_max meeting the load
+   equation at capacity ``(D − the plans' fixed seconds) / W`` gives
+   ``P_i = min(1, C_i·λ)``, and Algorithm 1 the shedders: a segment's tuples
+   are sampled once, at the largest P_i of its queries, seeded by the round and
+   the stream, then each query's by its own rate; answers are scaled by
+   ``1/P_i``. The readings of t_i and of the capacity are that module's.
+   The shedders placed, P_i and the bound ε_i are logged per round. Other
+   queries, and rounds whose tuples are only on Spark, are shed by 3., each
+   query at its own inputs, said once per query.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +70,7 @@ import numpy as np
 
 from cqopt.optimizer.query.statistics import rate_name
 from cqopt.runtime.overload.simulate import scaled_rates
+from cqopt.spark.run.driver_rows import sample_rows, window_rows  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -103,58 +111,6 @@ class Due:
     def local(self) -> bool:
         """Whether the rounds' frames are made on the driver, of the tuples kept."""
         return self.tuples is None
-
-
-def sample_rows(rows: pa.Table, kept: float, seed: int | Sequence[int]) -> pa.Table:
-    """Each tuple of ``rows`` kept with probability ``kept``, independently (as Spark's
-    ``sample(fraction=kept)``), by a generator seeded with ``seed``.
-
-    Parameters
-    ----------
-    rows : pyarrow.Table
-        A round's tuples on the driver.
-    kept : float
-        The share to keep, in [0, 1].
-    seed : int or sequence of int
-        The generator's seed (a run seeds with the round: a rerun keeps the same tuples;
-        shared segments with the round and the stream).
-
-    Returns
-    -------
-    pyarrow.Table
-        The tuples kept (``rows`` itself when ``kept`` is 1).
-    """
-    import pyarrow as pa
-
-    if kept >= 1.0:
-        return rows
-    keep = np.random.default_rng(seed).random(rows.num_rows) < kept
-    return rows.filter(pa.array(keep))
-
-
-def window_rows(rows: pa.Table, start: float, window_s: float, kept_s: float) -> pa.Table:
-    """The tuples of ``rows`` in the last ``kept_s`` seconds of their round's window.
-
-    Parameters
-    ----------
-    rows : pyarrow.Table
-        Tuples with their time ``ts`` and round ``_round``.
-    start, window_s : float
-        Round 0's start and the round length W.
-    kept_s : float
-        The window the memory budget leaves, seconds (``rows`` whole when ``>= W``).
-
-    Returns
-    -------
-    pyarrow.Table
-    """
-    import pyarrow as pa
-
-    if kept_s >= window_s:
-        return rows
-    ts = rows["ts"].to_numpy(zero_copy_only=False)
-    ends = start + (rows["_round"].to_numpy(zero_copy_only=False) + 1) * window_s
-    return rows.filter(pa.array(ts >= ends - kept_s))
 
 
 def window_condition(start: float, window_s: float, kept_s: float) -> Column:

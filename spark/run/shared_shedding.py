@@ -73,12 +73,13 @@ from cqopt.runtime.overload.shedding import (
     place_shedders,
     solve_load,
 )
-from cqopt.spark.run.overload import Due, sample_rows, window_rows
+from cqopt.spark.run.driver_rows import sample_rows, window_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from cqopt.optimizer.query.logical import ContinuousQuery
+    from cqopt.spark.run.overload import Due
     from cqopt.spark.run.rounds import RoundRunner
 
 # The error bound's confidence: it fails with probability at most DELTA (the paper's 0.01).
