@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tomllib
 import zlib
 from types import SimpleNamespace
 
@@ -219,3 +220,90 @@ def test_shed_shared_without_a_deadline_is_one_line_before_spark(examples, tmp_p
     assert err.startswith("cqopt: error: --shed-shared:") and "\n" not in err
     assert main([*argv, "--deadline", "1", "--negotiate"]) == 2
     assert "--shed-shared and --negotiate" in capsys.readouterr().err
+
+
+SPARK_WORKLOAD = """
+[[query]]
+name = "A"
+k = 2
+sql = "SELECT COUNT(*) FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"
+
+[[query]]
+name = "B"
+k = 2
+sql = "SELECT COUNT(TCP.bytes) FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"
+
+[[query]]
+name = "C"
+k = 2
+sql = "SELECT SUM(TCP.bytes) FROM TCP WHERE TCP.dest_host = 3 WINDOW [1]"
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_workload_run_hands_spark_the_shared_sample_and_scales_answers(
+        spark, examples, tmp_path, monkeypatch):
+    """A and B count one selection of TCP, C sums another; 2 s of 300 tuples/s, a deadline
+    far below the plans' seconds (no fixed cost). Each round, A and B are handed one
+    table, the shared segment's sample (their constants, hence rates, are equal), C its
+    own; each answer is its kept tuples' COUNT or SUM over P; the report sums it up."""
+    import pandas as pd
+    import pyarrow.compute as pc
+
+    from cqopt.catalog import load_catalog
+    import cqopt.charts as cqopt_charts
+    from cqopt.charts.build import build_local
+    from cqopt.charts.store import write_chart_set
+    from cqopt.charts.spec import workload_specs
+    from cqopt.charts.workload import workload_from_dict
+    from cqopt.replay.trace_generate import generate_trace
+    from cqopt.replay.trace_write import write_trace_per_round
+    from cqopt.spark.run import RunSettings as Settings
+    from cqopt.spark.run import Source, read_round_log
+    from cqopt.spark.run.staging import Staging
+    from cqopt.spark.run.workload import WorkloadRun
+
+    base = load_catalog(examples / "dec-pkt.toml")
+    catalog = dataclasses.replace(base, engine=dataclasses.replace(base.engine, job=0.0))
+    specs = workload_specs(workload_from_dict(tomllib.loads(SPARK_WORKLOAD)), base)
+    write_chart_set(tmp_path / "charts", build_local([s for s, _ in specs], base,
+                                                     progress=False), base)
+    charts = cqopt_charts.load(tmp_path / "charts")
+    queries = {s.name: (q, charts[s.name]) for s, q in specs}
+    trace = generate_trace(catalog.stream("TCP"), 2.0, seed=4, mean_rate=300.0,
+                           steady={"dest_host": 4})
+    write_trace_per_round(trace, tmp_path / "TCP", 1.0, start=0.0)
+    handed: dict[tuple[str, int], pa.Table] = {}
+    made = Staging.frames_from
+
+    def frames_from(self, rows):
+        for r in set(rows["_round"].to_pylist()):
+            handed[self.ctx.name, r] = rows.filter(pc.equal(rows["_round"], r))
+        return made(self, rows)
+    monkeypatch.setattr(Staging, "frames_from", frames_from)
+    lines: list[str] = []
+    settings = Settings(deadline=2e-4, shared_shedding=True, max_rounds=2, start=0.0)
+    WorkloadRun(spark, queries, catalog, {"TCP": Source.files("TCP", tmp_path / "TCP")},
+                tmp_path / "w", settings, progress=lines.append).run()
+    records = {n: read_round_log(tmp_path / "w" / n) for n in queries}
+    assert [len(recs) for recs in records.values()] == [2, 2, 2]
+    for r in range(2):
+        d = {n: records[n][r]["deadline"] for n in queries}
+        assert {n: d[n]["shared"]["segment"] for n in queries} == {
+            "A": "TCP: TCP.dest_host = 2", "B": "TCP: TCP.dest_host = 2",
+            "C": "TCP: TCP.dest_host = 3"}
+        assert d["A"]["kept"] == d["B"]["kept"] == d["A"]["shared"]["segment_rate"] < 1.0
+        assert handed["A", r].equals(handed["B", r])  # the segment's one sample
+        for n, column, host in (("A", None, 2), ("C", "bytes", 3)):
+            rows = handed[n, r].to_pandas()
+            assert len(rows) == d[n]["tuples_kept"] < records[n][r]["rows_in"]["TCP"]
+            mine = rows[rows["TCP__dest_host"] == host]
+            kept = len(mine) if column is None else mine[f"TCP__{column}"].sum()
+            answer = pd.read_parquet(tmp_path / "w" / n / "results" /
+                                     f"round-{r:06d}.parquet").iloc[0, 0]
+            assert answer == pytest.approx(kept / d[n]["kept"])
+    summary = json.loads((tmp_path / "w" / "A" / "report.json").read_text())
+    assert summary["deadline"]["shared_shedding"]["shed_rounds"] == 2
+    assert "shedders on shared segments" in (tmp_path / "w" / "report.md").read_text()
+    assert sum("shed by Babcock's shedders" in line for line in lines) == 3  # once each
