@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cqopt.spark.deferred import DeferredFrame
 from cqopt.spark.location import locate
 
 if TYPE_CHECKING:
@@ -236,7 +237,10 @@ class FileWatch:
             batch = batch.unionByName(extra, allowMissingColumns=True)
             local = collect_batch(batch) if local is not None else None
         self.save()
-        return _without_files(batch), _without_files(local), extra is not None
+        # Collected: the driver's copy is worked on, and Spark's frame only if needed.
+        frame = (_without_files(batch) if local is None else
+                 DeferredFrame(lambda: _without_files(batch)))
+        return frame, _without_files(local), extra is not None
 
     def remainders(self, *, final: bool) -> DataFrame | None:
         """The lines the watched files gained since they were read, as one frame of the

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cqopt.replay.rounds import round_of
+from cqopt.spark.deferred import DeferredFrame
 from cqopt.spark.run.files import FileWatch
 from cqopt.spark.run.microbatch import BatchProgress
 from cqopt.spark.run.report import RunResult, write_report
@@ -378,8 +379,8 @@ class AdaptiveRun:
         start = self.state.start
         self.state.see({s: row["hi"] for s, row in timed.items()})
         self.state.save()  # before any round runs: a resumed run needs round 0's start
-        opened.tagged = batch.where(F.col("ts").isNotNull()).withColumn(
-            "_round", assign_round(F.col("ts"), start, window_s))
+        opened.tagged = DeferredFrame(lambda: batch.where(F.col("ts").isNotNull()).withColumn(
+            "_round", assign_round(F.col("ts"), start, window_s)))
         if local is not None:
             opened.local = with_rounds(local, start, window_s)
         opened.complete = self.state.complete_round(self.ctx.streams, window_s,

@@ -73,7 +73,6 @@ from cqopt.runtime.overload.simulate import scaled_rates
 from cqopt.spark.run.driver_rows import sample_rows, window_rows  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import Column, DataFrame
 
     from cqopt.spark.run.rounds import RoundRunner

@@ -18,7 +18,6 @@ resumed run needs.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path

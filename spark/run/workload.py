@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 from cqopt.errors import CqoptError
 from cqopt.output import write_atomic
 from cqopt.spark.run.loop import AdaptiveRun, OpenBatch, await_stream, start_stream
+from cqopt.spark.deferred import DeferredFrame
 from cqopt.spark.run.concurrent import run_all
 from cqopt.spark.run.overload import bound_batch
 from cqopt.spark.run.report import RunResult, report_markdown
@@ -275,7 +276,8 @@ class WorkloadRun:
             if member._reached_max():
                 continue
             streams = list(member.ctx.streams)
-            mine = batch.where(F.col("_stream").isin(streams))
+            mine = DeferredFrame(lambda streams=streams: batch.where(
+                F.col("_stream").isin(streams)))
             own = (None if local is None else
                    local.filter(pc.is_in(local["_stream"], pa.array(streams))))
             taken = self._guard(name, batch_id, member.open_batch, mine, own, batch_id)
