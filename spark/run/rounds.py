@@ -312,10 +312,11 @@ class RoundRunner:
             for r in rounds:
                 part = grouped.scratch(index) / f"_round={r}"
                 written[r] = (part if part.exists() else None, grouped.seconds[index], index)
-        schemas = {i: frame.drop("_round").schema for i, frame in enumerate(grouped.frames)}
         for r, outcome in grouped.outcomes.items():
             part, seconds, index = written[r]
-            rows_out = adopt_round(part, results / f"round-{r:06d}.parquet", schemas[index])
+            # Only a round without rows needs its plan's schema (asking Spark is a round trip).
+            schema = None if part is not None else grouped.frames[index].drop("_round").schema
+            rows_out = adopt_round(part, results / f"round-{r:06d}.parquet", schema)
             self.log.append(self.log.record(
                 r, self.state.start, outcome, grouped.observed[r], rows_out=rows_out,
                 seconds=seconds, batch_id=grouped.batch_id, lag_s=grouped.lags[r],

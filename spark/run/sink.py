@@ -141,12 +141,12 @@ def split_by_round(table, scratch: Path) -> None:
         pq.write_table(table.slice(int(offset), int(length)), folder / "part-00000.parquet")
 
 
-def adopt_round(part: Path | None, final: Path, schema: StructType) -> int:
+def adopt_round(part: Path | None, final: Path, schema: StructType | None) -> int:
     """Switch one round's partition of a grouped write into place at ``final``; its rows.
 
     The count is read from the Parquet footers (no Spark job). A round the
-    plan gave no row has no partition: it gets one empty Parquet file of the
-    result's schema, as a round run alone does.
+    plan gave no row has no partition (``part`` None): it gets one empty Parquet file of
+    the result's ``schema``, as a round run alone does.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
