@@ -4,12 +4,14 @@ Each plan of a micro-batch (every query's, in a workload) is its own Spark
 action. Started one after another, each waits for the last; put into one
 job as a union, they cost more still, since the union's analysis and its
 wide rows (every part's columns in every row) outweigh the jobs it saves.
-Measured on the ten-query workload of ``scripts/bench_workload.py``, one
-micro-batch's ten plans, medians of five interleaved runs on ``local[2]``
-(AQE off): one after another 0.49 s, as one union job 1.75 s, from four
-driver threads 0.36 s. Spark's scheduler runs jobs from several threads
-side by side, and the driver's own share of a job (analysis, planning, the
-py4j round trips) overlaps too.
+Measured on the ten-query workload of ``scripts/bench_workload.py`` on
+``local[2]`` (AQE off): one micro-batch's ten plans, collected again (so
+their analysis was cached, which favours the separate jobs), took 0.49 s
+one after another, 0.36 s from four driver threads, 1.75 s as one union
+job; whole runs, alternating, 2.65-2.74 s a micro-batch from four threads
+against 2.85-3.38 s as one union job. Spark's scheduler runs jobs from
+several threads side by side, and the driver's own share of a job
+(analysis, planning, the py4j round trips) overlaps too.
 
 :func:`run_all` runs steps (each a Spark action and what follows it on the
 driver) on :data:`JOB_THREADS` threads of one pool the process keeps. Each
