@@ -19,7 +19,8 @@ from cqopt.charts.spec import workload_specs
 from cqopt.charts.workload import workload_from_dict
 from cqopt.replay.overload import chosen_memory
 from cqopt.replay.replay import actual_statistics, local_chart
-from cqopt.spark.run.overload import Due, bound_batch, round_seconds, sample_rows
+from cqopt.spark.run.driver_rows import sample_rows
+from cqopt.spark.run.overload import Due, bound_batch, round_seconds
 from cqopt.spark.run.settings import RunSettings
 
 OBSERVED = {"rate.TCP": 400.0, "sel.TCP": 0.1}

@@ -19,7 +19,8 @@ from cqopt.costmodel import make_model
 from cqopt.optimizer.query.logical import parse_query
 from cqopt.optimizer.rules.enumerate import enumerate_plans
 from cqopt.runtime.overload.shedding import error_constant, load
-from cqopt.spark.run.overload import Due, round_seconds, sample_rows
+from cqopt.spark.run.driver_rows import sample_rows
+from cqopt.spark.run.overload import Due, round_seconds
 from cqopt.spark.run.settings import RunSettings, StreamingRunError
 from cqopt.spark.run.shared_shedding import (
     Member,

@@ -16,7 +16,7 @@ so, ``cqopt run --workload`` all of its queries due in the micro-batch.
    of its range ``[window_min · W, W]``, the largest that fits
    (:func:`~cqopt.replay.overload.shrink_windows`), and a round runs on the
    tuples of the last ``w = window_min · W + f · (W − window_min · W)``
-   seconds of its window only (:func:`window_rows` on the driver,
+   seconds of its window only (:func:`~cqopt.spark.run.driver_rows.window_rows` on the driver,
    :func:`window_condition` on Spark). Answers are not scaled: a smaller
    window is a smaller window, not a sample. Under the budget nothing changes.
 2. **Negotiation** (``--deadline`` with ``--negotiate``; RTStream §4.3,
@@ -34,7 +34,7 @@ so, ``cqopt run --workload`` all of its queries due in the micro-batch.
 3. **Shedding on the driver.** Where a round's tuples are on the driver (the
    micro-batch collected as Arrow, the rounds due holding at most
    :data:`~cqopt.spark.run.staging.LOCAL_FRAME_TUPLES`), what a deadline sheds is sampled there
-   (:func:`sample_rows`, Bernoulli per tuple, seeded by the round) before
+   (:func:`~cqopt.spark.run.driver_rows.sample_rows`, Bernoulli per tuple, seeded by the round) before
    Spark is handed the round: Spark never reads a shed tuple, and the engine
    model's prediction has no term for scanning them. Rounds whose tuples are
    only on Spark are sampled there (``DataFrame.sample``), after Spark reads
@@ -70,7 +70,6 @@ import numpy as np
 
 from cqopt.optimizer.query.statistics import rate_name
 from cqopt.runtime.overload.simulate import scaled_rates
-from cqopt.spark.run.driver_rows import sample_rows, window_rows  # noqa: F401 (re-exported)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -113,12 +112,12 @@ class Due:
 
 
 def window_condition(start: float, window_s: float, kept_s: float) -> Column:
-    """:func:`window_rows`'s rule as a Spark condition over ``ts`` and ``_round``.
+    """:func:`~cqopt.spark.run.driver_rows.window_rows`'s rule as a Spark condition over ``ts`` and ``_round``.
 
     Parameters
     ----------
     start, window_s, kept_s : float
-        As :func:`window_rows`.
+        As :func:`~cqopt.spark.run.driver_rows.window_rows`.
 
     Returns
     -------

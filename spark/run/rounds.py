@@ -47,14 +47,13 @@ from cqopt.spark.operator_metrics import (
 )
 from cqopt.spark.plan_frame import scaled_answers, to_spark
 from cqopt.spark.run.concurrent import run_all
+from cqopt.spark.run.driver_rows import sample_rows, window_rows
 from cqopt.spark.run.overload import (
     Due,
     bound_batch,
     is_finite_round,
     round_seconds,
-    sample_rows,
     window_condition,
-    window_rows,
 )
 from cqopt.spark.run.roundlog import RoundLog, observed_statistics
 from cqopt.spark.run.settings import RunContext

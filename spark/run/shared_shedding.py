@@ -40,7 +40,7 @@ Readings:
 
 Applied on the driver before Spark is handed a round (:func:`shed_shared`):
 a segment's tuples are sampled once with its shedder's rate, seeded by the
-round and the stream (:func:`~cqopt.spark.run.overload.sample_rows`), so
+round and the stream (:func:`~cqopt.spark.run.driver_rows.sample_rows`), so
 every query that shares it gets the same kept tuples; then each query's own
 shedder (the one before its aggregate, or between its last operator and its
 answer) samples what it is handed. The query's answers are scaled by

@@ -335,9 +335,10 @@ class WorkloadRun:
             self._share(None)
             shared.release()
         for name, made in grouped.items():
-            error = failed.get(name)
-            step = self.members[name].rounds.finish if error is None else _raise
-            self._guard(name, made.batch_id, step, error if error is not None else made)
+            if name in failed:  # said and counted as the query's failure
+                self._guard(name, made.batch_id, _raise, failed[name])
+            else:
+                self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
 
     def _share(self, shared: SharedWork | None) -> None:
         """Every query builds its plans through ``shared`` (None: each on its own)."""
