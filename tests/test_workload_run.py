@@ -123,6 +123,38 @@ def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_p
 
 
 @pytest.mark.spark
+def test_one_querys_failed_plan_is_counted_and_the_others_go_on(spark, three, tmp_path,
+                                                                 monkeypatch):
+    """Q1's plan fails on its thread in the first micro-batch that runs it: that failure is
+    said and counted for Q1 alone, the other queries' rounds of that micro-batch are
+    logged, and Q1 runs the same rounds with the next micro-batch (none is lost)."""
+    from cqopt.spark.run import RunSettings
+    from cqopt.spark.run.rounds import Grouped
+    from cqopt.spark.run.workload import WorkloadRun
+
+    write = Grouped.write
+    failed: list[int] = []
+
+    def failing(self, index):
+        if self.folder.parent.parent.name == "Q1" and not failed:
+            failed.append(index)
+            raise RuntimeError("a plan Spark cannot run")
+        return write(self, index)
+    monkeypatch.setattr(Grouped, "write", failing)
+    queries = {n: (q, three["charts"][n]) for n, q in three["queries"].items()
+               if n in ("Q1", "Q3")}
+    lines: list[str] = []
+    done = WorkloadRun(spark, queries, three["catalog"], _sources(three), tmp_path / "w",
+                       RunSettings(max_files_per_trigger=1), progress=lines.append).run()
+    assert failed and done.failures == {"Q1": 1}
+    assert any(line.startswith("Q1: failed on micro-batch") and "a plan Spark cannot run"
+               in line for line in lines)
+    assert done.results["Q1"].rounds["round"].tolist() == [0, 1, 2, 3]  # tried again
+    assert done.results["Q3"].rounds["round"].tolist() == [0, 1]
+    assert "| Q1 |" in (tmp_path / "w" / "report.md").read_text()
+
+
+@pytest.mark.spark
 def test_a_workload_negotiates_one_level_per_micro_batch_and_shrinks_windows_to_its_budget(
         spark, three, tmp_path, monkeypatch):
     """Q1 (W = 1 s) and Q3 (W = 2 s), two rounds each, under --deadline --negotiate and a
