@@ -45,7 +45,7 @@ from cqopt.progress import heartbeat
 from cqopt.spark.jvm_output import jvm_stderr_filtered, stderr_copy
 
 if TYPE_CHECKING:  # pyspark and pyarrow load only when a Spark build runs
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 MIN_JAVA = 17
 PACKAGES_ZIP = "cqopt-packages.zip"
@@ -309,6 +309,25 @@ def stop_jvm(timeout: float = 10.0) -> None:
         proc.wait()
     SparkContext._gateway = SparkContext._jvm = None
     SparkContext._active_spark_context = None
+
+
+# The settings of jobs over tuples held on the driver (a micro-batch small enough to
+# collect: rounds of a few hundred to LOCAL_FRAME_TUPLES tuples), whose frames are one
+# partition each (:func:`driver_frame`). Over so few tuples a stage costs more than the
+# work in it: with one partition and no broadcast an aggregate needs no exchange and a
+# join none below it, and AQE's re-planning between stages has nothing to gain. The ten
+# plans of the ten-query bench's micro-batch took 0.31 s with these against 0.74 s with
+# Spark's defaults (medians of 4, one after another), Q2 0.09 s against 0.17 s.
+DRIVER_DATA_CONF = {"spark.sql.adaptive.enabled": "false",
+                    "spark.sql.autoBroadcastJoinThreshold": "-1",
+                    "spark.sql.shuffle.partitions": "1"}
+
+
+def driver_frame(spark: SparkSession, table: Any) -> DataFrame:
+    """Tuples held on the driver (an Arrow table) as a DataFrame of one partition, for jobs
+    run under :data:`DRIVER_DATA_CONF`: Spark then knows every row is in one place and
+    plans an aggregate or a join over it without an exchange."""
+    return spark.createDataFrame(table).coalesce(1)
 
 
 @contextlib.contextmanager

@@ -38,6 +38,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cqopt.spark.session import driver_frame
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -64,13 +66,15 @@ class SharedWork:
         self._part = part
 
     def table_frame(self, spark: SparkSession, stream: str, table: Any) -> DataFrame:
-        """``spark.createDataFrame(table)``, once per equal table of ``stream``."""
+        """:func:`~cqopt.spark.session.driver_frame` of ``table``, once per equal table of
+        ``stream``."""
+
         bucket = self._tables.setdefault((stream, table.num_rows), [])
         for seen, frame in bucket:
             if seen.equals(table):
                 self._use(self._key_of[id(frame)])
                 return frame
-        frame = spark.createDataFrame(table)
+        frame = driver_frame(spark, table)
         key = ("table", stream, table.num_rows, len(bucket))
         bucket.append((table, frame))
         self._remember(key, frame, step=False)

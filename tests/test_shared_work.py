@@ -13,7 +13,8 @@ from cqopt.spark.shared_work import SharedWork
 
 
 class _Frame:  # a stand-in DataFrame: the memo only keeps and hands back objects
-    pass
+    def coalesce(self, partitions):  # a driver frame is one partition (session.driver_frame)
+        return self
 
 
 class _Spark:

@@ -60,6 +60,7 @@ from cqopt.spark.run.settings import RunContext
 from cqopt.spark.run.sink import adopt_round, remove, write_by_round, write_result
 from cqopt.spark.run.staging import Staging
 from cqopt.spark.run.state import RunState
+from cqopt.spark.session import DRIVER_DATA_CONF, session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -93,6 +94,7 @@ class Grouped:
     folder: Path  # the scratch name's stem, in the results folder
     seconds: dict[int, float] = field(default_factory=dict)
     window: dict[str, Any] | None = None  # the memory budget's record of the rounds
+    local: bool = False  # frames of tuples on the driver: run under DRIVER_DATA_CONF
 
     def scratch(self, index: int) -> Path:
         return self.folder.with_name(f"{self.folder.name}-{index}")
@@ -268,7 +270,7 @@ class RoundRunner:
         return Grouped(outcomes, due.observed, list(groups.values()), frames, due.batch_id,
                        due.lags, due.statistics_s,
                        self.ctx.out / "results" / f".tmp-group-{min(outcomes):06d}",
-                       window=due.window)
+                       window=due.window, local=due.local)
 
     def _windowed(self, due: Due) -> dict[str, DataFrame]:
         """Each stream's frame of the rounds ``due``, each round cut to the last part of its
@@ -297,7 +299,9 @@ class RoundRunner:
         per round, each round's rows the same. The plans' jobs run side by side
         (:func:`~cqopt.spark.run.concurrent.run_all`); the first failure is raised once
         all have ended."""
-        for error in run_all(grouped.steps()):
+        with session_conf(self.ctx.spark, DRIVER_DATA_CONF if grouped.local else {}):
+            errors = run_all(grouped.steps())
+        for error in errors:
             if error is not None:
                 raise error
         self.finish(grouped)
@@ -353,14 +357,8 @@ class RoundRunner:
         if shadow:  # every candidate reads the round: read it once
             frames = {s: df.persist(StorageLevel.MEMORY_AND_DISK) for s, df in frames.items()}
         try:
-            began = time.perf_counter()
-            result = to_spark(outcome.plan, frames, query=self.ctx.query)
-            if 0.0 < shed["kept"] < 1.0:  # kept 0: the whole round shed, nothing to scale
-                result = scaled_answers(result, outcome.plan, self.ctx.query, shed["kept"])
-            rows_out = write_result(result,
-                                    self.ctx.out / "results" / f"round-{r:06d}.parquet")
-            seconds = time.perf_counter() - began
-            timed = self._shadow(frames, r) if shadow else {}
+            with session_conf(self.ctx.spark, DRIVER_DATA_CONF if due.local else {}):
+                rows_out, seconds, timed = self._run_frames(r, outcome, frames, shed)
         finally:
             if shadow:
                 for frame in frames.values():
@@ -369,6 +367,18 @@ class RoundRunner:
             r, self.state.start, outcome, observed, rows_out=rows_out, seconds=seconds,
             batch_id=due.batch_id, lag_s=due.lags[r], statistics_s=due.statistics_s,
             shadow=timed, shed=shed, window=due.window))
+
+    def _run_frames(self, r: int, outcome, frames: dict[str, DataFrame],
+                    shed: dict[str, Any]) -> tuple[int, float, dict[str, float]]:
+        """Round ``r``'s plan over its ``frames``, its answers scaled to what ``shed`` kept,
+        written; its rows, its seconds, and the shadow plans' seconds (with ``shadow``)."""
+        began = time.perf_counter()
+        result = to_spark(outcome.plan, frames, query=self.ctx.query)
+        if 0.0 < shed["kept"] < 1.0:  # kept 0: the whole round shed, nothing to scale
+            result = scaled_answers(result, outcome.plan, self.ctx.query, shed["kept"])
+        rows_out = write_result(result, self.ctx.out / "results" / f"round-{r:06d}.parquet")
+        seconds = time.perf_counter() - began
+        return rows_out, seconds, self._shadow(frames, r) if self.ctx.settings.shadow else {}
 
     def _round_frames(self, r: int, due: Due, shed: dict[str, Any]) -> dict[str, DataFrame]:
         """Round ``r``'s frames, its window cut by the memory budget, the share ``shed``

@@ -31,6 +31,7 @@ from cqopt.spark.run.settings import RunContext, StreamingRunError
 from cqopt.spark.run.sink import adopt, collect, remove
 from cqopt.spark.run.sources import spark_type
 from cqopt.spark.run.state import RunState
+from cqopt.spark.session import driver_frame
 from cqopt.spark.trace_read import SPARK_TYPES
 
 if TYPE_CHECKING:
@@ -201,7 +202,9 @@ class Staging:
 
     def frames_from(self, rows) -> dict[str, DataFrame]:
         """Each stream's tuples, as :meth:`_round_tuples` gives them, from the rounds' tuples
-        on the driver (an Arrow table): handed to Spark whole, with no file to list or read."""
+        on the driver (an Arrow table): handed to Spark whole, with no file to list or read,
+        each one partition (:func:`~cqopt.spark.session.driver_frame`), for jobs run under
+        :data:`~cqopt.spark.session.DRIVER_DATA_CONF`."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -213,7 +216,7 @@ class Staging:
                            for c in self.ctx.catalog.stream(stream_name).columns
                            if c.name.lower() != "ts")
             table = pa.table(columns)
-            frames[stream_name] = (self.ctx.spark.createDataFrame(table) if self.shared is None
+            frames[stream_name] = (driver_frame(self.ctx.spark, table) if self.shared is None
                                    else self.shared.table_frame(self.ctx.spark, stream_name,
                                                                 table))
         return frames

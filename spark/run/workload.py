@@ -71,7 +71,7 @@ from cqopt.spark.run.sink import write_json
 from cqopt.spark.run.sources import Source, file_schema, read_stream
 from cqopt.spark.run.staging import collect_batch
 from cqopt.spark.run.state import STATE_VERSION, RunState
-from cqopt.spark.session import session_conf, spark_errors, spark_message
+from cqopt.spark.session import DRIVER_DATA_CONF, session_conf, spark_errors, spark_message
 from cqopt.spark.shared_work import SharedWork
 
 if TYPE_CHECKING:
@@ -176,7 +176,6 @@ class WorkloadRun:
             progress=progress_line) for name, (query, chart) in queries.items()}
         self.failures: dict[str, int] = dict(self.state.data.get("failures", {}))
         self.in_batch: int | None = None
-        self.small = False  # whether the micro-batch in hand was collected to the driver
         self.error: BaseException | None = None
         self.stop_requested = threading.Event()
         self.stopped_by = "end of input"
@@ -248,7 +247,6 @@ class WorkloadRun:
             with spark_errors(f"Spark failed on micro-batch {batch_id} of the workload",
                               StreamingRunError):
                 local = collect_batch(batch)  # every stream, once
-            self.small = local is not None
             opened = self._open(batch, local, batch_id)
             self._run_rounds({n: (o.tagged, batch_id, o.complete, o.local)
                               for n, o in opened.items()})
@@ -263,7 +261,7 @@ class WorkloadRun:
             raise
         finally:
             batch.unpersist()
-            self.in_batch, self.small = None, False
+            self.in_batch = None
 
     def _open(self, batch: DataFrame, local, batch_id: int) -> dict[str, OpenBatch]:
         """Each query not done takes the batch's tuples of its streams."""
@@ -352,11 +350,10 @@ class WorkloadRun:
         query's scratch folders; what several plans share computed once. The first
         error of each query whose plans failed (its rounds are not finished)."""
         parts = [(name, step) for name, made in grouped.items() for step in made.steps()]
-        # A batch small enough to collect gives jobs of a few hundred tuples per plan:
-        # AQE's planning between stages costs more there than it saves (a 10-query
-        # micro-batch took 1.4 s without it against 2.2 s with it, medians).
-        conf = {"spark.sql.adaptive.enabled": "false"} if self.small else {}
-        with session_conf(self.spark, conf):
+        # Rounds on the driver give jobs of a few hundred tuples per plan, each frame one
+        # partition: run without stages that cost more than their work (DRIVER_DATA_CONF).
+        local = all(made.local for made in grouped.values())
+        with session_conf(self.spark, DRIVER_DATA_CONF if local else {}):
             shared.compute_once()
             errors = run_all([step for _, step in parts])
         self._count_shared(shared.summary())
