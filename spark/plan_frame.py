@@ -147,12 +147,22 @@ def _build(plan: Plan, frames: Mapping[str, DataFrame], query: ContinuousQuery |
     def output(ref: tuple) -> Column:
         return F.col(top.aggregated[ref]) if top.aggregated else _column(*ref)
 
-    columns = [output(ref).alias(name) for ref, name in plan_outputs(plan, query)]
-    if round_column is not None:
-        first = F.col(top.aggregated[_ROUND]) if top.aggregated \
-            else _column(plan.join_order[0], round_column)
-        columns.insert(0, first.alias(round_column))
-    return top.df.select(*columns)
+    outputs = plan_outputs(plan, query)
+
+    def select() -> DataFrame:
+        columns = [output(ref).alias(name) for ref, name in outputs]
+        if round_column is not None:
+            first = F.col(top.aggregated[_ROUND]) if top.aggregated \
+                else _column(plan.join_order[0], round_column)
+            columns.insert(0, first.alias(round_column))
+        return top.df.select(*columns)
+    if shared is None:
+        return select()
+    # The result's columns, by what they read and how they are named: equal over equal
+    # steps below is one result (equal queries).
+    signature = ("output", tuple(outputs), tuple(top.aggregated.items()),
+                 plan.join_order[0], round_column)
+    return shared.derive(top.df, signature, select)
 
 
 _ROUND = (None, "round")  # the round's key among an aggregate's internal names
@@ -160,23 +170,25 @@ _ROUND = (None, "round")  # the round's key among an aggregate's internal names
 
 def _shared_step(shared: SharedWork, node: kinds.PlanNode, inputs: list[_Frame], plan: Plan,
                  given: _Inputs) -> _Frame:
-    """``node``'s step through the memo when it works on one stream's tuples alone (a
-    source, or a stream's selection or projection); any other step built as usual."""
-    stream = getattr(node, "stream", None)
-    if stream is None or isinstance(node, (kinds.JoinNode, kinds.AggregateNode)):
+    """``node``'s step through the memo: one DataFrame for equal steps over equal inputs
+    (a source over its stream's frame; any other step over its inputs' frames), whatever
+    plan-local keys the inputs have."""
+    parents = ((given.frames.get(node.stream.lower()),) if isinstance(node, kinds.SourceNode)
+               else tuple(i.df for i in inputs))
+    if any(p is None for p in parents):  # no frame for the stream: node_frame says so
         return node_frame(node, inputs, plan, given)
-    if isinstance(node, kinds.SourceNode):
-        parent = given.frames.get(stream.lower())
-    elif inputs and not inputs[0].aggregated:
-        parent = inputs[0].df
-    else:
-        return node_frame(node, inputs, plan, given)
-    if parent is None:  # no frame for the stream: node_frame says so
-        return node_frame(node, inputs, plan, given)
-    # The step's own content, whatever plan-local keys its inputs have.
     signature = (repr(dataclasses.replace(node, inputs=())), given.round_column)
-    return _Frame(shared.derive(parent, signature,
-                                lambda: node_frame(node, inputs, plan, given).df))
+    built: list[_Frame] = []
+
+    def build() -> DataFrame:
+        built.append(node_frame(node, inputs, plan, given))
+        return built[0].df
+    df = shared.derive(parents if len(parents) > 1 else parents[0], signature, build)
+    if built:  # built now (new to the memo, or over a frame it does not know)
+        return built[0]
+    if isinstance(node, kinds.AggregateNode):
+        return _Frame(df, _aggregate_names(node, given.round_column))
+    return _Frame(df, inputs[0].aggregated if inputs else {})
 
 
 @dataclass(frozen=True)
@@ -288,17 +300,14 @@ def _aggregate(df: DataFrame, node: kinds.AggregateNode, round_column: str | Non
     names, then HAVING over them."""
     from pyspark.sql import functions as F
 
-    names: dict[tuple, str] = {}
+    names = _aggregate_names(node, round_column)
     keys = []
     if round_column is not None:
-        names[_ROUND] = "_r"
         keys.append(_column(node.streams[0], round_column).alias("_r"))
     for i, ref in enumerate(node.group_by):
-        names[tuple(ref)] = f"_g{i}"
         keys.append(_column(*ref).alias(f"_g{i}"))
     calls = []
     for i, agg in enumerate(node.aggregates):
-        names[(None, str(agg))] = f"_a{i}"
         argument = F.lit(1) if agg.argument is None else _column(*agg.argument)
         calls.append(getattr(F, _SPARK_AGGREGATES[agg.function])(argument).alias(f"_a{i}"))
     out = df.groupBy(*keys).agg(*calls) if calls else df.groupBy(*keys).agg(F.count(F.lit(1)))
@@ -310,6 +319,15 @@ def _aggregate(df: DataFrame, node: kinds.AggregateNode, round_column: str | Non
             lambda n: exp.column(names[_aggregate_ref(n)]) if type(n) in AGGREGATES else n)
         out = out.where(spark_condition(having, lambda s, c: F.col(c) if not s else resolve(s, c)))
     return out, names
+
+
+def _aggregate_names(node: kinds.AggregateNode, round_column: str | None) -> dict[tuple, str]:
+    """The internal names of an aggregate's columns: the round ``_r``, the groups ``_gI``,
+    the aggregates ``_aI``, by reference."""
+    names: dict[tuple, str] = {_ROUND: "_r"} if round_column is not None else {}
+    names.update((tuple(ref), f"_g{i}") for i, ref in enumerate(node.group_by))
+    names.update(((None, str(agg)), f"_a{i}") for i, agg in enumerate(node.aggregates))
+    return names
 
 
 def _aggregate_ref(node: exp.Expression) -> tuple[None, str]:

@@ -12,24 +12,26 @@ that part is one DataFrame, built once and computed once.
 - :meth:`SharedWork.table_frame` hands Spark a stream's tuples held on the
   driver (an Arrow table) once, however many queries read equal tuples
   (equal rows in equal order; compared, not assumed);
-- :meth:`SharedWork.derive` gives one DataFrame per *step* over a known
-  frame (a round's filter, a plan's source, selection or projection over one
-  stream): the step's key is its input's key and the step's own signature,
-  so an equal chain of steps over equal tuples is one DataFrame object;
-- :meth:`SharedWork.begin_part` says whose plan is being built, so the memo
-  knows which subexpressions more than one plan uses;
-- :meth:`SharedWork.compute_once` persists each step more than one plan
-  uses, before the job runs: Spark's cache manager then computes it once and
+- :meth:`SharedWork.derive` gives one DataFrame per *step* over known
+  frames (a round's filter, a plan's source, selection, projection, join,
+  aggregate or output columns): the step's key is its inputs' keys and the
+  step's own signature, so an equal chain of steps over equal tuples is one
+  DataFrame object, a whole plan's result included;
+- :meth:`SharedWork.begin_part` says whose plan is being built, and
+  :meth:`SharedWork.end_part` what it gives, so the memo knows which
+  subexpressions more than one result uses, and which plans give one
+  result (equal queries: their job runs once, its rows handed to each);
+- :meth:`SharedWork.compute_once` persists each step more than one result
+  uses, before the jobs run: Spark's cache manager then computes it once and
   every plan reads it (``InMemoryTableScan``); :meth:`SharedWork.release`
-  unpersists them after the job.
+  unpersists them after the jobs.
 
-Only steps over one stream are shared (a join or an aggregate depends on the
-whole plan below it); a frame the memo did not make (``derive`` over a
-foreign DataFrame) is built as usual, never shared.
+A frame the memo did not make (``derive`` over a foreign DataFrame) is built
+as usual, never shared.
 
 >>> shared = SharedWork()
 >>> shared.summary()
-{'shared_steps': 0, 'uses': 0, 'saved': 0}
+{'shared_steps': 0, 'uses': 0, 'saved': 0, 'shared_results': 0}
 """
 
 from __future__ import annotations
@@ -59,11 +61,22 @@ class SharedWork:
         self._key_of: dict[int, Hashable] = {}  # id(frame) -> its key (frames kept alive)
         self._tables: dict[tuple, list[tuple[Any, Any]]] = {}  # (stream, rows) -> tables
         self._part: Hashable | None = None
+        self._results: dict[Hashable, Hashable] = {}  # part -> the key of what it gives
         self._persisted: list[Any] = []
 
     def begin_part(self, part: Hashable) -> None:
         """The plan built from now on is ``part`` (a query's plan of this micro-batch)."""
         self._part = part
+
+    def end_part(self, frame: DataFrame) -> None:
+        """``frame`` is what the part being built gives (its plan's result)."""
+        key = self._key_of.get(id(frame))
+        if self._part is not None and key is not None:
+            self._results[self._part] = key
+
+    def _result(self, part: Hashable) -> Hashable:
+        """What ``part`` gives: parts that give one result count as one use."""
+        return self._results.get(part, ("part", part))
 
     def table_frame(self, spark: SparkSession, stream: str, table: Any) -> DataFrame:
         """:func:`~cqopt.spark.session.driver_frame` of ``table``, once per equal table of
@@ -80,19 +93,23 @@ class SharedWork:
         self._remember(key, frame, step=False)
         return frame
 
-    def derive(self, parent: DataFrame, signature: Hashable,
+    def derive(self, parent: DataFrame | tuple[DataFrame, ...], signature: Hashable,
                build: Callable[[], DataFrame], *, step: bool = True) -> DataFrame:
-        """The DataFrame ``build()`` makes from ``parent``, once per equal step over an
-        equal parent; ``build()`` itself when the memo does not know ``parent``."""
-        parent_key = self._key_of.get(id(parent))
-        if parent_key is None:
+        """The DataFrame ``build()`` makes from ``parent`` (a join's: a tuple of both), once
+        per equal step over equal parents; ``build()`` itself when the memo does not know
+        a parent."""
+        parents = parent if isinstance(parent, tuple) else (parent,)
+        keys = tuple(self._key_of.get(id(p)) for p in parents)
+        if None in keys:
             return build()
-        key = (parent_key, signature)
+        key = (keys if isinstance(parent, tuple) else keys[0], signature)
         entry = self._entries.get(key)
         if entry is not None:
             self._use(key)
             return entry.frame
         frame = build()
+        if id(frame) in self._key_of:  # a step that is its input (nothing to do): no entry
+            return frame
         self._remember(key, frame, step)
         return frame
 
@@ -105,9 +122,23 @@ class SharedWork:
         if self._part is not None:
             self._entries[key].parts.add(self._part)
 
+    def _uses(self, entry: _Entry) -> int:
+        return len({self._result(part) for part in entry.parts})
+
     def shared(self) -> list[Hashable]:
-        """The steps more than one plan uses, outermost last."""
-        return [key for key, e in self._entries.items() if e.step and len(e.parts) > 1]
+        """The steps more than one result uses, outermost last."""
+        return [key for key, e in self._entries.items() if e.step and self._uses(e) > 1]
+
+    def same_results(self) -> dict[Hashable, Hashable]:
+        """Each part whose result an earlier part gives too -> that earlier part."""
+        first: dict[Hashable, Hashable] = {}
+        same = {}
+        for part, key in self._results.items():
+            if key in first:
+                same[part] = first[key]
+            else:
+                first[key] = part
+        return same
 
     def compute_once(self) -> int:
         """Persist every step more than one plan uses, so that the job computes it once;
@@ -121,11 +152,13 @@ class SharedWork:
         return len(self._persisted)
 
     def summary(self) -> dict[str, int]:
-        """What was shared: steps used by more than one plan, their uses, and the
-        computations saved (uses beyond the first)."""
+        """What was shared: steps used by more than one result, their uses, the
+        computations saved (uses beyond the first), and the plans whose whole result
+        another's job gives."""
         keys = self.shared()
-        uses = sum(len(self._entries[k].parts) for k in keys)
-        return {"shared_steps": len(keys), "uses": uses, "saved": uses - len(keys)}
+        uses = sum(self._uses(self._entries[k]) for k in keys)
+        return {"shared_steps": len(keys), "uses": uses, "saved": uses - len(keys),
+                "shared_results": len(self.same_results())}
 
     def release(self) -> None:
         """Unpersist what :meth:`compute_once` persisted."""

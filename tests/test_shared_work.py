@@ -41,7 +41,31 @@ def test_equal_tables_and_equal_steps_are_one_frame_and_counted_per_plan():
     foreign = _Frame()  # a frame the memo did not make: built as usual, never shared
     assert shared.derive(foreign, "a > 1", _Frame) is not shared.derive(foreign, "a > 1",
                                                                          _Frame)
-    assert shared.summary() == {"shared_steps": 1, "uses": 2, "saved": 1}
+    assert shared.summary() == {"shared_steps": 1, "uses": 2, "saved": 1,
+                                "shared_results": 0}
+
+
+def test_equal_plans_give_one_result_and_its_steps_count_as_one_use():
+    """Two parts whose whole plan is one chain of steps over equal tuples give one result:
+    the second is the first's (same_results), and the steps below count one use, not
+    two, so nothing is persisted for them; a third part with another step shares below."""
+    spark, shared = _Spark(), SharedWork()
+    table = pa.table({"ts": [0.1, 0.2], "a": [1, 2]})
+    results = {}
+    for part, condition in (("Q1", "a > 1"), ("Q2", "a > 1"), ("Q3", "a > 2")):
+        shared.begin_part(part)
+        base = shared.table_frame(spark, "S", table)
+        left = shared.derive(base, condition, _Frame)
+        joined = shared.derive((left, base), "join", _Frame)  # a step over two frames
+        shared.end_part(joined)
+        results[part] = joined
+    assert results["Q1"] is results["Q2"] and results["Q3"] is not results["Q1"]
+    assert shared.same_results() == {"Q2": "Q1"}
+    # Only the table frame is used by two results (Q1-and-Q2's, Q3's); it is no step.
+    assert shared.shared() == []
+    assert shared.summary() == {"shared_steps": 0, "uses": 0, "saved": 0,
+                                "shared_results": 1}
+    assert spark.made == 1
 
 
 def _cached_plans(executions) -> list:

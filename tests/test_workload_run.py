@@ -155,6 +155,64 @@ def test_one_querys_failed_plan_is_counted_and_the_others_go_on(spark, three, tm
 
 
 @pytest.mark.spark
+def test_equal_queries_run_one_job_and_each_gets_its_rows(spark, three, tmp_path,
+                                                          monkeypatch):
+    """Q1 and a copy of it under another name (and Q5 beside them): one job per micro-batch
+    gives both their result (the whole plan one result of the memo), each query's rows are
+    those of Q1's run alone, and the report counts the shared results. If Q1's job fails,
+    the copy fails with it: both are counted, and both run the rounds again."""
+    from cqopt.spark.run import AdaptiveRun, RunSettings, workload
+    from cqopt.spark.run.rounds import Grouped
+    from cqopt.spark.run.workload import WorkloadRun
+
+    written: list[str] = []  # whose plan each job ran
+    write = Grouped.write
+    failed: list[str] = []
+
+    def counted(self, index):
+        owner = self.folder.parent.parent.name
+        if not failed:
+            failed.append(owner)
+            raise RuntimeError("a plan Spark cannot run")
+        written.append(owner)
+        return write(self, index)
+    monkeypatch.setattr(Grouped, "write", counted)
+    steps: list[int] = []
+    run_all = workload.run_all
+    monkeypatch.setattr(workload, "run_all", lambda jobs: steps.append(len(jobs)) or
+                        run_all(jobs))
+    q1, q5 = three["queries"]["Q1"], three["queries"]["Q5"]
+    queries = {"Q1": (q1, three["charts"]["Q1"]), "Q1copy": (q1, three["charts"]["Q1"]),
+               "Q5": (q5, three["charts"]["Q5"])}
+    lines: list[str] = []
+    done = WorkloadRun(spark, queries, three["catalog"], _sources(three), tmp_path / "w",
+                       RunSettings(max_files_per_trigger=1), progress=lines.append).run()
+    assert steps and max(steps) == 2  # three queries, two jobs: Q1's result is the copy's
+    assert "Q1copy" not in written  # its rows came from Q1's job
+    first = failed[0]
+    assert done.failures.get(first) == 1
+    if first == "Q1":  # the copy's result was that failed job's: it failed too
+        assert done.failures.get("Q1copy") == 1
+    sources = {s: src for s, src in _sources(three).items() if s in q1.stream_names}
+    alone = AdaptiveRun(spark, "Q1", q1, three["charts"]["Q1"], three["catalog"], sources,
+                        tmp_path / "alone", RunSettings(), progress=lambda _: None).run()
+    for name in ("Q1", "Q1copy"):
+        a = done.results[name].rounds
+        assert a["round"].tolist() == alone.rounds["round"].tolist() == [0, 1, 2, 3]
+        assert a["rows_out"].tolist() == alone.rounds["rows_out"].tolist()
+        for r in a["round"]:
+            part = f"results/round-{r:06d}.parquet"
+            x, y = (pd.read_parquet(folder / part) for folder in (tmp_path / "w" / name,
+                                                                   alone.out))
+            x, y = (f.sort_values(list(f.columns), ignore_index=True) for f in (x, y))
+            pd.testing.assert_frame_equal(x, y, check_dtype=False)
+    shared = json.loads((tmp_path / "w" / "report.json").read_text())["shared"]
+    assert shared["shared_results"] >= 3  # at least one a micro-batch that ran
+    assert "whole results were another query's plan's" in (tmp_path / "w" /
+                                                           "report.md").read_text()
+
+
+@pytest.mark.spark
 def test_a_workload_negotiates_one_level_per_micro_batch_and_shrinks_windows_to_its_budget(
         spark, three, tmp_path, monkeypatch):
     """Q1 (W = 1 s) and Q3 (W = 2 s), two rounds each, under --deadline --negotiate and a

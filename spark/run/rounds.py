@@ -31,6 +31,7 @@ For the rounds a micro-batch completes (:meth:`RoundRunner.run`):
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -106,6 +107,15 @@ class Grouped:
         remove(self.scratch(index))
         write_by_round(self.frames[index], self.scratch(index))
         self.seconds[index] = (time.perf_counter() - began) / len(self.groups[index])
+
+    def copy(self, index: int, other: Grouped, other_index: int) -> None:
+        """Plan ``index``'s rounds' results are ``other``'s plan ``other_index``'s, already
+        written (an equal query's plan over the same tuples): copied into :meth:`scratch`,
+        its time that job's."""
+        remove(self.scratch(index))
+        if other.scratch(other_index).exists():  # a result of no row has no folder
+            shutil.copytree(other.scratch(other_index), self.scratch(index))
+        self.seconds[index] = other.seconds[other_index]
 
     def steps(self) -> list:
         """One :meth:`write` per plan, each a step for :func:`~cqopt.spark.run.concurrent.run_all`."""
@@ -260,12 +270,16 @@ class RoundRunner:
                 alone = {s: self._derived(df, ("round", rounds[0]), lambda df=df: df.where(
                     F.col("_round") == rounds[0]).drop("_round")) for s, df in tuples.items()}
                 frame = to_spark(plan, alone, query=self.ctx.query, shared=shared)
-                frame = frame.select(F.lit(rounds[0]).cast("long").alias("_round"), "*")
+                frame = self._derived(frame, ("with round", rounds[0]), lambda frame=frame:
+                                      frame.select(F.lit(rounds[0]).cast("long")
+                                                   .alias("_round"), "*"))
             else:
                 mine = {s: self._derived(df, ("rounds", tuple(rounds)), lambda df=df: df.where(
                     F.col("_round").isin(rounds))) for s, df in tuples.items()}
                 frame = to_spark(plan, mine, query=self.ctx.query, round_column="_round",
                                  shared=shared)
+            if shared is not None:
+                shared.end_part(frame)
             frames.append(frame)
         return Grouped(outcomes, due.observed, list(groups.values()), frames, due.batch_id,
                        due.lags, due.statistics_s,

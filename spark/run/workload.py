@@ -347,18 +347,30 @@ class WorkloadRun:
                       shared: SharedWork) -> dict[str, BaseException]:
         """Every query's plans, each its own Spark job, side by side
         (:func:`~cqopt.spark.run.concurrent.run_all`), each plan's rounds written into its
-        query's scratch folders; what several plans share computed once. The first
-        error of each query whose plans failed (its rounds are not finished)."""
-        parts = [(name, step) for name, made in grouped.items() for step in made.steps()]
+        query's scratch folders; what several plans share computed once, and a result
+        several queries' plans give (equal queries over equal tuples) one job, its rows
+        copied to each. The first error of each query whose plans failed (its rounds are
+        not finished)."""
+        parts = [(name, made, index) for name, made in grouped.items()
+                 for index in range(len(made.frames))]
+        first: dict[int, tuple[str, Grouped, int]] = {}  # id(result) -> the part that runs it
+        for part in parts:
+            first.setdefault(id(part[1].frames[part[2]]), part)
+        jobs = list(first.values())
         # Rounds on the driver give jobs of a few hundred tuples per plan, each frame one
         # partition: run without stages that cost more than their work (DRIVER_DATA_CONF).
         local = all(made.local for made in grouped.values())
         with session_conf(self.spark, DRIVER_DATA_CONF if local else {}):
             shared.compute_once()
-            errors = run_all([step for _, step in parts])
+            errors = dict(zip(first, run_all([lambda made=made, index=index: made.write(index)
+                                              for _, made, index in jobs])))
         self._count_shared(shared.summary())
         failed: dict[str, BaseException] = {}
-        for (name, _), error in zip(parts, errors):
+        for name, made, index in parts:
+            result = id(made.frames[index])
+            runner, error = first[result], errors[result]
+            if error is None and runner[1] is not made:
+                error = _guarded(lambda: made.copy(index, runner[1], runner[2]))
             if error is not None:
                 if self.stop_requested.is_set():
                     raise error
@@ -371,9 +383,10 @@ class WorkloadRun:
         totals = self.state.data.setdefault("shared", {"jobs": 0, "jobs_sharing": 0,
                                                        "shared_steps": 0, "saved": 0})
         totals["jobs"] += 1
-        totals["jobs_sharing"] += summary["shared_steps"] > 0
+        totals["jobs_sharing"] += summary["shared_steps"] > 0 or summary["shared_results"] > 0
         totals["shared_steps"] += summary["shared_steps"]
         totals["saved"] += summary["saved"]
+        totals["shared_results"] = totals.get("shared_results", 0) + summary["shared_results"]
         self.state.save()
 
     def _finish_inputs(self) -> None:
@@ -405,6 +418,15 @@ class WorkloadRun:
         return WorkloadResult(self.out, results, dict(self.failures), self.stopped_by)
 
 
+def _guarded(step: Callable[[], object]) -> BaseException | None:
+    """``step()``'s error, or None."""
+    try:
+        step()
+    except Exception as err:  # noqa: BLE001 - counted as its query's failure
+        return err
+    return None
+
+
 def _raise(error: BaseException) -> None:
     """A query's plan failed on its thread: raised again under the query's guard."""
     raise error
@@ -434,15 +456,22 @@ def shared_line(shared: Mapping[str, int] | None) -> str:
     """What the queries' plans shared, in one sentence.
 
     >>> print(shared_line({"jobs": 10, "jobs_sharing": 4, "shared_steps": 4, "saved": 5}))
-    Shared work: in 4 of 10 micro-batches, 4 steps (a stream's tuples selected and projected alike by several chosen plans) were computed once instead of 9 times: 5 computations saved.
+    Shared work: in 4 of 10 micro-batches, 4 steps (the same step over the same tuples in several chosen plans) were computed once instead of 9 times: 5 computations saved.
+    >>> print(shared_line({"jobs": 2, "jobs_sharing": 2, "shared_steps": 0, "saved": 0,
+    ...                    "shared_results": 3}))
+    Shared work: in 2 of 2 micro-batches, no step was shared; 3 plans' whole results were another query's plan's (equal queries over the same tuples), run once and copied.
     """
     if not shared or not shared.get("jobs"):
         return "Shared work: none (shadow timing or a deadline runs each query alone)."
-    if not shared["shared_steps"]:
+    results = shared.get("shared_results", 0)
+    if not shared["shared_steps"] and not results:
         return (f"Shared work: none; in {shared['jobs']} micro-batches no two chosen plans "
-                "selected and projected a stream's tuples alike.")
+                "had a step alike over the same tuples.")
+    steps = (f"{shared['shared_steps']} steps (the same step over the same tuples in several "
+             "chosen plans) were computed once instead of "
+             f"{shared['shared_steps'] + shared['saved']} times: {shared['saved']} "
+             "computations saved" if shared["shared_steps"] else "no step was shared")
+    whole = (f"; {results} plans' whole results were another query's plan's (equal queries "
+             "over the same tuples), run once and copied" if results else "")
     return (f"Shared work: in {shared['jobs_sharing']} of {shared['jobs']} micro-batches, "
-            f"{shared['shared_steps']} steps (a stream's tuples selected and projected alike "
-            "by several chosen plans) were computed once instead of "
-            f"{shared['shared_steps'] + shared['saved']} times: {shared['saved']} "
-            "computations saved.")
+            f"{steps}{whole}.")
