@@ -21,12 +21,14 @@ then run as Spark jobs started from several driver threads at once
 query's scratch folder (from the driver where the result is small), then
 adopted and logged per query. One union job of all plans, tried first, cost
 3-4 times as much on the ten-query bench: its analysis, and its rows that
-carry every part's columns. A micro-batch small enough to collect runs its
-plans with Spark's adaptive query execution off (restored after): over a few
-hundred tuples per plan its planning between stages costs more than it
-saves. What several plans share is computed once
-(:mod:`cqopt.spark.shared_work`): Spark's block manager makes a job that
-needs a cached step another job is computing wait for it. With shadow timing
+carry every part's columns. Rounds on the driver run their plans over frames
+of one partition under :data:`~cqopt.spark.session.DRIVER_DATA_CONF` (no AQE,
+no automatic broadcast, one shuffle partition; restored after): over a few
+hundred tuples per plan a stage costs more than its work. What several plans
+share is computed once (:mod:`cqopt.spark.shared_work`): Spark's block manager
+makes a job that needs a cached step another job is computing wait for it,
+and plans that give one result (equal queries over the same tuples) run one
+job, its rows copied into each query's scratch folder. With shadow timing
 or a deadline each query runs its rounds as its own run does. A round's
 ``plan_seconds`` is its plan's job time (alongside the others) over the
 rounds in it.
