@@ -36,6 +36,7 @@ as usual, never shared.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -60,19 +61,29 @@ class SharedWork:
         self._entries: dict[Hashable, _Entry] = {}
         self._key_of: dict[int, Hashable] = {}  # id(frame) -> its key (frames kept alive)
         self._tables: dict[tuple, list[tuple[Any, Any]]] = {}  # (stream, rows) -> tables
-        self._part: Hashable | None = None
         self._results: dict[Hashable, Hashable] = {}  # part -> the key of what it gives
         self._persisted: list[Any] = []
+        # Plans are built from several threads at once, each its own part: one lock over
+        # the memo, and a step being built by one thread is waited for by the others.
+        self._lock = threading.RLock()
+        self._building: dict[Hashable, threading.Event] = {}
+        self._local = threading.local()
+
+    @property
+    def _part(self) -> Hashable | None:
+        return getattr(self._local, "part", None)
 
     def begin_part(self, part: Hashable) -> None:
-        """The plan built from now on is ``part`` (a query's plan of this micro-batch)."""
-        self._part = part
+        """The plan this thread builds from now on is ``part`` (a query's plan of this
+        micro-batch)."""
+        self._local.part = part
 
     def end_part(self, frame: DataFrame) -> None:
-        """``frame`` is what the part being built gives (its plan's result)."""
-        key = self._key_of.get(id(frame))
-        if self._part is not None and key is not None:
-            self._results[self._part] = key
+        """``frame`` is what the part this thread builds gives (its plan's result)."""
+        with self._lock:
+            key = self._key_of.get(id(frame))
+            if self._part is not None and key is not None:
+                self._results[self._part] = key
 
     def _result(self, part: Hashable) -> Hashable:
         """What ``part`` gives: parts that give one result count as one use."""
@@ -81,36 +92,48 @@ class SharedWork:
     def table_frame(self, spark: SparkSession, stream: str, table: Any) -> DataFrame:
         """:func:`~cqopt.spark.session.driver_frame` of ``table``, once per equal table of
         ``stream``."""
-
-        bucket = self._tables.setdefault((stream, table.num_rows), [])
-        for seen, frame in bucket:
-            if seen.equals(table):
-                self._use(self._key_of[id(frame)])
-                return frame
-        frame = driver_frame(spark, table)
-        key = ("table", stream, table.num_rows, len(bucket))
-        bucket.append((table, frame))
-        self._remember(key, frame, step=False)
-        return frame
+        with self._lock:
+            bucket = self._tables.setdefault((stream, table.num_rows), [])
+            for seen, frame in bucket:
+                if seen.equals(table):
+                    self._use(self._key_of[id(frame)])
+                    return frame
+            frame = driver_frame(spark, table)
+            key = ("table", stream, table.num_rows, len(bucket))
+            bucket.append((table, frame))
+            self._remember(key, frame, step=False)
+            return frame
 
     def derive(self, parent: DataFrame | tuple[DataFrame, ...], signature: Hashable,
                build: Callable[[], DataFrame], *, step: bool = True) -> DataFrame:
         """The DataFrame ``build()`` makes from ``parent`` (a join's: a tuple of both), once
         per equal step over equal parents; ``build()`` itself when the memo does not know
-        a parent."""
+        a parent. Safe from several threads: one builds a step, the others wait for it."""
         parents = parent if isinstance(parent, tuple) else (parent,)
-        keys = tuple(self._key_of.get(id(p)) for p in parents)
+        with self._lock:
+            keys = tuple(self._key_of.get(id(p)) for p in parents)
         if None in keys:
             return build()
         key = (keys if isinstance(parent, tuple) else keys[0], signature)
-        entry = self._entries.get(key)
-        if entry is not None:
-            self._use(key)
-            return entry.frame
-        frame = build()
-        if id(frame) in self._key_of:  # a step that is its input (nothing to do): no entry
-            return frame
-        self._remember(key, frame, step)
+        while True:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._use(key)
+                    return entry.frame
+                building = self._building.get(key)
+                if building is None:  # this thread builds it
+                    building = self._building[key] = threading.Event()
+                    break
+            building.wait()  # another thread's, then look again (it may have failed)
+        try:
+            frame = build()
+            with self._lock:
+                if id(frame) not in self._key_of:  # a step that is its input: no entry
+                    self._remember(key, frame, step)
+        finally:
+            with self._lock:
+                self._building.pop(key).set()
         return frame
 
     def _remember(self, key: Hashable, frame: Any, step: bool) -> None:

@@ -320,14 +320,10 @@ class WorkloadRun:
             for name, made in due.items():
                 self._guard(name, made.batch_id, self.members[name].rounds.run_due, made)
             return
-        grouped: dict[str, Grouped] = {}
         shared = SharedWork()
         try:
             self._share(shared)
-            for name, made in due.items():
-                plans = self._guard(name, made.batch_id, self.members[name].rounds.group, made)
-                if plans is not None:
-                    grouped[name] = plans
+            grouped = self._group_all(due)
             if not grouped:
                 return
             failed = self._run_together(grouped, shared)
@@ -339,6 +335,23 @@ class WorkloadRun:
                 self._guard(name, made.batch_id, _raise, failed[name])
             else:
                 self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
+
+    def _group_all(self, due: Mapping[str, Any]) -> dict[str, Grouped]:
+        """Every query's plans built (:meth:`RoundRunner.group
+        <cqopt.spark.run.rounds.RoundRunner.group>`), from several driver threads at once:
+        a plan's DataFrame is some hundred round trips to the JVM, which overlap there. A
+        query whose plans cannot be built is said and counted, the others go on."""
+        built: dict[str, Grouped] = {}
+
+        def group(name: str) -> None:
+            built[name] = self.members[name].rounds.group(due[name])
+        names = list(due)
+        for name, error in zip(names, run_all([lambda n=n: group(n) for n in names])):
+            if error is not None:
+                if self.stop_requested.is_set():
+                    raise error
+                self._guard(name, due[name].batch_id, _raise, error)
+        return {name: built[name] for name in names if name in built}
 
     def _share(self, shared: SharedWork | None) -> None:
         """Every query builds its plans through ``shared`` (None: each on its own)."""
