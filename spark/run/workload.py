@@ -467,6 +467,10 @@ def workload_markdown(results: Mapping[str, RunResult], failures: Mapping[str, i
     return "\n".join(lines) + "\n"
 
 
+def _many(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def shared_line(shared: Mapping[str, int] | None) -> str:
     """What the queries' plans shared, in one sentence.
 
@@ -474,7 +478,7 @@ def shared_line(shared: Mapping[str, int] | None) -> str:
     Shared work: in 4 of 10 micro-batches, 4 steps (the same step over the same tuples in several chosen plans) were computed once instead of 9 times: 5 computations saved.
     >>> print(shared_line({"jobs": 2, "jobs_sharing": 2, "shared_steps": 0, "saved": 0,
     ...                    "shared_results": 3}))
-    Shared work: in 2 of 2 micro-batches, no step was shared; 3 plans' whole results were another query's plan's (equal queries over the same tuples), run once and copied.
+    Shared work: in 2 of 2 micro-batches, no step was shared; 3 plans took their whole result from an equal query's plan over the same tuples (one job, its rows copied).
     """
     if not shared or not shared.get("jobs"):
         return "Shared work: none (shadow timing or a deadline runs each query alone)."
@@ -482,11 +486,13 @@ def shared_line(shared: Mapping[str, int] | None) -> str:
     if not shared["shared_steps"] and not results:
         return (f"Shared work: none; in {shared['jobs']} micro-batches no two chosen plans "
                 "had a step alike over the same tuples.")
-    steps = (f"{shared['shared_steps']} steps (the same step over the same tuples in several "
-             "chosen plans) were computed once instead of "
-             f"{shared['shared_steps'] + shared['saved']} times: {shared['saved']} "
-             "computations saved" if shared["shared_steps"] else "no step was shared")
-    whole = (f"; {results} plans' whole results were another query's plan's (equal queries "
-             "over the same tuples), run once and copied" if results else "")
+    count = shared["shared_steps"]
+    steps = (f"{_many(count, 'step')} (the same step over the same tuples in several chosen "
+             f"plans) {'was' if count == 1 else 'were'} computed once instead of "
+             f"{count + shared['saved']} times: {_many(shared['saved'], 'computation')} "
+             "saved" if count else "no step was shared")
+    whole = (f"; {_many(results, 'plan')} took {'its' if results == 1 else 'their'} whole "
+             "result from an equal query's plan over the same tuples (one job, its rows "
+             "copied)" if results else "")
     return (f"Shared work: in {shared['jobs_sharing']} of {shared['jobs']} micro-batches, "
             f"{steps}{whole}.")
