@@ -15,6 +15,7 @@ import math
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterable
 
 
@@ -133,11 +134,15 @@ MAX_JSON_DEPTH = 200  # a manifest, marker or run state nests a few levels, a pl
 MAX_JSON_DIGITS = 40  # a seed or a count; 10^400 is no number cqopt wrote
 
 
-def _json_number(text: str) -> int | float:
+_JSON_INT_LIMIT = 10 ** MAX_JSON_DIGITS
+_LONG_DIGITS = re.compile(r"[0-9]{%d}" % (MAX_JSON_DIGITS + 1))
+
+
+def _json_float(text: str) -> float:
     digits = text.lstrip("-").partition(".")[0].partition("e")[0].partition("E")[0]
     if len(digits) > MAX_JSON_DIGITS:
         raise ValueError(f"a number of {len(digits):,} digits")
-    value = float(text) if any(c in text for c in ".eE") else int(text)
+    value = float(text)
     if not math.isfinite(value):
         raise ValueError(f"the number {text[:40]} is out of range")
     return value
@@ -145,6 +150,31 @@ def _json_number(text: str) -> int | float:
 
 def _json_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _check_json_tree(value: object, integers: bool) -> None:
+    """Every container of parsed JSON at most :data:`MAX_JSON_DEPTH` deep and, with
+    ``integers``, every integer of at most :data:`MAX_JSON_DIGITS` digits: one walk, a
+    level at a time, no recursion."""
+    limit = _JSON_INT_LIMIT
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        deeper = []
+        for node in level:
+            kind = type(node)
+            if kind is int:
+                if not -limit < node < limit:
+                    raise ValueError(f"a number of {len(str(abs(node))):,} digits")
+                continue
+            if kind is not dict and kind is not list:
+                continue
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+            children = node.values() if kind is dict else node
+            deeper.extend(children if integers else
+                          [c for c in children if type(c) is dict or type(c) is list])
+        level = deeper
 
 
 def parse_json(text: str | bytes, nan: bool = False) -> object:
@@ -159,25 +189,43 @@ def parse_json(text: str | bytes, nan: bool = False) -> object:
     Traceback (most recent call last):
     ...
     ValueError: nested deeper than 200 levels
+    >>> parse_json("[" * 201 + "]" * 201)
+    Traceback (most recent call last):
+    ...
+    ValueError: nested deeper than 200 levels
     >>> parse_json('{"lo": 1e400}')
     Traceback (most recent call last):
     ...
     ValueError: the number 1e400 is out of range
+    >>> parse_json('{"format": ' + "9" * 5000 + "}")
+    Traceback (most recent call last):
+    ...
+    ValueError: a number of more than 4,300 digits
+    >>> parse_json('[' + "9" * 41 + "]")
+    Traceback (most recent call last):
+    ...
+    ValueError: a number of 41 digits
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8")
-    depth = deepest = 0
-    outside = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)  # brackets outside strings only
-    for char in re.sub(r"[^][{}]", "", outside):
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > MAX_JSON_DEPTH:
-                raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
-        elif char in "]}":
-            depth -= 1
-    return json.loads(text, parse_int=_json_number, parse_float=_json_number,
-                      parse_constant=float if nan else _json_constant)
+    # json's own parser (C) first, then one walk for the depth and the integers: a scan of
+    # the text for brackets outside strings took half of a chart set's load.
+    try:
+        value = json.loads(text, parse_float=_json_float,
+                           parse_constant=float if nan else _json_constant)
+    except RecursionError:  # deeper than Python's own limit
+        raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    except ValueError as err:
+        if "integer string conversion" not in str(err):  # a JSON error, or the hooks'
+            raise
+        raise ValueError(f"a number of more than {sys.get_int_max_str_digits():,} "
+                         "digits") from None
+    # The walk only where the text could hold what it looks for: a run of more digits
+    # than a number may have, or more brackets than the nesting allowed.
+    integers = _LONG_DIGITS.search(text) is not None
+    if integers or text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        _check_json_tree(value, integers)
+    return value
 
 
 def check_regular_file(path: str | os.PathLike, limit: int) -> int:
