@@ -108,9 +108,10 @@ def to_spark(plan: Plan, frames: Mapping[str, DataFrame], *,
         the result's first column, under this name. Each round's rows are
         then those the plan gives on that round's frames alone.
     shared : SharedWork, optional
-        The memo of several plans built for one job: a source, selection or
-        projection over one stream that an earlier plan built over the same
-        frame is that plan's DataFrame (:mod:`cqopt.spark.shared_work`).
+        The memo of several plans built for one micro-batch: a step (a source,
+        selection, projection, join, aggregate, or the result's columns) that
+        an earlier plan built over the same frames is that plan's DataFrame, so
+        equal plans over equal frames give one result (:mod:`cqopt.spark.shared_work`).
 
     Returns
     -------
