@@ -330,6 +330,12 @@ def driver_frame(spark: SparkSession, table: Any) -> DataFrame:
     return spark.createDataFrame(table).coalesce(1)
 
 
+def driver_data_conf(spark: SparkSession, local: bool):
+    """:func:`session_conf` with :data:`DRIVER_DATA_CONF` for jobs over ``local`` frames
+    (tuples on the driver, :func:`driver_frame`); the session's own settings otherwise."""
+    return session_conf(spark, DRIVER_DATA_CONF if local else {})
+
+
 @contextlib.contextmanager
 def session_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
     """Spark SQL settings changed for the block, then restored (the session's own)."""

@@ -61,7 +61,7 @@ from cqopt.spark.run.settings import RunContext
 from cqopt.spark.run.sink import adopt_round, remove, write_by_round, write_result
 from cqopt.spark.run.staging import Staging
 from cqopt.spark.run.state import RunState
-from cqopt.spark.session import DRIVER_DATA_CONF, session_conf
+from cqopt.spark.session import driver_data_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -313,7 +313,7 @@ class RoundRunner:
         per round, each round's rows the same. The plans' jobs run side by side
         (:func:`~cqopt.spark.run.concurrent.run_all`); the first failure is raised once
         all have ended."""
-        with session_conf(self.ctx.spark, DRIVER_DATA_CONF if grouped.local else {}):
+        with driver_data_conf(self.ctx.spark, grouped.local):
             errors = run_all(grouped.steps())
         for error in errors:
             if error is not None:
@@ -371,7 +371,7 @@ class RoundRunner:
         if shadow:  # every candidate reads the round: read it once
             frames = {s: df.persist(StorageLevel.MEMORY_AND_DISK) for s, df in frames.items()}
         try:
-            with session_conf(self.ctx.spark, DRIVER_DATA_CONF if due.local else {}):
+            with driver_data_conf(self.ctx.spark, due.local):
                 rows_out, seconds, timed = self._run_frames(r, outcome, frames, shed)
         finally:
             if shadow:

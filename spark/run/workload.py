@@ -73,7 +73,7 @@ from cqopt.spark.run.sink import write_json
 from cqopt.spark.run.sources import Source, file_schema, read_stream
 from cqopt.spark.run.staging import collect_batch
 from cqopt.spark.run.state import STATE_VERSION, RunState
-from cqopt.spark.session import DRIVER_DATA_CONF, session_conf, spark_errors, spark_message
+from cqopt.spark.session import driver_data_conf, spark_errors, spark_message
 from cqopt.spark.shared_work import SharedWork
 
 if TYPE_CHECKING:
@@ -368,24 +368,25 @@ class WorkloadRun:
         not finished)."""
         parts = [(name, made, index) for name, made in grouped.items()
                  for index in range(len(made.frames))]
-        first: dict[int, tuple[str, Grouped, int]] = {}  # id(result) -> the part that runs it
-        for part in parts:
-            first.setdefault(id(part[1].frames[part[2]]), part)
-        jobs = list(first.values())
+        results = [id(made.frames[index]) for _, made, index in parts]  # equal: one object
+        first: dict[int, tuple[str, Grouped, int]] = {}  # result -> the part that runs it
+        for part, result in zip(parts, results):
+            first.setdefault(result, part)
         # Rounds on the driver give jobs of a few hundred tuples per plan, each frame one
         # partition: run without stages that cost more than their work (DRIVER_DATA_CONF).
-        local = all(made.local for made in grouped.values())
-        with session_conf(self.spark, DRIVER_DATA_CONF if local else {}):
+        with driver_data_conf(self.spark, all(made.local for made in grouped.values())):
             shared.compute_once()
             errors = dict(zip(first, run_all([lambda made=made, index=index: made.write(index)
-                                              for _, made, index in jobs])))
+                                              for _, made, index in first.values()])))
         self._count_shared(shared.summary())
+        copies = {i: first[result] for i, (part, result) in enumerate(zip(parts, results))
+                  if first[result] is not part and errors[result] is None}
+        copied = dict(zip(copies, run_all([
+            lambda part=parts[i], runner=runner: part[1].copy(part[2], runner[1], runner[2])
+            for i, runner in copies.items()])))
         failed: dict[str, BaseException] = {}
-        for name, made, index in parts:
-            result = id(made.frames[index])
-            runner, error = first[result], errors[result]
-            if error is None and runner[1] is not made:
-                error = _guarded(lambda: made.copy(index, runner[1], runner[2]))
+        for i, ((name, _, _), result) in enumerate(zip(parts, results)):
+            error = errors[result] or copied.get(i)
             if error is not None:
                 if self.stop_requested.is_set():
                     raise error
@@ -431,15 +432,6 @@ class WorkloadRun:
             "failures": self.failures, "stopped_by": self.stopped_by, "shared": shared})
         write_atomic(self.out / "report.md", workload_markdown(results, self.failures, shared))
         return WorkloadResult(self.out, results, dict(self.failures), self.stopped_by)
-
-
-def _guarded(step: Callable[[], object]) -> BaseException | None:
-    """``step()``'s error, or None."""
-    try:
-        step()
-    except Exception as err:  # noqa: BLE001 - counted as its query's failure
-        return err
-    return None
 
 
 def _raise(error: BaseException) -> None:
