@@ -195,16 +195,54 @@ def join_size(left: pd.DataFrame, right: pd.DataFrame, predicates: tuple) -> int
     >>> join_size(left, right, on), len(join(left, right, on))
     (4, 4)
     """
+    zeros = (np.zeros(len(left), np.int64), np.zeros(len(right), np.int64))
+    return int(join_sizes(left, right, predicates, zeros, 1)[0])
+
+
+def join_sizes(left: pd.DataFrame, right: pd.DataFrame, predicates: tuple,
+               groups: tuple[np.ndarray, np.ndarray], n_groups: int) -> np.ndarray:
+    """:func:`join_size` of every group at once: only rows of one group pair.
+
+    Parameters
+    ----------
+    left, right : DataFrame
+        Both sides' rows, columns named ``"STREAM.column"``.
+    predicates : tuple
+        The join's predicates.
+    groups : (ndarray, ndarray)
+        Each side's group of each row (a round), integers in ``[0, n_groups)``.
+    n_groups : int
+        How many groups there are.
+
+    Returns
+    -------
+    ndarray of int64
+        The pairs each group joins, ``n_groups`` long.
+
+    Examples
+    --------
+    >>> left = pd.DataFrame({"A.k": [1, 1, 2, 1]})
+    >>> right = pd.DataFrame({"B.k": [1, 2, 1]})
+    >>> on = (JoinPredicate(("A", "k"), ("B", "k")),)
+    >>> join_sizes(left, right, on, (np.array([0, 0, 0, 1]), np.array([0, 0, 1])), 3)
+    array([3, 1, 0])
+    """
     left_on, right_on = _merge_keys(left, predicates)
+    sizes = np.zeros(n_groups, np.int64)
     if not left_on or len(left_on) != len(predicates):  # a theta predicate: filter pairs
-        return len(join(left, right, predicates))
-    keys = [f"k{i}" for i in range(len(left_on))]
+        for g in np.intersect1d(groups[0], groups[1]):
+            sizes[g] = len(join(left[groups[0] == g], right[groups[1] == g], predicates))
+        return sizes
+    keys = ["_group", *(f"k{i}" for i in range(len(left_on)))]
     # dropna=False: NaN keys match each other, as pd.merge in join() matches them.
-    counts = [frame[on].set_axis(keys, axis=1).groupby(keys, dropna=False, sort=False).size()
-              .rename(side).reset_index()
-              for frame, on, side in ((left, left_on, "a"), (right, right_on, "b"))]
+    counts = [pd.DataFrame(dict(zip(keys, [group, *(frame[c].to_numpy() for c in on)])))
+              .groupby(keys, dropna=False, sort=False).size().rename(side).reset_index()
+              for frame, on, side, group in ((left, left_on, "a", groups[0]),
+                                             (right, right_on, "b", groups[1]))]
     matched = pd.merge(counts[0], counts[1], on=keys)
-    return int((matched["a"].to_numpy(np.int64) * matched["b"].to_numpy(np.int64)).sum())
+    np.add.at(sizes, matched["_group"].to_numpy(np.int64),
+              matched["a"].to_numpy(np.int64) * matched["b"].to_numpy(np.int64))
+    return sizes
 
 
 def _merge_keys(left: pd.DataFrame, predicates: tuple) -> tuple[list[str], list[str]]:

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from cqopt.catalog import Catalog
-from cqopt.costmodel.reference_executor import execute, join_size, select_mask
+from cqopt.costmodel.reference_executor import execute, join_sizes, select_mask
 from cqopt.costmodel.registry import make_model, model_names
 from cqopt.optimizer.plans.nodes import SourceNode
 from cqopt.optimizer.query.errors import UnsupportedQueryError
@@ -95,22 +95,69 @@ def _inside(values) -> float:
 
 def window_statistics(query: ContinuousQuery, windows: dict[str, pd.DataFrame],
                       window_s: float) -> dict[str, float]:
-    """The statistics of these windows, measured: what the models are fed."""
-    stats = {rate_name(s): len(w) / window_s for s, w in windows.items()}
+    """The statistics of these windows, measured: what the models are fed.
+
+    One round of :func:`round_statistics`.
+    """
+    rounds = {s: np.zeros(len(w), np.int64) for s, w in windows.items()}
+    return {name: float(values[0])
+            for name, values in round_statistics(query, windows, rounds, 1, window_s).items()}
+
+
+def round_statistics(query: ContinuousQuery, windows: dict[str, pd.DataFrame],
+                     rounds: dict[str, np.ndarray], n_rounds: int,
+                     window_s: float) -> dict[str, np.ndarray]:
+    """The measured statistics of many rounds at once, each as its window alone gives them.
+
+    A rate is a round's tuples over ``W``; a selectivity the share of a round's
+    tuples that pass; a join selectivity the pairs a round joins over the pairs
+    it could (:func:`~cqopt.costmodel.reference_executor.join_sizes`). A
+    selectivity over no tuple (or no pair) is NaN, as the estimators skip it.
+
+    Parameters
+    ----------
+    query : ContinuousQuery
+    windows : dict of DataFrame
+        Each stream's tuples of every round, its columns the catalog's.
+    rounds : dict of ndarray
+        Each stream's round of each tuple, integers in ``[0, n_rounds)``.
+    n_rounds : int
+    window_s : float
+        The window ``W``, seconds.
+
+    Returns
+    -------
+    dict of ndarray
+        Each statistic of the query, ``n_rounds`` values.
+
+    Examples
+    --------
+    >>> from cqopt.catalog import Catalog
+    >>> from cqopt.optimizer.query.logical import parse_query
+    >>> cat = Catalog.from_dict({"streams": {"S": {"rate": [1, 10],
+    ...     "columns": {"a": "int"}}}})
+    >>> q = parse_query("SELECT S.a FROM S WHERE S.a = 1 WINDOW [1]", cat)
+    >>> stats = round_statistics(q, {"S": pd.DataFrame({"a": [1, 2, 1]})},
+    ...                          {"S": np.array([0, 0, 2])}, 3, 1.0)
+    >>> stats["rate.S"].tolist(), stats["sel.S"].tolist()
+    ([2.0, 0.0, 1.0], [0.5, nan, 1.0])
+    """
+    counts = {s: np.bincount(rounds[s], minlength=n_rounds) for s in windows}
+    stats = {rate_name(s): counts[s] / window_s for s in windows}
     framed = {s: w.add_prefix(f"{s}.") for s, w in windows.items()}
-    for stream, selection in query.selections.items():
-        stats[sel_name(stream)] = float(select_mask(selection, framed[stream]).mean())
-    pairs: dict[str, list] = {}
-    for pred in (*query.joins, *query.thetas):
-        pairs.setdefault(pred.statistic, []).append(pred)
-    for name, preds in pairs.items():
-        streams = sorted({s for p in preds for s, _ in p.columns})
-        left, right = framed[streams[0]], framed[streams[1]]
-        pairs_possible = len(left) * len(right)
-        # No pair to join: the join selectivity is undefined that window, as a
-        # selectivity over no tuple is (NaN, which the estimators skip).
-        stats[name] = (join_size(left, right, tuple(preds)) / pairs_possible
-                       if pairs_possible else float("nan"))
+    with np.errstate(invalid="ignore", divide="ignore"):  # no tuple: NaN
+        for stream, selection in query.selections.items():
+            passed = np.bincount(rounds[stream], minlength=n_rounds,
+                                 weights=select_mask(selection, framed[stream]).to_numpy())
+            stats[sel_name(stream)] = passed / counts[stream]
+        pairs: dict[str, list] = {}
+        for pred in (*query.joins, *query.thetas):
+            pairs.setdefault(pred.statistic, []).append(pred)
+        for name, preds in pairs.items():
+            a, b = sorted({s for p in preds for s, _ in p.columns})
+            joined = join_sizes(framed[a], framed[b], tuple(preds), (rounds[a], rounds[b]),
+                                n_rounds)
+            stats[name] = joined / (counts[a].astype(np.float64) * counts[b])
     return stats
 
 

@@ -345,3 +345,40 @@ def test_random_selections(predicate, select):
     for plan in enumerate_plans(query):
         run = execute(plan, query, {"A": WINDOW})
         assert multiset(run.result) == multiset(expected), (sql, plan.id)
+
+
+# -- the statistics of many rounds at once --------------------------------------------
+ROUND_QUERIES = {
+    "selections and an equi-join": "SELECT A.k, B.k FROM A, B WHERE A.b = B.b AND A.k < 5 "
+                                   "AND B.x > 0 WINDOW [1]",
+    "theta and equi": "SELECT A.k, B.k FROM A, B WHERE A.a < B.a AND A.b = B.b WINDOW [1]",
+    "theta only": "SELECT A.k, B.c FROM A, B WHERE A.a > B.b WINDOW [1]",
+    "two keys, three streams": "SELECT A.k FROM A, B, C WHERE A.a = B.a AND A.b = B.b "
+                               "AND B.c = C.c AND C.tag IN ('x', 'zz') WINDOW [1]",
+}
+
+
+@pytest.mark.parametrize("name", ROUND_QUERIES)
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n_rounds=st.integers(1, 6), rows=st.integers(0, 40))
+def test_round_statistics_of_many_rounds_are_each_round_alone(name, seed, n_rounds, rows):
+    """What the driver computes for a backlog in one pass (every round a key) is, round by
+    round, what :func:`window_statistics` gives that round's windows alone: NaN where a
+    round has no tuple or no pair, rounds without tuples included."""
+    from cqopt.costmodel.validation import round_statistics, window_statistics
+
+    query = parse_query(ROUND_QUERIES[name], ABCD)
+    rng = np.random.default_rng(seed)
+    windows = {s: w.iloc[:rng.integers(0, rows + 1)].reset_index(drop=True)
+               for s, w in abcd_windows(rows, seed).items()
+               if s in {ref.name for ref in query.streams}}
+    # Rounds skip some values, so some rounds of a stream (or of all) hold no tuple.
+    rounds = {s: rng.choice(np.arange(n_rounds)[::2] if n_rounds > 2 else n_rounds, len(w))
+              for s, w in windows.items()}
+    together = round_statistics(query, windows, rounds, n_rounds, 1.0)
+    for r in range(n_rounds):
+        alone = window_statistics(query, {s: w[rounds[s] == r] for s, w in windows.items()},
+                                  1.0)
+        for stat, value in alone.items():
+            got = together[stat][r]
+            assert (np.isnan(value) and np.isnan(got)) or got == value, (stat, r, got, value)

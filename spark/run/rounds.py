@@ -4,7 +4,7 @@ For the rounds a micro-batch completes (:meth:`RoundRunner.run`):
 
 1. the rounds' statistics are observed: for at most
    :data:`~cqopt.spark.run.staging.LOCAL_TUPLES` tuples, on the driver
-   (:func:`local_statistics`, the offline definitions round by round); for
+   (:func:`local_statistics`, the offline definitions, every round at once); for
    more, with :func:`cqopt.spark.round_stats.round_statistics`, in one Spark
    job for every round;
 2. an :class:`~cqopt.runtime.adaptive.AdaptiveQuery` estimates each round
@@ -37,8 +37,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import pandas as pd
 
 from cqopt.runtime.adaptive import AdaptiveQuery
 from cqopt.spark.operator_metrics import (
@@ -498,10 +496,12 @@ class RoundRunner:
 def local_statistics(query: ContinuousQuery, table, streams: tuple[str, ...], first: int,
                      stop: int, window_s: float) -> dict[int, dict[str, float]]:
     """Each round's statistics from its tuples on the driver: the measured statistics of
-    a window (:func:`cqopt.costmodel.validation.window_statistics`), round by round, by
-    the definitions the Spark job (:func:`cqopt.spark.round_stats.round_statistics`)
+    a window (:func:`cqopt.costmodel.validation.round_statistics`, every round at once),
+    by the definitions the Spark job (:func:`cqopt.spark.round_stats.round_statistics`)
     computes: a rate of tuples over ``W``, a selectivity over no tuple NaN."""
-    from cqopt.costmodel.validation import window_statistics
+    import pyarrow.compute as pc
+
+    from cqopt.costmodel.validation import round_statistics
     from cqopt.spark.round_stats import _join_columns, _selection_columns
 
     # Only the columns a statistic reads: a round's other columns cost a copy each.
@@ -512,18 +512,14 @@ def local_statistics(query: ContinuousQuery, table, streams: tuple[str, ...], fi
     def held(stream: str, column: str) -> str:  # the batch's one time column is "ts"
         return "ts" if column.lower() == "ts" else f"{stream}__{column}"
 
-    frame = table.select(["_round", "_stream", *dict.fromkeys(
-        held(s, c) for s in streams for c in columns[s])]).to_pandas()
-    by_round = {r: rows for r, rows in frame.groupby("_round", sort=False)}
-    empty = frame.iloc[0:0]
-    observed = {}
-    for r in range(first, stop):
-        rows = by_round.get(r, empty)
-        windows = {}
-        for stream in streams:
-            mine = rows[rows["_stream"] == stream]
-            windows[stream] = pd.DataFrame({c: mine[held(stream, c)]
-                                            for c in columns[stream]}, index=mine.index)
-        stats = window_statistics(query, windows, window_s)
-        observed[r] = {name: float(stats[name]) for name in query.statistics}
-    return observed
+    inside = pc.and_(pc.greater_equal(table["_round"], first), pc.less(table["_round"], stop))
+    table = table.filter(inside)
+    windows, rounds = {}, {}
+    for stream in streams:
+        mine = table.filter(pc.equal(table["_stream"], stream))
+        windows[stream] = mine.select([held(stream, c) for c in columns[stream]]) \
+            .rename_columns(columns[stream]).to_pandas()
+        rounds[stream] = mine["_round"].to_numpy() - first
+    stats = round_statistics(query, windows, rounds, stop - first, window_s)
+    return {first + i: {name: float(stats[name][i]) for name in query.statistics}
+            for i in range(stop - first)}
