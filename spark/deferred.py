@@ -46,5 +46,9 @@ class DeferredFrame:
             self._build = None
         return self._frame
 
+    def if_built(self) -> Any:
+        """The frame if something used it already, else None (nothing is built)."""
+        return self._frame
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.built(), name)

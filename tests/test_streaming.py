@@ -534,13 +534,15 @@ def _run_q2(setting, out: Path, dirs: dict[str, Path], **options):
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("arrivals", ["generated", "dec-pkt-1"])
+@pytest.mark.parametrize("arrivals", ["generated", "collected", "dec-pkt-1"])
 def test_a_backlog_run_plan_by_plan_gives_every_round_what_it_gives_alone(
         spark, setting, shared_data, tmp_path, arrivals, monkeypatch):
     """issue 19: rounds as keys; a backlog grouped by the plan chosen for each round.
 
     On generated arrivals the backlog takes the path of batches too large to collect
     (statistics and staging on Spark), the rounds alone the driver's: both must agree.
+    ``collected``: the batch is on the driver but its rounds too many for driver
+    frames, so Spark is handed the batch again (persisted only then).
     """
     from cqopt.spark.run import staging
     from cqopt.replay.trace_generate import load_interarrivals
@@ -557,6 +559,8 @@ def test_a_backlog_run_plan_by_plan_gives_every_round_what_it_gives_alone(
     with monkeypatch.context() as patch:
         if arrivals == "generated":
             patch.setattr(staging, "LOCAL_TUPLES", 0)
+        if arrivals == "collected":
+            patch.setattr(staging, "LOCAL_FRAME_TUPLES", 0)
         together = _run_q2(setting, tmp_path / "together", dirs)
     alone = _run_q2(setting, tmp_path / "alone", dirs, max_files_per_trigger=1)
     a, b = together.rounds, alone.rounds

@@ -65,7 +65,13 @@ from cqopt.spark.run.rounds import RoundRunner
 from cqopt.spark.run.settings import TRIGGERS, RunContext, RunSettings, StreamingRunError
 from cqopt.spark.run.sink import clear_scratch
 from cqopt.spark.run.sources import Source, file_hint, match_sources, read_stream
-from cqopt.spark.run.staging import Staging, batch_spans, collect_batch, with_rounds
+from cqopt.spark.run.staging import (
+    Staging,
+    batch_spans,
+    hold_batch,
+    release_batch,
+    with_rounds,
+)
 from cqopt.spark.run.state import STATE_VERSION, RunState, run_folder
 from cqopt.spark.session import spark_errors, spark_message
 
@@ -213,6 +219,9 @@ class AdaptiveRun:
         self.error: BaseException | None = None
         self.stop_requested = threading.Event()
         self.stopped_by = "end of input"
+        # The first batch may hold the whole backlog: its tuples are counted before
+        # they are collected (staging.hold_batch); so is the batch after a large one.
+        self.large_batch = True
 
     @property
     def out(self) -> Path:
@@ -310,16 +319,16 @@ class AdaptiveRun:
 
         A batch of at most :data:`~cqopt.spark.run.staging.LOCAL_TUPLES` tuples
         (a live round, a short backlog) is collected to the driver in one Spark
-        job, as Arrow: its time spans, dropped tuples, the rounds' statistics
-        and the staging of open rounds are then worked out here, without another
-        job, and each plan is one job. A larger batch takes one job for the
-        spans, one for the statistics, one per plan and one to stage.
+        job, as Arrow, and not cached on Spark: its time spans, dropped tuples,
+        the rounds' statistics and the staging of open rounds are then worked out
+        here, without another job, and each plan is one job. A larger batch is
+        persisted and takes one job for the spans, one for the statistics, one per
+        plan and one to stage (:func:`~cqopt.spark.run.staging.hold_batch`).
         """
-        from pyspark import StorageLevel
-
-        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        batch, local = hold_batch(batch, self.large_batch)
+        self.large_batch = local is None
         try:
-            opened = self.open_batch(batch, collect_batch(batch), batch_id)
+            opened = self.open_batch(batch, local, batch_id)
             if opened is not None:
                 try:
                     self.rounds.run(opened.tagged, batch_id, opened.complete, opened.local)
@@ -328,7 +337,7 @@ class AdaptiveRun:
                     raise
                 self.close_batch(opened)
         finally:
-            batch.unpersist()
+            release_batch(batch)
 
     def open_batch(self, batch: DataFrame, local, batch_id: int) -> OpenBatch | None:
         """Take a micro-batch of this query's streams (``local``: its copy on the driver, or

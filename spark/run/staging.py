@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cqopt.replay.rounds import round_array
+from cqopt.spark.deferred import DeferredFrame
 from cqopt.spark.run.settings import RunContext, StreamingRunError
 from cqopt.spark.run.sink import adopt, collect, remove
 from cqopt.spark.run.sources import spark_type
@@ -54,6 +55,38 @@ def collect_batch(batch: DataFrame):
     """The micro-batch as an Arrow table on the driver if it holds at most
     :data:`LOCAL_TUPLES` tuples, else None."""
     return collect(batch, LOCAL_TUPLES)
+
+
+def hold_batch(batch: DataFrame, may_be_large: bool) -> tuple[Any, Any]:
+    """A micro-batch held for its rounds: ``(frame, local)``.
+
+    ``local`` is the batch on the driver (:func:`collect_batch`), or None when it
+    holds more than :data:`LOCAL_TUPLES` tuples; then ``frame`` is the batch
+    persisted, since every later job reads it. A batch ``may_be_large`` (a run's
+    first, which may be its whole backlog, or the one after a batch too large) is
+    persisted and counted first, so that a batch too large is not collected in part
+    for nothing and is read once. Any other batch is collected as it comes and
+    persisted only if Spark is handed it again (rounds too large for a driver frame,
+    a grown file), which most batches never are: building the cache cost a live
+    round 10-60 ms. Release the frame with :func:`release_batch`.
+    """
+    from pyspark import StorageLevel
+
+    level = StorageLevel.MEMORY_AND_DISK
+    if may_be_large:
+        batch = batch.persist(level)
+        return batch, collect_batch(batch) if batch.count() <= LOCAL_TUPLES else None
+    local = collect_batch(batch)
+    if local is None:
+        return batch.persist(level), None
+    return DeferredFrame(lambda: batch.persist(level)), local
+
+
+def release_batch(frame) -> None:
+    """Unpersist a batch :func:`hold_batch` held, if it was persisted."""
+    held = frame.if_built() if isinstance(frame, DeferredFrame) else frame
+    if held is not None:
+        held.unpersist()
 
 
 def batch_spans(batch: DataFrame | None, local, start: float | None, window_s: float,
