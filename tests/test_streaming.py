@@ -534,16 +534,19 @@ def _run_q2(setting, out: Path, dirs: dict[str, Path], **options):
 
 @pytest.mark.spark
 @pytest.mark.slow
-@pytest.mark.parametrize("arrivals", ["generated", "collected", "dec-pkt-1"])
+@pytest.mark.parametrize("arrivals", ["generated", "narrow", "collected", "dec-pkt-1"])
 def test_a_backlog_run_plan_by_plan_gives_every_round_what_it_gives_alone(
         spark, setting, shared_data, tmp_path, arrivals, monkeypatch):
     """issue 19: rounds as keys; a backlog grouped by the plan chosen for each round.
 
     On generated arrivals the backlog takes the path of batches too large to collect
     (statistics and staging on Spark), the rounds alone the driver's: both must agree.
-    ``collected``: the batch is on the driver but its rounds too many for driver
-    frames, so Spark is handed the batch again (persisted only then).
+    ``narrow``: too large to collect, but the columns its statistics read are
+    collected and the statistics worked out on the driver. ``collected``: the batch is
+    on the driver but its rounds too many for driver frames, so Spark is handed the
+    batch again (persisted only then).
     """
+    from cqopt.spark.run import rounds as run_rounds
     from cqopt.spark.run import staging
     from cqopt.replay.trace_generate import load_interarrivals
 
@@ -557,8 +560,10 @@ def test_a_backlog_run_plan_by_plan_gives_every_round_what_it_gives_alone(
     # One micro-batch holding every round (the backlog, grouped by plan) against one
     # round per micro-batch (each round its own job).
     with monkeypatch.context() as patch:
-        if arrivals == "generated":
+        if arrivals in ("generated", "narrow"):
             patch.setattr(staging, "LOCAL_TUPLES", 0)
+        if arrivals == "generated":
+            patch.setattr(run_rounds, "STATISTIC_TUPLES", 0)
         if arrivals == "collected":
             patch.setattr(staging, "LOCAL_FRAME_TUPLES", 0)
         together = _run_q2(setting, tmp_path / "together", dirs)
