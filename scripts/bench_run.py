@@ -17,7 +17,9 @@ process and one Spark session, one after the other:
   per-round cost), and ``--trigger available-now`` with every file in one
   micro-batch (the backlog, its rounds grouped by the plan chosen for each).
 - with ``--backlog N``, the rate at which ``cqopt run --trigger available-now``
-  replays a trace of N rounds.
+  replays a trace of N rounds, against Spark's own one-job answer of the same
+  backlog (every file read at once, the round a key, one plan, one partitioned
+  write), warm.
 - with ``--live N``, a live run (``--trigger 1``) whose files arrive one
   round a second for N rounds: its highest and last lag (``--rate-scale F``
   multiplies the streams' rates, to find where it stops keeping up).
@@ -84,6 +86,30 @@ def baseline(spark, chart, query, traces: Path, out: Path, rounds: int) -> list[
         to_spark(plan, frames, query=query).write.parquet(str(out / f"round-{r:06d}.parquet"))
         times.append(time.perf_counter() - began)
     return times
+
+
+def one_job(spark, chart, query, traces: Path, out: Path) -> float:
+    """Spark's own one-job answer of a backlog: every round of every stream read at once,
+    the round a column, the chart's plan at the mean rates run with the round a key of
+    its joins, written partitioned by round; seconds. No per-round choice, statistics,
+    log or switch into place: the floor a backlog run is measured against."""
+    from pyspark.sql import functions as F
+
+    from cqopt.optimizer.query.statistics import rate_name
+    from cqopt.spark.plan_frame import to_spark
+    from cqopt.spark.round_stats import assign_round
+
+    began = time.perf_counter()
+    raw = {s: spark.read.parquet(str(traces / s)) for s in STREAMS}
+    spans = {s: df.agg(F.min("ts"), F.count(F.lit(1))).first() for s, df in raw.items()}
+    start = min(float(lo) for lo, _ in spans.values())
+    rounds = len(list((traces / STREAMS[0]).glob("part-*.parquet")))
+    plan = chart.choose({rate_name(s): n / rounds for s, (_, n) in spans.items()}).plan
+    frames = {s: df.withColumn("_round", assign_round(F.col("ts"), start, 1.0))
+              for s, df in raw.items()}
+    to_spark(plan, frames, query=query, round_column="_round").write.partitionBy(
+        "_round").parquet(str(out))
+    return time.perf_counter() - began
 
 
 def cqopt_run(spark, chart, query, catalog, traces: Path, out: Path,
@@ -225,11 +251,16 @@ def main() -> None:
               f"{wall / ran / base_median:.2f}x")
         if args.backlog:
             long = generate(folder / "backlog", args.backlog, args.rate_scale)
+            one_job(spark, chart, query, long, folder / "one-job-warm")
+            floor = one_job(spark, chart, query, long, folder / "one-job")
             wall, gaps, ran = cqopt_run(spark, chart, query, catalog, long,
                                         folder / "backlog-run")
             print(f"backlog of {ran} rounds        {ran / wall:.1f} rounds/s overall "
                   f"(wall {wall:.2f} s; target >= 300); baseline at its median "
                   f"{1 / base_median:.1f} rounds/s")
+            print(f"Spark's one-job answer        {ran / floor:.1f} rounds/s (wall "
+                  f"{floor:.2f} s, warm); cqopt run at {floor / wall:.2f} of it "
+                  "(target: at least half)")
         if args.live:
             lags = live(spark, chart, query, catalog, generate(folder / "live", args.live + 1,
                                                                args.rate_scale),
