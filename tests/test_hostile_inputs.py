@@ -688,3 +688,48 @@ def test_nothing_from_spark_reaches_the_console_on_a_corrupt_gzip_trace(dec_toml
                                             if k != "CQOPT_SPARK_LOG"})
     assert done.stdout.startswith("refused"), done
     assert done.stderr == "", done.stderr[:2000]
+
+
+# -- strict JSON: what cqopt reads of its own files -----------------------------------
+_JSON_LEAVES = (st.none() | st.booleans() | st.integers(-10**45, 10**45)
+                | st.floats(allow_nan=False, allow_infinity=False)
+                | st.text(alphabet='[]{}"\\e1-+ ab', max_size=8))
+_JSON_VALUES = st.recursive(_JSON_LEAVES, lambda inner: st.lists(inner, max_size=4)
+                            | st.dictionaries(st.text(alphabet='[]{}"\\ab', max_size=4),
+                                              inner, max_size=4), max_leaves=30)
+
+
+def _depth(value) -> int:
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    return 0
+
+
+def _long_int(value) -> bool:
+    if isinstance(value, list):
+        return any(map(_long_int, value))
+    if isinstance(value, dict):
+        return any(map(_long_int, value.values()))
+    return type(value) is int and abs(value) >= 10**40
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON_VALUES, wrap=st.integers(0, 230), in_string=st.booleans())
+def test_parse_json_takes_what_json_takes_and_refuses_depth_and_long_integers(
+        value, wrap, in_string):
+    """parse_json's shortcuts (no float hook, no walk, where a scan of the text says none
+    is needed) never let through what the walk refuses: nesting past 200 levels,
+    whatever brackets, quotes and backslashes its strings hold, and integers of more
+    than 40 digits; everything else reads as json.loads reads it."""
+    from cqopt.errors import MAX_JSON_DEPTH, parse_json
+
+    for _ in range(wrap):
+        value = [value, "]]}}" if in_string else 0]
+    text = json.dumps(value)
+    if _depth(value) > MAX_JSON_DEPTH or _long_int(value):
+        with pytest.raises(ValueError):
+            parse_json(text)
+    else:
+        assert parse_json(text) == json.loads(text)
