@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cqopt.location import local_output
 from cqopt.api._common import Name, PathLike, as_catalog, as_workload
 from cqopt.api._traces import trace_paths, trace_statistics
 from cqopt.catalog import Catalog
@@ -95,7 +96,8 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
     if engine not in ("auto", "local", "spark"):
         raise CqoptError(f"{name('engine', engine)}: expected auto, local or spark")
     if out is not None:
-        check_writable(Path(out), force, kind="chart set")  # before any work
+        out = local_output(out, "chart set", name("out", out))
+        check_writable(out, force, kind="chart set")  # before any work
     given = {"k": k, "model": model, "weights": weights, "refine": refine, "depth": depth,
              "reduce": reduce}
     options = judge_options(given, name, CqoptError)
@@ -130,7 +132,7 @@ def build(catalog: PathLike | Catalog, workload: PathLike | Workload,
                                  settings=options)
             extra["master"] = spark.sparkContext.master
     if out is not None:
-        write_chart_set(Path(out), charts, catalog, force=force, engine=engine, extra=extra)
+        write_chart_set(out, charts, catalog, force=force, engine=engine, extra=extra)
     return charts
 
 

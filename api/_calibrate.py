@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cqopt.location import local_output
 from cqopt.api._common import Name, PathLike, as_catalog
 from cqopt.catalog import Catalog
 from cqopt.charts.settings import setting_label
@@ -116,7 +117,7 @@ def calibrate(catalog: PathLike | Catalog, out: PathLike, *,
     """
     from cqopt.spark.calibrate import check_out
 
-    out = Path(out)
+    out = local_output(out, "catalog", name("out", out))
     check_out(out, catalog.source if isinstance(catalog, Catalog) else catalog)
     _judge_sizes(rows, sizes, repeats, smoothing, name)
     catalog = as_catalog(catalog)

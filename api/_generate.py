@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cqopt.location import local_output
 from cqopt.api._common import Name, PathLike, as_catalog
 from cqopt.catalog import Catalog
 from cqopt.charts.settings import setting_label
@@ -105,7 +106,7 @@ def generate(catalog: PathLike | Catalog, out: PathLike, *, streams: list[str] |
     uniform = _steady_columns(catalog, steady, name)
     written = _trace_format(format, file_per_round, duration, name)
     frames = {}
-    out = Path(out)
+    out = local_output(out, "trace set", name("out", out))
     with staged_directory(out, force, kind="trace set") as tmp:
         for stream, frame in _traces(chosen, duration, seed, rate_cv, gaps, offset, scales,
                                      uniform):

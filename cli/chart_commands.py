@@ -10,8 +10,8 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
+from cqopt.location import local_output
 from cqopt.cli import options
 from cqopt.cli.options import (
     dialect,
@@ -72,7 +72,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                                                  (5.0, 95.0))),
                    master=args.master, force=args.force,
                    progress=not args.quiet, name=lambda key, _: option_text(args, key))
-    out = Path(args.out)
+    out = local_output(args.out, "chart set")
     total = time.perf_counter() - start
     print(f"{'query':<16} {'plans':>5} {'cells':>9} {'plans used':>10} {'seconds':>8}")
     for chart in charts:  # cells: the regions stored (a refined chart's leaves)

@@ -39,7 +39,7 @@ from cqopt.replay.trace_format import (
     trace_format,
     trace_reader,
 )
-from cqopt.spark.location import locate
+from cqopt.location import locate
 from cqopt.spark.session import spark_errors
 
 if TYPE_CHECKING:  # pyspark loads only when a trace is read
@@ -93,7 +93,7 @@ def report_locations(out: str | Path, traces: Mapping[str, Any] | None,
                      trace_dir: str | Path | None, name: Callable[[str, Any], str]
                      ) -> tuple[Path, dict[str, str] | None, Path | None]:
     """A replay's report folder and trace folder as local paths (a path or a ``file:``
-    URI, :func:`cqopt.spark.location.locate`; another file system's URI refused), and each
+    URI, :func:`cqopt.location.locate`; another file system's URI refused), and each
     trace as Spark reads it (a local one made an absolute path, any other URI as given).
 
     ``name(parameter, value)`` names a parameter in messages.

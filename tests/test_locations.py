@@ -14,7 +14,7 @@ import pytest
 
 from cqopt.cli.main import main
 from cqopt.errors import CqoptError
-from cqopt.spark.location import locate
+from cqopt.location import locate
 from cqopt.spark.run.sources import Source
 from cqopt.spark.run.settings import StreamingRunError
 from cqopt.spark.run.state import check_run_folder
@@ -192,3 +192,27 @@ def test_a_run_from_file_uris_reads_the_files_and_writes_the_folder_they_name(
             sorted(map(tuple, want.itertuples(index=False)))
     assert pd.read_csv(run / "rounds.csv")["rows_in:TCP"].tolist() == \
         [rounds.count(r) for r in range(2)]
+
+
+def test_build_and_generate_write_where_a_file_uri_points_and_refuse_other_schemes(
+        examples, tmp_path, capsys, monkeypatch):
+    """``--out file:///PATH`` is the folder PATH (never ``./file:``); ``--out hdfs://...``,
+    which cqopt cannot write itself, is one line before any work."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["generate", "--catalog", str(examples / "dec-pkt.toml"), "--duration", "2",
+                 "--streams", "TCP", "--out", f"file://{tmp_path}/traces"]) == 0
+    assert (tmp_path / "traces" / "TCP.parquet").exists() or list(
+        (tmp_path / "traces").glob("TCP*"))
+    assert main(["build", "--catalog", str(examples / "dec-pkt.toml"), "--workload",
+                 str(examples / "workload.toml"), "--k", "4", "--engine", "local", "--quiet",
+                 "--out", f"file://{tmp_path}/charts"]) == 0
+    assert (tmp_path / "charts" / "manifest.json").exists()
+    assert not Path("file:").exists()
+    capsys.readouterr()
+    for command in (["generate", "--catalog", str(examples / "dec-pkt.toml"), "--duration",
+                     "2", "--out", "hdfs://nn/traces"],
+                    ["build", "--catalog", str(examples / "dec-pkt.toml"), "--workload",
+                     str(examples / "workload.toml"), "--out", "hdfs://nn/charts"]):
+        err = one_line_error(command, capsys)
+        assert "--out hdfs://nn/" in err and "needs a local path or file:///PATH" in err
+    assert not Path("hdfs:").exists()

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cqopt.spark.deferred import DeferredFrame
-from cqopt.spark.location import locate
+from cqopt.location import locate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -39,7 +39,7 @@ from cqopt.replay.trace_format import (
     trace_formats,
     trace_stem,
 )
-from cqopt.spark.location import is_uri, locate
+from cqopt.location import is_uri, locate
 from cqopt.spark.run.settings import TRIGGERS, RunContext, StreamingRunError
 from cqopt.spark.session import spark_errors
 from cqopt.spark.trace_read import SPARK_TYPES
@@ -119,7 +119,7 @@ class Source:
 
     def __post_init__(self) -> None:
         # A directory's path is local and absolute, however the Source was made: the run
-        # checks, lists and watches its files itself (cqopt.spark.location says why).
+        # checks, lists and watches its files itself (cqopt.location says why).
         if self.path is not None:
             where = locate(self.path, f"--source {self.stream}={self.path}",
                            needs_local=LOCAL_SOURCE, error=StreamingRunError)

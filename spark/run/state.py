@@ -25,7 +25,7 @@ from typing import Any
 
 from cqopt.errors import parse_json, read_text_file
 from cqopt.replay.rounds import round_of
-from cqopt.spark.location import locate
+from cqopt.location import locate
 from cqopt.spark.run.settings import StreamingRunError
 from cqopt.spark.run.sink import write_json
 
@@ -41,7 +41,7 @@ LOCAL_RUN_FOLDER = ("cqopt writes the run folder (its state, round log, results 
 
 def run_folder(out: str | Path) -> Path:
     """``--out`` as an absolute local path: a path or ``file:`` URI
-    (:func:`cqopt.spark.location.locate`); another file system's URI is refused.
+    (:func:`cqopt.location.locate`); another file system's URI is refused.
 
     >>> run_folder("file:///tmp/run")
     PosixPath('/tmp/run')

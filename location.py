@@ -67,6 +67,23 @@ def is_uri(text: str | os.PathLike) -> bool:
     return bool(found) and (found[2].startswith("/") or found[1].lower() == "file")
 
 
+def local_output(out: str | os.PathLike, what: str, where: str | None = None) -> Path:
+    """Where cqopt writes ``what`` itself (a chart set, traces, a catalog): ``out`` as a
+    local path, a ``file:`` URI mapped to one; another file system's URI is refused in
+    one line (never written as a folder of that odd name, ``./file:``).
+
+    >>> local_output("file:///tmp/charts", "chart set")
+    PosixPath('/tmp/charts')
+    >>> local_output("hdfs://nn/charts", "chart set")
+    Traceback (most recent call last):
+    ...
+    cqopt.errors.CqoptError: --out hdfs://nn/charts: cqopt writes the chart set itself, so it needs a local path or file:///PATH, not an hdfs:// URI; give a local path
+    """
+    where = f"--out {os.fspath(out)}" if where is None else where
+    return locate(out, where, needs_local=(f"cqopt writes the {what} itself",
+                                           "give a local path")).local
+
+
 def locate(text: str | os.PathLike, where: str | None = None, *,
            needs_local: tuple[str, str] | None = None,
            error: type[CqoptError] = CqoptError) -> Location:
