@@ -63,7 +63,7 @@ class Calibrated:
 
 
 def calibrate(catalog: PathLike | Catalog, out: PathLike, *,
-              from_runs: Sequence[PathLike] | None = None, smoothing: float = 0.5,
+              from_runs: Sequence[PathLike] | None = None, smoothing: float | None = None,
               master: str = "local[*]", rows: int = 16_000_000, sizes: int = 4,
               repeats: int = 3, driver_memory: str | None = "6g",
               progress: bool | Callable[[str], None] = True,
@@ -88,9 +88,9 @@ def calibrate(catalog: PathLike | Catalog, out: PathLike, *,
         Run folders of ``cqopt run`` (``--shadow`` times every plan): fit the
         engine model's ``[engine]`` constants to their plan times, without Spark,
         instead of timing operators.
-    smoothing : float
-        With ``from_runs``: the new fit's weight against constants the catalog
-        already has from an earlier fit, in (0, 1].
+    smoothing : float, optional
+        With ``from_runs`` only: the new fit's weight against constants the catalog
+        already has from an earlier fit, in (0, 1]; default 0.5.
     master : str
         A running Spark session of this process, else a new one on this master URL.
     rows, sizes, repeats : int
@@ -119,6 +119,11 @@ def calibrate(catalog: PathLike | Catalog, out: PathLike, *,
 
     out = local_output(out, "catalog", name("out", out))
     check_out(out, catalog.source if isinstance(catalog, Catalog) else catalog)
+    if smoothing is not None and not from_runs:  # it weighs a fit from runs: nothing else
+        raise CqoptError(f"{name('smoothing', smoothing)} weighs a fit from run folders, and "
+                         f"none is given: give {name('from_runs', 'DIR')} too, "
+                         "or leave it out")
+    smoothing = 0.5 if smoothing is None else smoothing
     _judge_sizes(rows, sizes, repeats, smoothing, name)
     catalog = as_catalog(catalog)
     if from_runs:

@@ -20,7 +20,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     done = calibrate(args.catalog, args.out, from_runs=args.from_run, smoothing=args.smoothing,
                      master=args.master, rows=args.rows, sizes=args.sizes,
                      repeats=args.repeats, driver_memory=args.driver_memory, progress=say,
-                     name=option_namer())
+                     name=option_namer(from_runs="--from-run"))
     print(done.text())
     if done.fitted is not None:
         print(f"wrote {done.out}; charts costed in the engine's seconds: cqopt build "
@@ -61,7 +61,7 @@ def add_parsers(sub) -> None:
                    help="fit the engine model's [engine] constants to the plan times cqopt run "
                         "logged in DIR (repeatable; runs with --shadow time every plan), "
                         "without Spark, instead of timing operators")
-    p.add_argument("--smoothing", type=number(above=0, high=1), default=0.5,
+    p.add_argument("--smoothing", type=number(above=0, high=1), default=None,
                    help="with --from-run: the new fit's weight against constants the catalog "
                         "already has from an earlier fit (default 0.5)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")

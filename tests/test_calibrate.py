@@ -82,3 +82,20 @@ def test_measure_times_every_kind_on_spark(spark, dec_catalog):
         assert all(0 < seconds < whole for _, seconds in points)  # a part of the whole
     assert any("warming up" in s for s in steps)
     assert "master local[2]" in cal.describe_spark(spark)
+
+
+def test_smoothing_without_a_run_folder_is_refused_not_ignored(no_spark, examples, tmp_path,
+                                                               capsys):
+    """--smoothing weighs a fit from --from-run folders; alone it would do nothing, so it is
+    one line before any work (and the Python call says the same)."""
+    import cqopt
+    from cqopt.errors import CqoptError
+
+    out = tmp_path / "cal.toml"
+    assert main(["calibrate", "--catalog", str(examples / "dec-pkt.toml"), "--out", str(out),
+                 "--smoothing", "0.3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--smoothing 0.3 weighs a fit from run folders" in err and "--from-run DIR" in err
+    assert len(err.splitlines()) == 1 and not out.exists()
+    with pytest.raises(CqoptError, match="smoothing = 0.3 weighs a fit from run folders"):
+        cqopt.calibrate(examples / "dec-pkt.toml", out, smoothing=0.3)
