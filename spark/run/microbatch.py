@@ -4,7 +4,7 @@ Spark fills a streaming query's ``lastProgress`` once a micro-batch is
 committed (after ``foreachBatch`` returns), so the line of a micro-batch
 follows the lines of the rounds it ran: its input rows, the rows per second
 it read in (``inputRowsPerSecond``: rows over the time since the previous
-batch began) and processed (``processedRowsPerSecond``: rows over this
+batch began, left out where there is none) and processed (``processedRowsPerSecond``: rows over this
 batch's own time), and the split of its time (``durationMs``: ``addBatch``
 is cqopt's ``foreachBatch``, the rounds' work; the rest is Spark's own
 bookkeeping), longest first.
@@ -14,6 +14,12 @@ bookkeeping), longest first.
 ...                "durationMs": {"triggerExecution": 1500, "addBatch": 1300,
 ...                               "getBatch": 10, "walCommit": 60}})
 'micro-batch 3: 1,200 input rows, 600.0 rows/s in, 800.0 rows/s processed; 1.500 s: addBatch 1.300 s, walCommit 0.060 s, getBatch 0.010 s'
+
+A first micro-batch (a backlog read at once) has no arrival rate to give:
+
+>>> progress_line({"batchId": 0, "numInputRows": 5000, "inputRowsPerSecond": 0.0,
+...                "processedRowsPerSecond": 2500.0, "durationMs": {"triggerExecution": 2000}})
+'micro-batch 0: 5,000 input rows, 2,500.0 rows/s processed; 2.000 s'
 """
 
 from __future__ import annotations
@@ -49,8 +55,11 @@ def progress_line(progress: Any) -> str:
                       sorted(durations.items(), key=lambda kv: -kv[1]) if v)
     took = "" if total is None else f"; {total / 1000:.3f} s" + (f": {split}" if split else "")
     rows = int(_field(progress, "numInputRows") or 0)
-    return (f"micro-batch {_field(progress, 'batchId')}: {rows:,} input rows, "
-            f"{_rate(_field(progress, 'inputRowsPerSecond'))} rows/s in, "
+    rate_in = _field(progress, "inputRowsPerSecond")
+    # A first micro-batch has no earlier one to measure arrivals against: Spark gives 0.
+    arriving = ("" if rows and _rate(rate_in) in ("0.0", "?") else
+                f"{_rate(rate_in)} rows/s in, ")
+    return (f"micro-batch {_field(progress, 'batchId')}: {rows:,} input rows, {arriving}"
             f"{_rate(_field(progress, 'processedRowsPerSecond'))} rows/s processed{took}")
 
 
