@@ -237,8 +237,8 @@ class RoundRunner:
 
     def _statistics(self, rows, tuples: dict[str, DataFrame], first: int,
                     stop: int) -> dict[int, dict[str, float]]:
-        """Each round's observed statistics: from ``rows`` on the driver if there, else one
-        Spark job over ``tuples``."""
+        """Each round's observed statistics: from ``rows`` on the driver if there, else from
+        the columns they read of ``tuples``, collected where they fit, else one Spark job."""
         query = self.ctx.query
         if rows is None:  # too many tuples to hold: the columns statistics read, if they fit
             rows = statistic_rows(query, tuples, self.ctx.streams)
@@ -499,6 +499,19 @@ class RoundRunner:
         return {p.id: times[p.id] for p in plans}
 
 
+def _statistic_columns(query: ContinuousQuery, stream: str) -> list[str]:
+    """The columns of ``stream`` its statistics read (a round's others cost a copy each)."""
+    from cqopt.spark.round_stats import _join_columns, _selection_columns
+
+    read = (*_selection_columns(query, stream), *_join_columns(query, stream))
+    return [c.name for c in query.stream(stream).columns if c.name in read]
+
+
+def _held(stream: str, column: str) -> str:
+    """A stream's column in the batch's layout: ``STREAM__column``; its one time, ``ts``."""
+    return "ts" if column.lower() == "ts" else f"{stream}__{column}"
+
+
 def statistic_rows(query: ContinuousQuery, tuples: dict[str, DataFrame],
                    streams: tuple[str, ...]):
     """The columns the rounds' statistics read of each stream's ``tuples`` (``_round``
@@ -508,14 +521,9 @@ def statistic_rows(query: ContinuousQuery, tuples: dict[str, DataFrame],
     from pyspark.sql import functions as F
 
     from cqopt.spark.run.sink import collect
-    from cqopt.spark.round_stats import _join_columns, _selection_columns
 
-    def read(stream: str) -> list:  # the batch's one time column is "ts"
-        return [F.col(c).alias("ts" if c.lower() == "ts" else f"{stream}__{c}")
-                for c in dict.fromkeys((*_selection_columns(query, stream),
-                                        *_join_columns(query, stream)))]
-
-    parts = [tuples[s].select(F.lit(s).alias("_stream"), "_round", *read(s)) for s in streams]
+    parts = [tuples[s].select(F.lit(s).alias("_stream"), "_round", *(
+        F.col(c).alias(_held(s, c)) for c in _statistic_columns(query, s))) for s in streams]
     frame = parts[0]
     for other in parts[1:]:
         frame = frame.unionByName(other, allowMissingColumns=True)
@@ -531,22 +539,14 @@ def local_statistics(query: ContinuousQuery, table, streams: tuple[str, ...], fi
     import pyarrow.compute as pc
 
     from cqopt.costmodel.validation import round_statistics
-    from cqopt.spark.round_stats import _join_columns, _selection_columns
 
-    # Only the columns a statistic reads: a round's other columns cost a copy each.
-    columns = {s: [c.name for c in query.stream(s).columns
-                   if c.name in (*_selection_columns(query, s), *_join_columns(query, s))]
-               for s in streams}
-
-    def held(stream: str, column: str) -> str:  # the batch's one time column is "ts"
-        return "ts" if column.lower() == "ts" else f"{stream}__{column}"
-
+    columns = {s: _statistic_columns(query, s) for s in streams}
     inside = pc.and_(pc.greater_equal(table["_round"], first), pc.less(table["_round"], stop))
     table = table.filter(inside)
     windows, rounds = {}, {}
     for stream in streams:
         mine = table.filter(pc.equal(table["_stream"], stream))
-        windows[stream] = mine.select([held(stream, c) for c in columns[stream]]) \
+        windows[stream] = mine.select([_held(stream, c) for c in columns[stream]]) \
             .rename_columns(columns[stream]).to_pandas()
         rounds[stream] = mine["_round"].to_numpy() - first
     stats = round_statistics(query, windows, rounds, stop - first, window_s)

@@ -75,7 +75,11 @@ def hold_batch(batch: DataFrame, may_be_large: bool) -> tuple[Any, Any]:
     level = StorageLevel.MEMORY_AND_DISK
     if may_be_large:
         batch = batch.persist(level)
-        return batch, collect_batch(batch) if batch.count() <= LOCAL_TUPLES else None
+        try:
+            return batch, collect_batch(batch) if batch.count() <= LOCAL_TUPLES else None
+        except BaseException:  # the caller has no frame to release
+            batch.unpersist()
+            raise
     local = collect_batch(batch)
     if local is None:
         return batch.persist(level), None
