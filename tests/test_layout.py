@@ -19,7 +19,7 @@ import cqopt
 # A module's layer is its longest entry.
 # The root package comes first: it imports nothing of cqopt (its names load lazily, by
 # name), so a module no other entry covers lands there and any import of it runs upward.
-LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress",
+LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress", "cqopt.location",
           "cqopt.output.atomic", "cqopt.output.marker", "cqopt.output.checks",
           "cqopt.output.retire", "cqopt.output.recovery", "cqopt.output.switch",
           "cqopt.output.snapshot", "cqopt.output", "cqopt.owned_file",
