@@ -72,8 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stat", action="append", metavar="NAME=VALUE", type=parse_stat,
                    help="a statistic to cost the plans at, e.g. rate.TCP=500 or sel.TCP=0.3 "
                         "(repeatable; others take their defaults)")
-    p.add_argument("--model", default="om", metavar="MODEL",
-                   help=f"cost model: {', '.join(model_names())} (default om)")
+    p.add_argument("--model", default=None, metavar="MODEL",
+                   help=f"cost model: {', '.join(model_names())} (default: with --workload, "
+                        "each query's chart's model; else om)")
     p.add_argument("--weights", metavar="WR,WM[,WC]", help="utility weights (default 0.4,0.6)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--sql-out", metavar="DIALECT", type=options.dialect,

@@ -394,7 +394,7 @@ def test_fidelity_takes_options_or_keywords_never_both(dec_toml, workload_toml, 
     ("explain", ["explain", "--catalog", "CATALOG", "--sql", "SELECT * FROM TCP WINDOW [1]",
                  "--stat", "rate.TCP=500", "--without", "pushdown"],
      {"sql": "SELECT * FROM TCP WINDOW [1]", "stats": {"rate.TCP": 500.0},
-      "without": ["pushdown"], "model": "om"}),
+      "without": ["pushdown"], "model": None}),  # the API picks: the chart's, else om
     ("choose", ["choose", "--charts", "out/charts", "--query", "Q1", "--stat", "sel.TCP=0.3",
                 "--catalog", "CATALOG", "--allow-stale"],
      {"charts": "out/charts", "query": "Q1", "stats": {"sel.TCP": 0.3}, "allow_stale": True}),

@@ -22,6 +22,19 @@ def test_explain_workload_text(dec_toml, workload_toml, capsys):
     assert "Statistics: rate.TCP, sel.TCP" in out
 
 
+def test_explain_costs_a_workload_query_with_its_charts_model(dec_toml, tmp_path, capsys):
+    """A workload that builds its charts with PIPES is explained with PIPES unless --model
+    says otherwise: the CLI's default no longer overrides the workload's."""
+    workload = tmp_path / "w.toml"
+    workload.write_text('[defaults]\nmodel = "pipes"\n\n[[query]]\nname = "Q1"\nsql = '
+                        '"SELECT TCP.src_host FROM TCP WHERE TCP.dest_host = 2 WINDOW [1]"\n')
+    assert main(["explain", "--catalog", dec_toml, "--workload", str(workload)]) == 0
+    assert "Costed with the PIPES model" in capsys.readouterr().out
+    assert main(["explain", "--catalog", dec_toml, "--workload", str(workload),
+                 "--model", "om"]) == 0
+    assert "Costed with the OM model" in capsys.readouterr().out
+
+
 def test_explain_json_one_query(dec_toml, workload_toml, capsys):
     assert main(["explain", "--catalog", dec_toml, "--workload", workload_toml, "--query", "Q1",
                  "--json"]) == 0
