@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from cqopt.cli import options
 from cqopt.cli.options import number, option_namer, pairs, whole_number, with_parent
@@ -16,6 +15,7 @@ from cqopt.cli.policy_options import (
     policy_options,
 )
 from cqopt.errors import CqoptError, parse_number, shorten
+from cqopt.location import local_output
 
 DEFAULT_K_SWEEP = "2,5,10,20,40"
 
@@ -91,7 +91,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
         print(negotiation_line(shared))
         for alarm in shared_alarms(replays):
             print(alarm_line(alarm), file=sys.stderr)
-    out = Path(args.out)
+    out = local_output(args.out, "report")  # a file: URI, said as the folder it names
     print(f"wrote {out / 'report.md'} and {out / 'report.html'}")
     return 0
 
