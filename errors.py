@@ -135,6 +135,10 @@ MAX_JSON_DIGITS = 40  # a seed or a count; 10^400 is no number cqopt wrote
 
 
 _JSON_INT_LIMIT = 10 ** MAX_JSON_DIGITS
+_LONG_DIGITS = re.compile(r"[0-9]{%d}" % (MAX_JSON_DIGITS + 1))
+# Texts up to this size are scanned with numpy (a few arrays of their size); a larger one
+# (a marker's inventory, a long run's state) gets the conservative answer, in constant memory.
+_SCAN_BYTES = 1 << 20
 
 
 def _json_float(text: str) -> float:
@@ -235,13 +239,18 @@ def _json_scan(text: str) -> tuple[int, int, bool]:
     deep its brackets nest outside strings (where a string may hold an escaped quote,
     any backslash, an upper bound: every bracket), its longest run of digits, and
     whether a letter e is followed by a digit or a sign (a float's exponent, maybe).
-    The caller walks the parsed value where the figures say it must.
+    The caller walks the parsed value where the figures say it must. A text of more
+    than :data:`_SCAN_BYTES` gets upper bounds (every bracket, the float hook on) and a
+    regex search for long digit runs, in constant memory.
 
     >>> _json_scan('{"a": [[1.5e-07], "]]"], "b": 12345}')
     (3, 5, True)
     """
     import numpy as np
 
+    if len(text) > _SCAN_BYTES:
+        digits = MAX_JSON_DIGITS + 1 if _LONG_DIGITS.search(text) else 0
+        return text.count("[") + text.count("{"), digits, True
     codes = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     if not len(codes):
         return 0, 0, False

@@ -733,3 +733,20 @@ def test_parse_json_takes_what_json_takes_and_refuses_depth_and_long_integers(
             parse_json(text)
     else:
         assert parse_json(text) == json.loads(text)
+
+
+def test_parse_json_of_a_large_text_keeps_its_refusals():
+    """A text past the numpy scan's size (a marker's inventory) is judged conservatively,
+    in constant memory: the same refusals, the same values."""
+    from cqopt.errors import _SCAN_BYTES, parse_json
+
+    inventory = [{"path": f"/x/part-{i}.parquet", "size": i, "rate": i / 7} for i in range(40000)]
+    text = json.dumps(inventory)
+    assert len(text) > _SCAN_BYTES and parse_json(text) == inventory
+    padding = json.dumps("]" * _SCAN_BYTES)  # brackets in a string do not hide the depth
+    with pytest.raises(ValueError, match="nested deeper than 200"):
+        parse_json("[" * 201 + padding + "]" * 201)
+    with pytest.raises(ValueError, match="a number of 45 digits"):
+        parse_json(f"[{padding}, {'9' * 45}]")
+    with pytest.raises(ValueError, match="out of range"):
+        parse_json(f"[{padding}, 1e400]")
