@@ -211,8 +211,9 @@ def parse_json(text: str | bytes, nan: bool = False) -> object:
     """
     if isinstance(text, bytes):
         text = text.decode("utf-8")
-    # json's own parser (C) first, then one walk for the depth and the integers: a scan of
-    # the text for brackets outside strings took half of a chart set's load.
+    # One numpy pass says what the text could hold; json's own parser (C) reads it, with the
+    # float hook only where a number could be out of range; then a walk of the value only
+    # where the pass found long digit runs or deeper brackets than the nesting allows.
     depth, digits, exponent = _json_scan(text)
     integers = digits > MAX_JSON_DIGITS
     hooked = integers or exponent  # else every number is a finite float of few digits
@@ -226,8 +227,6 @@ def parse_json(text: str | bytes, nan: bool = False) -> object:
             raise
         raise ValueError(f"a number of more than {sys.get_int_max_str_digits():,} "
                          "digits") from None
-    # The walk only where the text could hold what it looks for: a run of more digits
-    # than a number may have, or more brackets than the nesting allowed.
     if integers or depth > MAX_JSON_DEPTH:
         _check_json_tree(value, integers)
     return value
@@ -251,7 +250,8 @@ def _json_scan(text: str) -> tuple[int, int, bool]:
     if len(text) > _SCAN_BYTES:
         digits = MAX_JSON_DIGITS + 1 if _LONG_DIGITS.search(text) else 0
         return text.count("[") + text.count("{"), digits, True
-    codes = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    # surrogatepass: a lone surrogate (json.loads takes one) is bytes >= 0x80, none of ours.
+    codes = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     if not len(codes):
         return 0, 0, False
     digit = (codes >= ord("0")) & (codes <= ord("9"))
