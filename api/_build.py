@@ -6,13 +6,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cqopt.location import local_output
 from cqopt.api._common import Name, PathLike, as_catalog, as_workload
 from cqopt.api._traces import trace_paths, trace_statistics
 from cqopt.catalog import Catalog
 from cqopt.charts.settings import judge_options, setting_label
 from cqopt.charts.workload import Workload
 from cqopt.errors import CqoptError
+from cqopt.location import local_output
 from cqopt.progress import say as step
 
 if TYPE_CHECKING:

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cqopt.location import local_output
 from cqopt.api._common import Name, PathLike, as_catalog
 from cqopt.catalog import Catalog
 from cqopt.charts.settings import setting_label
 from cqopt.errors import CqoptError, parse_number
+from cqopt.location import local_output
 from cqopt.progress import say as step
 
 if TYPE_CHECKING:

@@ -11,7 +11,6 @@ import json
 import sys
 import time
 
-from cqopt.location import local_output
 from cqopt.cli import options
 from cqopt.cli.options import (
     dialect,
@@ -23,6 +22,7 @@ from cqopt.cli.options import (
 )
 from cqopt.costmodel import model_names
 from cqopt.errors import CqoptError, parse_number, shorten
+from cqopt.location import local_output
 from cqopt.optimizer.query.statistics import check_value, split_name
 
 

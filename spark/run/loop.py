@@ -66,9 +66,9 @@ from cqopt.spark.run.settings import TRIGGERS, RunContext, RunSettings, Streamin
 from cqopt.spark.run.sink import clear_scratch
 from cqopt.spark.run.sources import Source, file_hint, match_sources, read_stream
 from cqopt.spark.run.staging import (
+    BatchHolder,
     Staging,
     batch_spans,
-    hold_batch,
     release_batch,
     with_rounds,
 )
@@ -219,9 +219,7 @@ class AdaptiveRun:
         self.error: BaseException | None = None
         self.stop_requested = threading.Event()
         self.stopped_by = "end of input"
-        # The first batch may hold the whole backlog: its tuples are counted before
-        # they are collected (staging.hold_batch); so is the batch after a large one.
-        self.large_batch = True
+        self.holder = BatchHolder()
 
     @property
     def out(self) -> Path:
@@ -325,8 +323,7 @@ class AdaptiveRun:
         persisted and takes one job for the spans, one for the statistics, one per
         plan and one to stage (:func:`~cqopt.spark.run.staging.hold_batch`).
         """
-        batch, local = hold_batch(batch, self.large_batch)
-        self.large_batch = local is None
+        batch, local = self.holder.hold(batch)
         try:
             opened = self.open_batch(batch, local, batch_id)
             if opened is not None:

@@ -87,10 +87,24 @@ def hold_batch(batch: DataFrame, may_be_large: bool) -> tuple[Any, Any]:
 
 
 def release_batch(frame) -> None:
-    """Unpersist a batch :func:`hold_batch` held, if it was persisted."""
+    """Unpersist a batch :func:`hold_batch` held, if it was persisted (None: none held)."""
     held = frame.if_built() if isinstance(frame, DeferredFrame) else frame
     if held is not None:
         held.unpersist()
+
+
+class BatchHolder:
+    """A run's side of :func:`hold_batch`: each micro-batch held, its first (which may be
+    the whole backlog) and the one after a batch too large counted before collecting."""
+
+    def __init__(self):
+        self.may_be_large = True
+
+    def hold(self, batch: DataFrame) -> tuple[Any, Any]:
+        """:func:`hold_batch` of ``batch``: ``(frame, local)``."""
+        frame, local = hold_batch(batch, self.may_be_large)
+        self.may_be_large = local is None
+        return frame, local
 
 
 def batch_spans(batch: DataFrame | None, local, start: float | None, window_s: float,

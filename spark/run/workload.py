@@ -71,7 +71,7 @@ from cqopt.spark.run.rounds import Grouped
 from cqopt.spark.run.settings import TRIGGERS, RunSettings, StreamingRunError
 from cqopt.spark.run.sink import write_json
 from cqopt.spark.run.sources import Source, file_schema, read_stream
-from cqopt.spark.run.staging import hold_batch, release_batch
+from cqopt.spark.run.staging import BatchHolder, release_batch
 from cqopt.spark.run.state import STATE_VERSION, RunState
 from cqopt.spark.session import driver_data_conf, spark_errors, spark_message
 from cqopt.spark.shared_work import SharedWork
@@ -180,7 +180,7 @@ class WorkloadRun:
         self.in_batch: int | None = None
         self.error: BaseException | None = None
         self.stop_requested = threading.Event()
-        self.large_batch = True  # the first batch may be a backlog (staging.hold_batch)
+        self.holder = BatchHolder()
         self.stopped_by = "end of input"
         self.name = "workload"
 
@@ -247,8 +247,8 @@ class WorkloadRun:
         try:
             with spark_errors(f"Spark failed on micro-batch {batch_id} of the workload",
                               StreamingRunError):
-                held, local = hold_batch(batch, self.large_batch)  # every stream, once
-            batch, self.large_batch = held, local is None
+                held, local = self.holder.hold(batch)  # every stream, once
+            batch = held
             opened = self._open(batch, local, batch_id)
             self._run_rounds({n: (o.tagged, batch_id, o.complete, o.local)
                               for n, o in opened.items()})
@@ -262,8 +262,7 @@ class WorkloadRun:
             self.stop_requested.set()
             raise
         finally:
-            if held is not None:
-                release_batch(held)
+            release_batch(held)
             self.in_batch = None
 
     def _open(self, batch: DataFrame, local, batch_id: int) -> dict[str, OpenBatch]:
