@@ -2,8 +2,8 @@
 
 A workload run (:mod:`cqopt.spark.run.workload`) runs each query's chosen
 plan of a micro-batch as its own Spark job, from several driver threads at
-once (:mod:`cqopt.spark.run.concurrent`). The issue asks for one job per
-micro-batch where the results fit on the driver. This script times the
+once (:mod:`cqopt.spark.run.concurrent`); one job per micro-batch is the
+alternative where the results fit on the driver. This script times the
 ways to run ``--plans`` small plans (half selections, half aggregates) over
 one stream's ``--tuples`` tuples held on the driver, each of one partition
 under :data:`~cqopt.spark.session.DRIVER_DATA_CONF`, in interleaved order:
@@ -33,10 +33,10 @@ from functools import reduce
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plans", type=int, default=10)
-    parser.add_argument("--tuples", type=int, default=500)
-    parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--plans", type=int, default=10, help="plans per micro-batch")
+    parser.add_argument("--tuples", type=int, default=500, help="tuples on the driver")
+    parser.add_argument("--repeat", type=int, default=15, help="timed rounds of every way")
+    parser.add_argument("--master", default="local[2]", help="Spark master")
     args = parser.parse_args()
 
     import numpy as np
@@ -45,7 +45,7 @@ def main() -> None:
     from pyspark.sql import functions as F
 
     from cqopt.spark.run.concurrent import run_all
-    from cqopt.spark.run.sink import LOCAL_RESULT_ROWS
+    from cqopt.spark.run.sink import LOCAL_RESULT_ROWS, collect as collect_small
     from cqopt.spark.session import driver_data_conf, driver_frame, session_conf, spark_session
 
     n = args.tuples
@@ -63,7 +63,7 @@ def main() -> None:
         return out
 
     def collect(frame: DataFrame):
-        return frame.limit(LOCAL_RESULT_ROWS + 1).toArrow()
+        return collect_small(frame, LOCAL_RESULT_ROWS)  # as the run collects a result
 
     def one_after_another() -> None:
         for frame in plans():
@@ -79,11 +79,11 @@ def main() -> None:
         slots: list[tuple[str, object]] = []
         layouts = []
         for frame in frames:
-            used: dict[str, int] = {}
-            layout = []
-            for field in frame.schema.fields[1:]:
-                key = field.dataType.simpleString()
-                k, used[key] = used.get(key, 0), used.get(key, 0) + 1
+            layout: list[str] = []
+            fields = frame.schema.fields[1:]  # one round trip to the JVM
+            keys = [field.dataType.simpleString() for field in fields]
+            for field, key in zip(fields, keys):
+                k = keys[:len(layout)].count(key)  # this plan's k-th column of its type
                 of_type = [s for s, t in slots if t.simpleString() == key]
                 if k >= len(of_type):
                     of_type.append(f"_s{len(slots)}")
