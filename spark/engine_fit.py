@@ -26,7 +26,8 @@ A fit is refused (:class:`FitRefused`, one line saying what to run instead,
 nothing written) with fewer plan times than constants, a negative constant,
 or a held-out error over :data:`MAX_HELD_OUT_ERROR`.
 Rounds grouped with others (a backlog run plan by plan) share one job's time
-and are left out, as are rounds without tuples.
+and are fitted as that job; rounds of a workload's joint job (many queries'
+plans in one job) are left out, as are rounds without tuples.
 """
 
 from __future__ import annotations
@@ -166,6 +167,8 @@ def read_timings(run: str | Path, catalog: Catalog) -> list[Timing]:
         except (OSError, ValueError) as err:
             raise EngineFitError(f"--from-run {folder}: {path.name} is not a round record "
                                  f"of cqopt run ({err}); pass the --out of a cqopt run") from None
+        if record.get("joint_plans", 1) > 1:  # one job's time for many queries' plans
+            continue
         if record.get("grouped_rounds", 1) > 1:
             jobs.setdefault((record.get("batch"), record["plan"], record["grouped_rounds"]),
                             []).append(record)

@@ -1,11 +1,12 @@
 """Exact common subexpressions of several plans' DataFrames, built and computed once.
 
 STREAM shares the common subexpressions of its queries' plans and their
-base-stream queues (seed 003, section 3.2). A workload run
+base-stream queues (seed 003, section 3.2). Where a workload run
 (:mod:`cqopt.spark.run.workload`) builds every query's chosen plans of a
-micro-batch as DataFrames and runs them as one Spark job; where two of them
-start from the same stream's tuples with the same selection and projection,
-that part is one DataFrame, built once and computed once.
+micro-batch as DataFrames (rounds not held on the driver, or a joint job that
+could not run), each its own Spark job; where two of them start from the same
+stream's tuples with the same selection and projection, that part is one
+DataFrame, built once and computed once.
 
 :class:`SharedWork` is the memo of one micro-batch:
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from cqopt.catalog import load_catalog
@@ -74,15 +75,19 @@ def _sources(three):
 def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_path,
                                                              monkeypatch):
     """One streaming query for four: stopped after 2 rounds each and resumed, every
-    query's rounds, plans and rows equal those of its run alone, row for row; each
-    micro-batch's plans of every query ran side by side."""
-    from cqopt.spark.run import AdaptiveRun, RunSettings, workload
+    query's rounds, plans and rows (and their Parquet schema) equal those of its run
+    alone, row for row; each micro-batch's plans of every query ran as one Spark job."""
+    from cqopt.spark.run.joint_job import JointJob
+    from cqopt.spark.run import AdaptiveRun, RunSettings
     from cqopt.spark.run.workload import WorkloadRun
 
-    joint: list[int] = []  # the plans each call ran side by side
-    run_all = workload.run_all
-    monkeypatch.setattr(workload, "run_all", lambda steps: joint.append(len(steps)) or
-                        run_all(steps))
+    joint: list[int] = []  # the plans of each joint job
+    run = JointJob.run
+
+    def counted(self, parts, limit):
+        joint.append(len(parts))
+        return run(self, parts, limit)
+    monkeypatch.setattr(JointJob, "run", counted)
 
     queries = {n: (q, three["charts"][n]) for n, q in three["queries"].items()}
     lines: list[str] = []
@@ -94,7 +99,8 @@ def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_p
     assert any(line.startswith("Q2: resuming after round 1") for line in lines)
     assert any("rows/s processed" in line for line in lines)  # Spark's progress, said
     assert done.failures == {}
-    assert joint and max(joint) >= 3  # the queries' plans together, not one by one
+    assert joint and max(joint) >= 3  # the queries' plans in one job, not one by one
+    assert any("(one job for 4 plans of the workload)" in line for line in lines)
     for name, (query, chart) in queries.items():
         sources = {s: src for s, src in _sources(three).items() if s in query.stream_names}
         alone = AdaptiveRun(spark, name, query, chart, three["catalog"], sources,
@@ -110,6 +116,8 @@ def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_p
             part = f"results/round-{r:06d}.parquet"
             x = pd.read_parquet(tmp_path / "w" / name / part)
             y = pd.read_parquet(alone.out / part)
+            assert pq.read_table(tmp_path / "w" / name / part).schema == \
+                pq.read_table(alone.out / part).schema  # names, types and nullability
             assert list(x.columns) == list(y.columns)
             x, y = (f.sort_values(list(f.columns), ignore_index=True) for f in (x, y))
             pd.testing.assert_frame_equal(x, y, check_dtype=False)
@@ -117,23 +125,25 @@ def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_p
     assert len(done.results["Q3"].rounds) == 2  # W = 2 s: its own rounds
     report = (tmp_path / "w" / "report.md").read_text()
     assert all(f"## {name}" in report for name in queries)
-    # Q5 reads TCP's tuples as Q1 does, with Q1's selection: made once, said in the report.
+    # Q1, Q2 and Q5 read TCP's tuples of the same rounds: handed to Spark once, said.
     shared = json.loads((tmp_path / "w" / "report.json").read_text())["shared"]
-    assert shared["jobs_sharing"] >= 1 and shared["saved"] >= 1
-    assert re.search(r"\b\d+ computations? saved", report)
+    assert shared["joint_jobs"] >= 1 and shared["reads"] > shared["tables"]
+    assert re.search(r"\b\d+ tables? of tuples for \d+ reads", report)
 
 
 @pytest.mark.spark
 def test_one_querys_failed_plan_is_counted_and_the_others_go_on(spark, three, tmp_path,
                                                                  monkeypatch):
-    """Q1's plan fails on its thread in the first micro-batch that runs it: that failure is
-    said and counted for Q1 alone, the other queries' rounds of that micro-batch are
-    logged, and Q1 runs the same rounds with the next micro-batch (none is lost)."""
+    """Q1's plan fails in the first micro-batch that runs it: the joint job fails with it,
+    so every plan runs again alone, and there Q1's fails: that failure is said and counted
+    for Q1 alone, the other queries' rounds of that micro-batch are logged, and Q1 runs
+    the same rounds with the next micro-batch (none is lost)."""
+    from cqopt.spark.run.joint_job import JointJob
     from cqopt.spark.run import RunSettings
     from cqopt.spark.run.rounds import Grouped
     from cqopt.spark.run.workload import WorkloadRun
 
-    write = Grouped.write
+    write, run = Grouped.write, JointJob.run
     failed: list[int] = []
 
     def failing(self, index):
@@ -141,7 +151,13 @@ def test_one_querys_failed_plan_is_counted_and_the_others_go_on(spark, three, tm
             failed.append(index)
             raise RuntimeError("a plan Spark cannot run")
         return write(self, index)
+
+    def failing_joint(self, parts, limit):
+        if not failed and any(part.name == "Q1" for part in parts):
+            raise RuntimeError("a plan Spark cannot run")
+        return run(self, parts, limit)
     monkeypatch.setattr(Grouped, "write", failing)
+    monkeypatch.setattr(JointJob, "run", failing_joint)
     queries = {n: (q, three["charts"][n]) for n, q in three["queries"].items()
                if n in ("Q1", "Q3")}
     lines: list[str] = []
@@ -150,6 +166,8 @@ def test_one_querys_failed_plan_is_counted_and_the_others_go_on(spark, three, tm
     assert failed and done.failures == {"Q1": 1}
     assert any(line.startswith("Q1: failed on micro-batch") and "a plan Spark cannot run"
                in line for line in lines)
+    assert any("the joint job of micro-batch" in line and "each alone" in line
+               for line in lines)
     assert done.results["Q1"].rounds["round"].tolist() == [0, 1, 2, 3]  # tried again
     assert done.results["Q3"].rounds["round"].tolist() == [0, 1]
     assert "| Q1 |" in (tmp_path / "w" / "report.md").read_text()
@@ -158,17 +176,29 @@ def test_one_querys_failed_plan_is_counted_and_the_others_go_on(spark, three, tm
 @pytest.mark.spark
 def test_equal_queries_run_one_job_and_each_gets_its_rows(spark, three, tmp_path,
                                                           monkeypatch):
-    """Q1 and a copy of it under another name (and Q5 beside them): one job per micro-batch
-    gives both their result (the whole plan one result of the memo), each query's rows are
-    those of Q1's run alone, and the report counts the shared results. If Q1's job fails,
-    the copy fails with it: both are counted, and both run the rounds again."""
+    """Q1 and a copy of it under another name (and Q5 beside them): in the joint job the
+    copy's part is Q1's (computed once), each query's rows are those of Q1's run alone,
+    and the report counts the shared results. The first joint job fails, so its plans run
+    alone: Q1's job gives the copy its rows too, and if Q1's job fails, the copy fails
+    with it: both are counted, and both run the rounds again."""
+    from cqopt.spark.run.joint_job import JointJob
     from cqopt.spark.run import AdaptiveRun, RunSettings
     from cqopt.spark.run.rounds import Grouped
     from cqopt.spark.run.workload import WorkloadRun
 
     written: list[str] = []  # whose plan each job ran
-    write = Grouped.write
+    write, run = Grouped.write, JointJob.run
     failed: list[str] = []
+    same: list[set] = []  # each joint job's pairs (part, the part whose rows it took)
+
+    def joint(self, parts, limit):
+        if not same:
+            same.append(set())
+            raise RuntimeError("a joint job Spark cannot run")
+        result = run(self, parts, limit)
+        same.append({(parts[i].name, parts[j].name) for i, j in result.same.items()})
+        return result
+    monkeypatch.setattr(JointJob, "run", joint)
 
     def counted(self, index):
         owner = self.folder.parent.parent.name
@@ -184,8 +214,9 @@ def test_equal_queries_run_one_job_and_each_gets_its_rows(spark, three, tmp_path
     lines: list[str] = []
     done = WorkloadRun(spark, queries, three["catalog"], _sources(three), tmp_path / "w",
                        RunSettings(max_files_per_trigger=1), progress=lines.append).run()
-    # Three queries, two jobs a micro-batch: the copy's rows came from Q1's job.
-    assert "Q1" in written and "Q5" in written and "Q1copy" not in written
+    # Run alone, two jobs for three queries: the copy's rows came from Q1's job.
+    assert len(written) + len(failed) == 2 and "Q1copy" not in written + failed
+    assert len(same) >= 3 and all(pairs == {("Q1copy", "Q1")} for pairs in same[1:])
     first = failed[0]
     assert done.failures.get(first) == 1
     if first == "Q1":  # the copy's result was that failed job's: it failed too

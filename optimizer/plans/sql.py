@@ -60,6 +60,12 @@ and no GROUP BY has, per round, one row even when nothing reaches the
 aggregate (``COUNT(*)`` 0), but ``GROUP BY cqopt_round`` has no group, so no
 row, for such a round.
 
+With ``round_column=`` the tables hold each tuple's round already, in that
+column (a run's tuples, cut into rounds as the run cuts them, a tuple of a
+long window in each round whose window holds it): each source reads it as
+``cqopt_round`` and nothing is computed from ``ts``, so any window kind is
+written and ``round_s`` and ``start`` are unused.
+
 With ``one_round=True`` the SQL reads one round instead, as it did before
 rounds were carried: a table named like a stream holds that stream's current
 window (what the reference executor and ``to_spark`` get as input), and
@@ -140,6 +146,8 @@ CARTESIAN_HINT = "SHUFFLE_REPLICATE_NL"
 ROUND_COLUMN = "cqopt_round"
 TIME_COLUMN = "ts"
 _OFFSET, _OFFSET_COLUMN = "cqopt_offset", "k"
+# What a projection that keeps no column selects (SQL has no empty SELECT list).
+_NO_COLUMN = "cqopt_row"
 # The one-row table of round 0's start when the SQL computes it (the first tuple's ts).
 _START, _START_COLUMN = "cqopt_start", "ts"
 
@@ -150,7 +158,8 @@ class PlanSqlError(CqoptError):
 
 def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | None = None,
              pretty: bool = True, round_s: float | None = None,
-             start: float | None = None, one_round: bool = False) -> str:
+             start: float | None = None, one_round: bool = False,
+             round_column: str | None = None) -> str:
     """The SQL text of ``plan`` in ``dialect`` (see the module docstring).
 
     Parameters
@@ -173,6 +182,10 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
     one_round : bool
         SQL over tables that hold one round's windows, carrying no round
         (``round_s`` and ``start`` are then unused).
+    round_column : str, optional
+        Carrying rounds, read each tuple's round from this column of the
+        tables instead of computing it from ``ts`` (``round_s`` and ``start``
+        are then unused).
 
     Returns
     -------
@@ -201,7 +214,8 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
                            "way to state; write it for spark, or plan without the "
                            "join_strategies rule")
     tree = plan_expression(plan, query=query, cartesian_hints=spark, strategy_hints=spark,
-                           round_s=round_s, start=start, one_round=one_round)
+                           round_s=round_s, start=start, one_round=one_round,
+                           round_column=round_column)
     try:
         return tree.sql(dialect=dialect, pretty=pretty, unsupported_level=ErrorLevel.RAISE)
     except SqlglotError as err:
@@ -213,7 +227,8 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
 def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
                     cartesian_hints: bool = False, round_s: float | None = None,
                     start: float | None = None, one_round: bool = False,
-                    strategy_hints: bool = False) -> exp.Select:
+                    strategy_hints: bool = False,
+                    round_column: str | None = None) -> exp.Select:
     """The sqlglot tree of :func:`plan_sql`, before any dialect prints it.
 
     ``cartesian_hints`` (Spark's dialects) hints each Cartesian step's right
@@ -229,7 +244,8 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
     ``strategy_hints`` (Spark's dialects) writes each hinted join's strategy
     as Spark's hint on the input it names (see the module docstring).
     """
-    rounds = None if one_round else _rounds(plan, round_s, start)
+    rounds = (None if one_round else _held_rounds(plan, round_column)
+              if round_column is not None else _rounds(plan, round_s, start))
     built: dict[str, _Sql] = {}
     for key in plan.operators():
         node = plan.node(key)
@@ -255,7 +271,9 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
                 exp.Table(this=exp.to_identifier(s, quoted=True))]) for name, s in hints]))
     windows = ", ".join(f"{s} {plan.node(f'src:{s}').window}" for s in plan.join_order)
     comment = f" cqopt plan {plan.id}; windows: {windows}"
-    if rounds is not None:
+    if rounds is not None and rounds.held is not None:
+        comment += f"; rounds read from {rounds.held}: {ROUND_COLUMN}"
+    elif rounds is not None:
         origin = (f"ts {rounds.start:g}" if rounds.start is not None else
                   "the first tuple (MIN(ts) of " + ", ".join(plan.join_order) + ")")
         comment += f"; rounds of {rounds.seconds:g} s from {origin}: {ROUND_COLUMN}"
@@ -293,11 +311,13 @@ _ONE_ROUND = ("plan_sql(..., one_round=True) writes SQL over tables that each ho
 @dataclass(frozen=True)
 class _Rounds:
     """Round ``r`` holds ``start + r seconds <= ts < start + (r + 1) seconds``; ``start``
-    None is the first tuple's ``ts``, computed by the SQL (``origin``)."""
+    None is the first tuple's ``ts``, computed by the SQL (``origin``); ``held`` the
+    column that holds each tuple's round instead (nothing computed)."""
 
     start: float | None
     seconds: float
     streams: tuple[str, ...]
+    held: str | None = None
 
     def origin(self) -> exp.Expression:
         """Round 0's start: the number given, else the first tuple's ``ts``, read from the
@@ -310,7 +330,7 @@ class _Rounds:
     def first_tuple(self) -> exp.Select | None:
         """The one row of ``cqopt_start``: the earliest ``ts`` of the streams (None when
         ``start`` is given)."""
-        if self.start is not None:
+        if self.start is not None or self.held is not None:
             return None
         firsts = [exp.select(exp.alias_(exp.Min(this=exp.column(TIME_COLUMN, quoted=True)),
                                         _START_COLUMN, quoted=True))
@@ -354,6 +374,18 @@ def _rounds(plan: Plan, round_s: float | None, start: float | None) -> _Rounds:
     if start is not None and not (isinstance(start, (int, float)) and math.isfinite(start)):
         raise PlanSqlError(f"start must be a finite ts, got {start!r}")
     return _Rounds(None if start is None else float(start), float(round_s), plan.join_order)
+
+
+def _held_rounds(plan: Plan, column: str) -> _Rounds:
+    """Rounds read from ``column`` of every stream's table."""
+    for stream in plan.join_order:
+        emits = {name.lower() for _, name in plan.node(f"src:{stream}").emits}
+        for name in (column, ROUND_COLUMN):
+            if name.lower() in emits:
+                raise PlanSqlError(f"plan {plan.id}: stream {stream} has a column named "
+                                   f"{name}, the name the SQL gives a tuple's round; "
+                                   "rename it in the catalog")
+    return _Rounds(None, math.nan, plan.join_order, held=column)
 
 
 def plan_outputs(plan: Plan, query: ContinuousQuery | None = None
@@ -411,13 +443,17 @@ def _(node: kinds.SourceNode, inputs: list[_Sql], plan: Plan, rounds: _Rounds | 
                        node.stream, table=True, quoted=True)
     if rounds is None:
         return _Sql(table)
+    columns = [_column(*c) for c in node.emits]
+    if rounds.held is not None:  # each tuple's round is in the table already
+        inner = exp.select(*columns, exp.alias_(_column(node.stream, rounds.held),
+                                                ROUND_COLUMN, quoted=True)).from_(table)
+        return _Sql(inner.subquery(exp.to_identifier(node.stream, quoted=True), copy=False))
     ts = _column(node.stream, TIME_COLUMN)
     w, width = node.window.seconds, rounds.seconds
     round_of = exp.cast(exp.Floor(this=exp.Div(
         this=exp.paren(exp.Sub(this=ts, expression=rounds.origin()), copy=False),
         expression=_number(width))), "BIGINT")
     copies = max(1, math.ceil(w / width - 1e-9))  # the rounds whose window holds a tuple
-    columns = [_column(*c) for c in node.emits]
     if copies == 1:
         inner = exp.select(*columns, exp.alias_(round_of, ROUND_COLUMN, quoted=True)).from_(table)
     else:
@@ -455,6 +491,8 @@ def _(node: kinds.ProjectionNode, inputs: list[_Sql], plan: Plan, rounds: _Round
     if node.stream is None:  # the final projection: the outer SELECT's columns (plan_outputs)
         return inputs[0]
     kept = [_column(*c) for c in dict.fromkeys(node.columns)]
+    if not kept and rounds is None:  # nothing read above (COUNT(*)): a row per tuple stays
+        kept = [exp.alias_(exp.Literal.number(1), _NO_COLUMN, quoted=True)]
     inner = exp.select(*_with_round(kept, node.stream, rounds)) \
         .from_(_chain_input(node, inputs, plan))
     return _Sql(inner.subquery(exp.to_identifier(node.stream, quoted=True), copy=False))

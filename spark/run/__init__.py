@@ -13,7 +13,9 @@
 - :mod:`~cqopt.spark.run.microbatch`: each micro-batch's progress as Spark reports it;
 - :mod:`~cqopt.spark.run.loop`: :class:`AdaptiveRun`, the loop that ties them;
 - :mod:`~cqopt.spark.run.workload`: :class:`WorkloadRun`, several queries in one
-  streaming query, each with the rooms of a run of its own.
+  streaming query, each with the rooms of a run of its own;
+- :mod:`~cqopt.spark.run.concurrent` and :mod:`~cqopt.spark.run.joint_job`: a
+  micro-batch's plans as jobs side by side, or as one Spark SQL query.
 
 :func:`cqopt.api.run` is the whole pipeline, from files to a report;
 :func:`cqopt.api.run_workload` the same for a workload's queries together.

@@ -1,17 +1,18 @@
 """Spark jobs started from several driver threads at once: a micro-batch's plans side by side.
 
-Each plan of a micro-batch (every query's, in a workload) is its own Spark
-action. Started one after another, each waits for the last; put into one
-job as a union, they cost more still, since the union's analysis and its
-wide rows (every part's columns in every row) outweigh the jobs it saves.
-Measured on the ten-query workload of ``scripts/bench_workload.py`` on
-``local[2]`` (AQE off): one micro-batch's ten plans, collected again (so
-their analysis was cached, which favours the separate jobs), took 0.49 s
-one after another, 0.36 s from four driver threads, 1.75 s as one union
-job; whole runs, alternating, 2.65-2.74 s a micro-batch from four threads
-against 2.85-3.38 s as one union job. Spark's scheduler runs jobs from
-several threads side by side, and the driver's own share of a job
-(analysis, planning, the py4j round trips) overlaps too.
+Each plan of a micro-batch, where it is its own Spark action (a backlog's
+plans, a workload's whose rounds are not on the driver), runs from one of
+several driver threads: started one after another, each would wait for the
+last. Measured on the ten-query workload of ``scripts/bench_workload.py`` on
+``local[2]`` (AQE off): one micro-batch's ten plans, collected again (so their
+analysis was cached, which favours the separate jobs), took 0.49 s one after
+another, 0.36 s from four driver threads. Spark's scheduler runs jobs from
+several threads side by side, and the driver's own share of a job (analysis,
+planning, the py4j round trips) overlaps too. A union of the plans'
+DataFrames cost more still (its rows carried every part's columns, and each
+step was analysed); one Spark SQL query over typed slots
+(:mod:`~cqopt.spark.run.joint_job`) pays less, and is what a workload runs
+where its rounds are on the driver.
 
 :func:`run_all` runs steps (each a Spark action and what follows it on the
 driver) on :data:`JOB_THREADS` threads of one pool the process keeps. Each

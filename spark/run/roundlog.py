@@ -104,7 +104,7 @@ class RoundLog:
 
     def record(self, r: int, start: float, outcome, observed: Mapping[str, float], *,
                rows_out: int, seconds: float, batch_id: int | None, lag_s: float,
-               statistics_s: float = 0.0, grouped: int = 1,
+               statistics_s: float = 0.0, grouped: int = 1, joint: int = 1,
                shadow: Mapping[str, float] | None = None,
                shed: Mapping[str, Any] | None = None,
                window: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -129,7 +129,9 @@ class RoundLog:
                 "seconds": deadline, **(shed or {"kept": 1.0}), "missed": seconds > deadline},
             # the memory budget: the window's fraction, its memory before and after
             "window": None if window is None else dict(window),
-            "grouped_rounds": grouped, "shadow_seconds": dict(shadow or {}), "batch": batch_id,
+            # the plans of the job that ran the round (a workload's joint job: > 1)
+            "grouped_rounds": grouped, "joint_plans": joint,
+            "shadow_seconds": dict(shadow or {}), "batch": batch_id,
             "lag_s": lag_s, "finished_at": time.time(),
         }
 
@@ -160,6 +162,9 @@ def _round_line(record: Mapping[str, Any]) -> str:
     note = " (no tuples)" if record["empty"] else ""
     fastest = f", fastest {min(shadow, key=shadow.get)}" if shadow else ""
     group = f" (one job for {grouped} rounds of this plan)" if grouped > 1 else ""
+    joint = record.get("joint_plans", 1)
+    if joint > 1:
+        group += f" (one job for {joint} plans of the workload)"
     if shed and shed["kept"] < 1.0:
         level = (f" at the negotiated QoS level {shed['level']:.2f}"
                  if shed.get("level") is not None else "")

@@ -56,7 +56,13 @@ from cqopt.spark.run.overload import (
 )
 from cqopt.spark.run.roundlog import RoundLog, observed_statistics
 from cqopt.spark.run.settings import RunContext
-from cqopt.spark.run.sink import adopt_round, remove, write_by_round, write_result
+from cqopt.spark.run.sink import (
+    adopt_round,
+    remove,
+    split_by_round,
+    write_by_round,
+    write_result,
+)
 from cqopt.spark.run.staging import Staging
 from cqopt.spark.run.state import RunState
 from cqopt.spark.session import driver_data_conf
@@ -98,9 +104,29 @@ class Grouped:
     seconds: dict[int, float] = field(default_factory=dict)
     window: dict[str, Any] | None = None  # the memory budget's record of the rounds
     local: bool = False  # frames of tuples on the driver: run under DRIVER_DATA_CONF
+    plans: list[Any] = field(default_factory=list)  # each group's plan
+    # Built without frames (a workload's joint job): each stream's tuples on the driver,
+    # and each plan's columns once its result is written (write_rows).
+    tables: dict[str, Any] | None = None
+    schemas: dict[int, Any] = field(default_factory=dict)
+    joint: int = 1  # the plans of the job that ran these (1: a job of their own)
 
     def scratch(self, index: int) -> Path:
         return self.folder.with_name(f"{self.folder.name}-{index}")
+
+    def schema(self, index: int):
+        """Plan ``index``'s result columns, ``_round`` left out."""
+        if index in self.schemas:
+            return self.schemas[index]
+        return self.frames[index].drop("_round").schema
+
+    def write_rows(self, index: int, table, schema, seconds: float, joint: int) -> None:
+        """Plan ``index``'s rounds' results, computed by a job of ``joint`` plans (an Arrow
+        table, ``_round`` first), written under :meth:`scratch`; ``seconds`` its share of
+        that job's time per round."""
+        remove(self.scratch(index))
+        split_by_round(table, self.scratch(index))
+        self.schemas[index], self.seconds[index], self.joint = schema, seconds, joint
 
     def write(self, index: int) -> None:
         """Run plan ``index`` (one Spark job) and write its rounds' results under
@@ -252,18 +278,27 @@ class RoundRunner:
         return {r: {name: float(table[name].iloc[r]) for name in query.statistics}
                 for r in range(first, stop)}
 
-    def group(self, due: Due) -> Grouped:
+    def group(self, due: Due, frames: bool = True) -> Grouped:
         """Build, per plan chosen for the rounds ``due``, one DataFrame of its rounds'
         results, the round a key of every join and grouping (:func:`to_spark`'s
         ``round_column``), its first column ``_round``: nothing runs yet. A lone round's
-        plan runs as a round alone does, its round added after."""
+        plan runs as a round alone does, its round added after. Without ``frames``
+        (rounds on the driver, for a workload's joint job) no DataFrame is built: the
+        groups, their plans, and each stream's tuples on the driver."""
         from pyspark.sql import functions as F
 
         outcomes = due.outcomes
-        tuples = self._windowed(due)
         groups: dict[str, list[int]] = {}
         for r, outcome in outcomes.items():
             groups.setdefault(outcome.plan_id, []).append(r)
+        plans = [outcomes[rounds[0]].plan for rounds in groups.values()]
+        folder = self.ctx.out / "results" / f".tmp-group-{min(outcomes):06d}"
+        if not frames:
+            return Grouped(outcomes, due.observed, list(groups.values()), [], due.batch_id,
+                           due.lags, due.statistics_s, folder, window=due.window,
+                           local=True, plans=plans,
+                           tables=self.staging.tables_from(self._window_rows(due)))
+        tuples = self._windowed(due)
         frames = []
         shared = self.shared
         for rounds in groups.values():
@@ -286,9 +321,16 @@ class RoundRunner:
                 shared.end_part(frame)
             frames.append(frame)
         return Grouped(outcomes, due.observed, list(groups.values()), frames, due.batch_id,
-                       due.lags, due.statistics_s,
-                       self.ctx.out / "results" / f".tmp-group-{min(outcomes):06d}",
-                       window=due.window, local=due.local)
+                       due.lags, due.statistics_s, folder, window=due.window,
+                       local=due.local, plans=plans)
+
+    def _window_rows(self, due: Due):
+        """The rounds' tuples on the driver, each round cut to the last part of its window
+        the memory budget leaves (all of it without one)."""
+        kept_s = None if due.window is None else due.window["window_s"]
+        if kept_s is None:
+            return due.rows
+        return window_rows(due.rows, self.state.start, self.ctx.window_s, kept_s)
 
     def _windowed(self, due: Due) -> dict[str, DataFrame]:
         """Each stream's frame of the rounds ``due``, each round cut to the last part of its
@@ -296,9 +338,7 @@ class RoundRunner:
         kept_s = None if due.window is None else due.window["window_s"]
         start, window_s = self.state.start, self.ctx.window_s
         if due.local:
-            rows = due.rows if kept_s is None else window_rows(due.rows, start, window_s,
-                                                               kept_s)
-            return self.staging.frames_from(rows)
+            return self.staging.frames_from(self._window_rows(due))
         if kept_s is None or kept_s >= window_s:
             return due.tuples
         inside = window_condition(start, window_s, kept_s)
@@ -336,13 +376,13 @@ class RoundRunner:
         for r, outcome in grouped.outcomes.items():
             part, seconds, index = written[r]
             # Only a round without rows needs its plan's schema (asking Spark is a round trip).
-            schema = None if part is not None else grouped.frames[index].drop("_round").schema
+            schema = None if part is not None else grouped.schema(index)
             rows_out = adopt_round(part, results / f"round-{r:06d}.parquet", schema)
             self.log.append(self.log.record(
                 r, self.state.start, outcome, grouped.observed[r], rows_out=rows_out,
                 seconds=seconds, batch_id=grouped.batch_id, lag_s=grouped.lags[r],
                 grouped=len(grouped.groups[index]), statistics_s=grouped.statistics_s,
-                window=grouped.window))
+                window=grouped.window, joint=grouped.joint))
         for index in range(len(grouped.groups)):
             remove(grouped.scratch(index))
 
@@ -537,7 +577,6 @@ def local_statistics(query: ContinuousQuery, table, streams: tuple[str, ...], fi
     by the definitions the Spark job (:func:`cqopt.spark.round_stats.round_statistics`)
     computes: a rate of tuples over ``W``, a selectivity over no tuple NaN."""
     import pyarrow.compute as pc
-
     from cqopt.costmodel.validation import round_statistics
 
     columns = {s: _statistic_columns(query, s) for s in streams}

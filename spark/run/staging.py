@@ -256,21 +256,25 @@ class Staging:
         on the driver (an Arrow table): handed to Spark whole, with no file to list or read,
         each one partition (:func:`~cqopt.spark.session.driver_frame`), for jobs run under
         :data:`~cqopt.spark.session.DRIVER_DATA_CONF`."""
+        return {stream: (driver_frame(self.ctx.spark, table) if self.shared is None
+                         else self.shared.table_frame(self.ctx.spark, stream, table))
+                for stream, table in self.tables_from(rows).items()}
+
+    def tables_from(self, rows) -> dict[str, Any]:
+        """Each stream's tuples of the rounds' tuples on the driver (an Arrow table), as an
+        Arrow table of its own: ``ts``, ``_round`` and the stream's catalog columns."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        frames = {}
+        tables = {}
         for stream_name in self.ctx.streams:
             mine = rows.filter(pc.equal(rows["_stream"], stream_name))
             columns = {"ts": mine["ts"], "_round": mine["_round"]}
             columns.update((c.name, mine[f"{stream_name}__{c.name}"])
                            for c in self.ctx.catalog.stream(stream_name).columns
                            if c.name.lower() != "ts")
-            table = pa.table(columns)
-            frames[stream_name] = (driver_frame(self.ctx.spark, table) if self.shared is None
-                                   else self.shared.table_frame(self.ctx.spark, stream_name,
-                                                                table))
-        return frames
+            tables[stream_name] = pa.table(columns)
+        return tables
 
     def _local_rounds(self, local, first: int, stop: int, finishing: bool):
         """The tuples of rounds ``first <= r < stop`` as one Arrow table on the driver: the

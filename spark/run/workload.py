@@ -12,26 +12,35 @@ rounds are cut by its own window from its own start, complete when its own
 streams have passed them, and its plans are chosen from its own chart at its
 own rounds' statistics.
 
-**Every plan its own job, side by side.** Without shadow timing or a
-deadline, every query's rounds are grouped by the plan chosen for each
-(:meth:`RoundRunner.group <cqopt.spark.run.rounds.RoundRunner.group>`): each
-plan's frame gives its rounds' results keyed by round. Every query's plans
-then run as Spark jobs started from several driver threads at once
-(:mod:`~cqopt.spark.run.concurrent`), each written per round into its
-query's scratch folder (from the driver where the result is small), then
-adopted and logged per query. One union job of all plans, tried first, cost
-3-4 times as much on the ten-query bench: its analysis, and its rows that
-carry every part's columns. Rounds on the driver run their plans over frames
-of one partition under :data:`~cqopt.spark.session.DRIVER_DATA_CONF` (no AQE,
-no automatic broadcast, one shuffle partition; restored after): over a few
-hundred tuples per plan a stage costs more than its work. What several plans
-share is computed once (:mod:`cqopt.spark.shared_work`): Spark's block manager
-makes a job that needs a cached step another job is computing wait for it,
-and plans that give one result (equal queries over the same tuples) run one
-job, its rows copied into each query's scratch folder. With shadow timing
-or a deadline each query runs its rounds as its own run does. A round's
-``plan_seconds`` is its plan's job time (alongside the others) over the
-rounds in it.
+**One Spark job per micro-batch.** Without shadow timing or a deadline,
+every query's rounds are grouped by the plan chosen for each
+(:meth:`RoundRunner.group <cqopt.spark.run.rounds.RoundRunner.group>`). Where
+every query's rounds are on the driver (a live micro-batch), all their plans
+run as **one Spark SQL query** (:mod:`~cqopt.spark.run.joint_job`): each
+plan's SQL over its rounds, every part tagged and put in typed slots, one
+``UNION ALL`` over one view per stream of its distinct tuples (several
+queries' equal tuples handed to Spark once), collected and split on the
+driver, each query's rows then written per round into its scratch folder,
+adopted and logged. It pays Spark's analysis and its fixed cost of a job
+once instead of once per plan: on the ten-query bench
+(``scripts/bench_workload.py``, ``local[2]``) a warm micro-batch took
+0.56-0.62 s against 1.04-1.09 s with a job per plan. Equal queries over the
+same tuples are one part. Where the joint query cannot run (a plan with no
+SQL form, a result of more than
+:data:`~cqopt.spark.run.sink.LOCAL_RESULT_ROWS` rows), where Spark fails on
+it (then each plan, run alone, says whose failed), or where rounds are too
+many to hold on the driver, every plan is built as a DataFrame and run as its
+own Spark job, from several driver threads at once
+(:mod:`~cqopt.spark.run.concurrent`), under
+:data:`~cqopt.spark.session.DRIVER_DATA_CONF` for tuples on the driver. What
+several of those plans share is computed once (:mod:`cqopt.spark.shared_work`):
+Spark's block manager makes a job that needs a cached step another job is
+computing wait for it, and plans that give one result run one job, its rows
+copied into each query's scratch folder. With shadow timing or a deadline
+each query runs its rounds as its own run does. A round's ``plan_seconds`` is
+its share of the job that ran it (the joint job's time over every round in
+it; the round log's ``joint_plans`` counts that job's plans, and
+:mod:`cqopt.spark.engine_fit` leaves such rounds out).
 
 **Overload bounds across queries.** Per micro-batch, every query's rounds are
 observed and their plans chosen before any runs, then bounded together
@@ -61,15 +70,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cqopt.errors import CqoptError
+from cqopt.optimizer.plans.sql import PlanSqlError
 from cqopt.output import write_atomic
-from cqopt.spark.run.loop import AdaptiveRun, OpenBatch, await_stream, start_stream
 from cqopt.spark.deferred import DeferredFrame
 from cqopt.spark.run.concurrent import run_all
+from cqopt.spark.run.joint_job import JointJob, JointPart
+from cqopt.spark.run.loop import AdaptiveRun, OpenBatch, await_stream, start_stream
 from cqopt.spark.run.overload import bound_batch
 from cqopt.spark.run.report import RunResult, report_markdown
 from cqopt.spark.run.rounds import Grouped
 from cqopt.spark.run.settings import TRIGGERS, RunSettings, StreamingRunError
-from cqopt.spark.run.sink import write_json
+from cqopt.spark.run.sink import LOCAL_RESULT_ROWS, write_json
 from cqopt.spark.run.sources import Source, file_schema, read_stream
 from cqopt.spark.run.staging import BatchHolder, release_batch
 from cqopt.spark.run.state import STATE_VERSION, RunState
@@ -77,11 +88,10 @@ from cqopt.spark.session import driver_data_conf, spark_errors, spark_message
 from cqopt.spark.shared_work import SharedWork
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
-
     from cqopt.catalog import Catalog
     from cqopt.charts.lookup import QueryChart
     from cqopt.optimizer.query.logical import ContinuousQuery
+    from pyspark.sql import DataFrame, SparkSession
 
 # Names a query's folder cannot have: the workload's own files in OUT.
 RESERVED = ("checkpoint", "state.json", "report.md", "report.json")
@@ -181,6 +191,8 @@ class WorkloadRun:
         self.error: BaseException | None = None
         self.stop_requested = threading.Event()
         self.holder = BatchHolder()
+        self.joint_job = JointJob(spark)
+        self.joint_said: set[str] = set()  # why a joint job could not run, said once each
         self.stopped_by = "end of input"
         self.name = "workload"
 
@@ -320,6 +332,10 @@ class WorkloadRun:
             for name, made in due.items():
                 self._guard(name, made.batch_id, self.members[name].rounds.run_due, made)
             return
+        if due and all(made.local for made in due.values()):
+            due = self._run_joint(due)
+            if not due:
+                return
         shared = SharedWork()
         try:
             self._share(shared)
@@ -335,6 +351,63 @@ class WorkloadRun:
                 self._guard(name, made.batch_id, _raise, failed[name])
             else:
                 self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
+
+    def _run_joint(self, due: Mapping[str, Any]) -> dict[str, Any]:
+        """Every query's plans of rounds on the driver as one Spark SQL query
+        (:class:`~cqopt.spark.run.joint_job.JointJob`), each plan's rounds written into its
+        query's scratch folders, then adopted and logged. What is left to run each plan as
+        its own job: every query's rounds when the joint job cannot take them (a plan with
+        no SQL form, a result too large for the driver) or Spark fails on it (run alone,
+        the plans say whose failed); else nothing."""
+        grouped: dict[str, Grouped] = {}
+        for name, made in due.items():
+            made_groups = self._guard(name, made.batch_id, self.members[name].rounds.group,
+                                      made, False)
+            if made_groups is not None:
+                grouped[name] = made_groups
+        parts, owners = [], []
+        for name, made in grouped.items():
+            query = self.members[name].ctx.query
+            for index, (plan, rounds) in enumerate(zip(made.plans, made.groups)):
+                parts.append(JointPart(name, plan, query, made.tables, tuple(rounds),
+                                       lone=len(made.outcomes) == 1))
+                owners.append((name, made, index))
+        if not parts:
+            return {}
+        batch_id = next(iter(due.values())).batch_id
+        try:
+            with driver_data_conf(self.spark, True):
+                result = self.joint_job.run(parts, LOCAL_RESULT_ROWS)
+        except PlanSqlError as err:
+            if str(err) not in self.joint_said:
+                self.joint_said.add(str(err))
+                self.progress(f"{self.name}: {err}; a micro-batch that chooses it runs "
+                              "each plan as its own job")
+            return {name: due[name] for name in grouped}
+        except Exception as err:  # noqa: BLE001 - each plan alone says whose failed
+            if self.stop_requested.is_set():
+                raise
+            self.progress(f"{self.name}: the joint job of micro-batch {batch_id} failed "
+                          f"({spark_message(err)}); its plans run again, each alone")
+            return {name: due[name] for name in grouped}
+        if result is None:  # more rows than the driver takes: Spark writes each plan's
+            return {name: due[name] for name in grouped}
+        ran = set(range(len(parts))) - set(result.same)
+        per_round = result.seconds / max(1, sum(len(parts[i].rounds) for i in ran))
+        failed = set()
+        for i, (name, made, index) in enumerate(owners):
+            if name in failed:
+                continue
+            if self._guard(name, made.batch_id, _written, made.write_rows, index,
+                           result.tables[i], result.schemas[i], per_round,
+                           result.parts) is None:
+                failed.add(name)
+        self._count_shared({"shared_steps": 0, "saved": 0, "shared_results": len(result.same),
+                            **result.info}, joint=True)
+        for name, made in grouped.items():
+            if name not in failed:
+                self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
+        return {}
 
     def _group_all(self, due: Mapping[str, Any]) -> dict[str, Grouped]:
         """Every query's plans built (:meth:`RoundRunner.group
@@ -393,16 +466,20 @@ class WorkloadRun:
                 failed.setdefault(name, error)
         return failed
 
-    def _count_shared(self, summary: Mapping[str, int]) -> None:
-        """Add a micro-batch's shared steps to the run's totals (in the state: a resumed run
-        goes on counting)."""
+    def _count_shared(self, summary: Mapping[str, int], joint: bool = False) -> None:
+        """Add what a micro-batch's plans shared to the run's totals (in the state: a resumed
+        run goes on counting): steps and results of the memo, or, in a joint job, the
+        tables of tuples handed to Spark once for several reads, and equal results."""
         totals = self.state.data.setdefault("shared", {"jobs": 0, "jobs_sharing": 0,
                                                        "shared_steps": 0, "saved": 0})
+        for key in ("shared_results", "joint_jobs", "reads", "tables"):
+            totals.setdefault(key, 0)
         totals["jobs"] += 1
-        totals["jobs_sharing"] += summary["shared_steps"] > 0 or summary["shared_results"] > 0
-        totals["shared_steps"] += summary["shared_steps"]
-        totals["saved"] += summary["saved"]
-        totals["shared_results"] = totals.get("shared_results", 0) + summary["shared_results"]
+        totals["jobs_sharing"] += (summary["shared_steps"] > 0 or summary["shared_results"] > 0
+                                   or summary.get("reads", 0) > summary.get("tables", 0))
+        totals["joint_jobs"] += joint
+        for key in ("shared_steps", "saved", "shared_results", "reads", "tables"):
+            totals[key] += summary.get(key, 0)
         self.state.save()
 
     def _finish_inputs(self) -> None:
@@ -432,6 +509,12 @@ class WorkloadRun:
             "failures": self.failures, "stopped_by": self.stopped_by, "shared": shared})
         write_atomic(self.out / "report.md", workload_markdown(results, self.failures, shared))
         return WorkloadResult(self.out, results, dict(self.failures), self.stopped_by)
+
+
+def _written(write, *args) -> bool:
+    """``write(*args)``, True once done (a guard's None is a failure)."""
+    write(*args)
+    return True
 
 
 def _raise(error: BaseException) -> None:
@@ -469,22 +552,29 @@ def shared_line(shared: Mapping[str, int] | None) -> str:
     >>> print(shared_line({"jobs": 10, "jobs_sharing": 4, "shared_steps": 4, "saved": 5}))
     Shared work: in 4 of 10 micro-batches, 4 steps (the same step over the same tuples in several chosen plans) were computed once instead of 9 times: 5 computations saved.
     >>> print(shared_line({"jobs": 2, "jobs_sharing": 2, "shared_steps": 0, "saved": 0,
-    ...                    "shared_results": 3}))
-    Shared work: in 2 of 2 micro-batches, no step was shared; 3 plans took their whole result from an equal query's plan over the same tuples (one job, its rows copied).
+    ...                    "shared_results": 3, "joint_jobs": 2, "reads": 12, "tables": 5}))
+    Shared work: 2 of 2 micro-batches ran every query's plans as one Spark job, handed 5 tables of tuples for 12 reads (a stream's equal tuples once); 3 plans took their whole result from an equal query's plan over the same tuples (computed once, its rows copied).
     """
     if not shared or not shared.get("jobs"):
         return "Shared work: none (shadow timing or a deadline runs each query alone)."
-    results = shared.get("shared_results", 0)
-    if not shared["shared_steps"] and not results:
-        return (f"Shared work: none; in {shared['jobs']} micro-batches no two chosen plans "
-                "had a step alike over the same tuples.")
-    count = shared["shared_steps"]
-    steps = (f"{_many(count, 'step')} (the same step over the same tuples in several chosen "
-             f"plans) {'was' if count == 1 else 'were'} computed once instead of "
-             f"{count + shared['saved']} times: {_many(shared['saved'], 'computation')} "
-             "saved" if count else "no step was shared")
-    whole = (f"; {_many(results, 'plan')} took {'its' if results == 1 else 'their'} whole "
-             "result from an equal query's plan over the same tuples (one job, its rows "
-             "copied)" if results else "")
-    return (f"Shared work: in {shared['jobs_sharing']} of {shared['jobs']} micro-batches, "
-            f"{steps}{whole}.")
+    jobs, joint = shared["jobs"], shared.get("joint_jobs", 0)
+    results, count = shared.get("shared_results", 0), shared["shared_steps"]
+    said = []
+    if joint:
+        said.append(f"{joint} of {jobs} micro-batches ran every query's plans as one Spark "
+                    f"job, handed {_many(shared['tables'], 'table')} of tuples for "
+                    f"{shared['reads']} reads (a stream's equal tuples once)")
+    if count:
+        said.append(f"in {shared['jobs_sharing']} of {jobs} micro-batches, "
+                    f"{_many(count, 'step')} (the same step over the same tuples in several "
+                    f"chosen plans) {'was' if count == 1 else 'were'} computed once instead "
+                    f"of {count + shared['saved']} times: "
+                    f"{_many(shared['saved'], 'computation')} saved")
+    if results:
+        said.append(f"{_many(results, 'plan')} took {'its' if results == 1 else 'their'} "
+                    "whole result from an equal query's plan over the same tuples (computed "
+                    "once, its rows copied)")
+    if not said:
+        return (f"Shared work: none; in {jobs} micro-batches no two chosen plans had a step "
+                "alike over the same tuples.")
+    return f"Shared work: {'; '.join(said)}."

@@ -1,0 +1,271 @@
+"""Many plans' rounds over tuples held on the driver, as one Spark SQL query: the joint job.
+
+A workload's micro-batch (:mod:`cqopt.spark.run.workload`) chooses a plan for
+each query's rounds. Built as DataFrames and run as separate jobs, every plan
+pays Spark's fixed costs: each DataFrame step is analysed as it is built
+(some tens of round trips to the JVM per plan) and each job has a floor of
+tens of milliseconds. :class:`JointJob` pays them once a micro-batch:
+
+- each stream's tuples are handed to Spark once, as one temporary view of
+  its distinct tables (equal tuples, as several queries with one window
+  read them, once), each table tagged in :data:`TABLE_COLUMN`;
+- each part (a query's plan over its rounds) is the plan's own SQL
+  (:func:`cqopt.optimizer.plans.sql.plan_sql`, rounds read from ``_round``,
+  or the one-round form for a query's lone round, as a round alone runs),
+  its streams defined as ``WITH`` over its tables and rounds of the views;
+- every part's columns go into typed *slots* (a part's k-th column of a
+  type is that type's k-th slot, so no row carries every part's columns),
+  tagged with the part (``_part``) and round (``_round``), and the parts are
+  one ``UNION ALL``: one analysis, one job, collected to the driver and split
+  there into each part's rows, named and typed as the part's own query gives
+  them (its schema is asked of Spark once per query and plan and remembered).
+
+Parts whose text and tuples are equal (equal queries) are one part: their
+rows are computed once and handed to each (:attr:`JointResult.same`).
+
+A result of more rows than the caller's limit is not split (``None``); the
+caller runs the plans as it otherwise would. So does a plan with no SQL
+form (:class:`~cqopt.optimizer.plans.sql.PlanSqlError`, raised before Spark
+runs) and a joint query Spark fails on: the caller runs each plan alone, which
+says whose plan failed.
+
+>>> quoted("a`b")
+'`a``b`'
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cqopt.optimizer.plans.sql import PlanSqlError, plan_sql
+from cqopt.spark.run.sink import collect
+from cqopt.spark.session import driver_frame
+
+if TYPE_CHECKING:
+    from cqopt.optimizer.plans.plan import Plan
+    from cqopt.optimizer.query.logical import ContinuousQuery
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+# Each stream's view tags its distinct tables in this column; the run's tuples hold their
+# round in ROUND, and the joint query tags each row with its part in PART.
+TABLE_COLUMN, ROUND, PART = "cqopt_table", "_round", "_part"
+_ids = itertools.count()
+
+
+def quoted(name: str) -> str:
+    """A Spark SQL identifier, quoted (a backtick in it doubled)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+@dataclass(frozen=True)
+class JointPart:
+    """One query's plan over some of its rounds of a micro-batch.
+
+    ``tables`` holds each stream's tuples with their round in ``_round`` (as the
+    run's staging gives them); ``lone`` says the rounds are the query's only one
+    of the micro-batch, run as a round alone runs (a query with aggregates and
+    no GROUP BY then gives its row even when nothing reaches the aggregate).
+    """
+
+    name: str
+    plan: Plan
+    query: ContinuousQuery
+    tables: Mapping[str, Any]
+    rounds: tuple[int, ...]
+    lone: bool = False
+
+
+@dataclass
+class JointResult:
+    """What :meth:`JointJob.run` gave: each part's rows (``_round`` first, then the part's
+    columns), the parts whose rows an earlier equal part's are (part -> that part), each
+    part's schema without ``_round``, and the joint job's seconds."""
+
+    tables: list[Any]
+    same: dict[int, int]
+    schemas: list[StructType]
+    seconds: float
+    parts: int = 0  # distinct parts run
+    # what the parts read: "reads" (a part's stream each), "tables" (distinct, handed once)
+    info: dict[str, int] = field(default_factory=dict)
+
+
+class JointJob:
+    """Runs a micro-batch's parts as one Spark SQL query; see the module docstring.
+
+    Parameters
+    ----------
+    spark : SparkSession
+
+    Examples
+    --------
+    >>> job = JointJob.__new__(JointJob)  # no Spark needed to name a part's inputs
+    >>> job._prefix = "cqopt_joint_0"
+    >>> job._input_sql("S", 2, (3, 4))
+    'SELECT * FROM `cqopt_joint_0_S` WHERE `cqopt_table` = 2 AND `_round` IN (3, 4)'
+    """
+
+    def __init__(self, spark: SparkSession):
+        self.spark = spark
+        self._schemas: dict[tuple, StructType] = {}  # (query, plan, lone) -> its columns
+        self._prefix = f"cqopt_joint_{next(_ids)}"
+
+    def _view(self, stream: str) -> str:
+        return f"{self._prefix}_{stream}"
+
+    def _input_sql(self, stream: str, table: int, rounds: tuple[int, ...]) -> str:
+        which = (f"= {rounds[0]}" if len(rounds) == 1 else
+                 f"IN ({', '.join(str(int(r)) for r in rounds)})")
+        return (f"SELECT * FROM {quoted(self._view(stream))} WHERE {quoted(TABLE_COLUMN)} = "
+                f"{table} AND {quoted(ROUND)} {which}")
+
+    def run(self, parts: Sequence[JointPart], limit: int) -> JointResult | None:
+        """Run every part in one Spark job; None when the result has more than ``limit``
+        rows (nothing is split).
+
+        Parameters
+        ----------
+        parts : sequence of JointPart
+        limit : int
+            The most rows brought to the driver.
+
+        Returns
+        -------
+        JointResult or None
+
+        Raises
+        ------
+        PlanSqlError
+            A part's plan has no SQL form (before Spark runs).
+        Exception
+            What Spark raised on the joint query.
+        """
+        texts = [self._plan_text(part) for part in parts]  # PlanSqlError before Spark
+        views, ids = self._tables(parts)
+        try:
+            bodies = [self._body(part, text, ids[i]) for i, (part, text) in
+                      enumerate(zip(parts, texts))]
+            first: dict[tuple, int] = {}
+            same = {}
+            for i, part in enumerate(parts):
+                key = (bodies[i], part.lone)
+                if key in first:
+                    same[i] = first[key]
+                else:
+                    first[key] = i
+            runs = list(first.values())
+            schemas = [self._schema(part, bodies[i]) for i, part in enumerate(parts)]
+            slots: dict[tuple[str, int], int] = {}
+            columns: dict[int, list[int]] = {}  # part -> the slot of each of its columns
+            for i in runs:
+                seen: dict[str, int] = {}
+                mine = []
+                for f in schemas[i].fields:
+                    kind = f.dataType.simpleString()
+                    seen[kind] = seen.get(kind, -1) + 1
+                    mine.append(slots.setdefault((kind, seen[kind]), len(slots)))
+                columns[i] = mine
+            kinds = {j: kind for (kind, _), j in slots.items()}
+            branches = [self._branch(i, parts[i], bodies[i], columns[i], kinds)
+                        for i in runs]
+            began = time.perf_counter()
+            table = collect(self.spark.sql("\nUNION ALL\n".join(branches)), limit)
+            seconds = time.perf_counter() - began
+        finally:
+            for view in views:
+                self.spark.catalog.dropTempView(view)
+        if table is None:
+            return None
+        handed = {(stream, k) for mine in ids for stream, k in mine.items()}
+        return JointResult(_split(table, runs, columns, schemas, len(parts), same), same,
+                           schemas, seconds, len(runs),
+                           {"reads": sum(len(mine) for mine in ids), "tables": len(handed)})
+
+    def _plan_text(self, part: JointPart) -> str:
+        return plan_sql(part.plan, "spark", query=part.query, pretty=False,
+                        one_round=part.lone, round_column=None if part.lone else ROUND)
+
+    def _tables(self, parts: Sequence[JointPart]) -> tuple[list[str], list[dict[str, int]]]:
+        """One view per stream of its distinct tables, each tagged; each part's table ids."""
+        import pyarrow as pa
+
+        distinct: dict[str, list[Any]] = {}
+        ids: list[dict[str, int]] = []
+        for part in parts:
+            mine = {}
+            for stream in part.plan.join_order:
+                table = part.tables[stream]
+                if TABLE_COLUMN in table.column_names:
+                    raise PlanSqlError(f"stream {stream} has a column named {TABLE_COLUMN}, "
+                                       "the name the joint job tags tuples with")
+                seen = distinct.setdefault(stream, [])
+                index = next((k for k, t in enumerate(seen) if t is table or t.equals(table)),
+                             None)
+                if index is None:
+                    index = len(seen)
+                    seen.append(table)
+                mine[stream] = index
+            ids.append(mine)
+        views = []
+        for stream, tables in distinct.items():
+            tagged = pa.concat_tables([t.append_column(TABLE_COLUMN, pa.array(
+                [k] * t.num_rows, pa.int32())) for k, t in enumerate(tables)])
+            driver_frame(self.spark, tagged).createOrReplaceTempView(self._view(stream))
+            views.append(self._view(stream))
+        return views, ids
+
+    def _body(self, part: JointPart, text: str, ids: Mapping[str, int]) -> str:
+        inputs = ", ".join(f"{quoted(s)} AS ({self._input_sql(s, ids[s], part.rounds)})"
+                           for s in part.plan.join_order)
+        return f"WITH {inputs} {text}"
+
+    def _schema(self, part: JointPart, body: str) -> StructType:
+        """The part's columns without its round: asked of Spark once per query and plan."""
+        from pyspark.sql.types import StructType
+
+        key = (part.name, part.plan.id, part.lone)
+        if key not in self._schemas:
+            fields = self.spark.sql(body).schema.fields
+            self._schemas[key] = StructType(fields if part.lone else fields[1:])
+        return self._schemas[key]
+
+    def _branch(self, index: int, part: JointPart, body: str, columns: list[int],
+                kinds: Mapping[int, str]) -> str:
+        names = [f"c{k}" for k in range(len(columns) + (0 if part.lone else 1))]
+        first = 0 if part.lone else 1
+        at = {slot: f"`p`.`c{first + k}`" for k, slot in enumerate(columns)}
+        values = [at.get(j, f"CAST(NULL AS {kinds[j]})") + f" AS `s{j}`"
+                  for j in range(len(kinds))]
+        round_value = (f"CAST({part.rounds[0]} AS BIGINT)" if part.lone else "`p`.`c0`")
+        return (f"SELECT {index} AS {quoted(PART)}, {round_value} AS {quoted(ROUND)}"
+                f"{''.join(', ' + v for v in values)} FROM ({body}) AS `p`"
+                f"({', '.join(names)})")
+
+
+def _split(table, runs: list[int], columns: Mapping[int, list[int]],
+           schemas: Sequence[StructType], count: int, same: Mapping[int, int]) -> list[Any]:
+    """Each part's rows of the joint result: its slots, named and typed as its schema."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    tags = table[PART].to_numpy()
+    order = np.argsort(tags, kind="stable")
+    table, tags = table.take(order), tags[order]
+    out: list[Any] = [None] * count
+    for i in runs:
+        lo, hi = np.searchsorted(tags, i, "left"), np.searchsorted(tags, i, "right")
+        rows = table.slice(int(lo), int(hi - lo))
+        schema = to_arrow_schema(schemas[i])
+        arrays = [rows[ROUND].cast(pa.int64())] + [
+            rows[f"s{slot}"].cast(f.type) for slot, f in zip(columns[i], schema)]
+        out[i] = pa.Table.from_arrays(
+            arrays, schema=pa.schema([pa.field(ROUND, pa.int64(), nullable=False), *schema]))
+    for i, j in same.items():
+        out[i] = out[j]
+    return out
