@@ -23,8 +23,9 @@ tens of milliseconds. :class:`JointJob` pays them once a micro-batch:
 Parts whose text and tuples are equal (equal queries) are one part: their
 rows are computed once and handed to each (:attr:`JointResult.same`).
 
-A result of more rows than the caller's limit is not split (``None``); the
-caller runs the plans as it otherwise would. So does a plan with no SQL
+A part of more rows than the caller's limit makes the result ``None`` (each
+part reads at most one row more, so the driver holds at most that many rows
+a part); the caller runs the plans as it otherwise would. So does a plan with no SQL
 form (:class:`~cqopt.optimizer.plans.sql.PlanSqlError`, raised before Spark
 runs) and a joint query Spark fails on: the caller runs each plan alone, which
 says whose plan failed.
@@ -41,8 +42,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from cqopt.optimizer.plans.sql import PlanSqlError, plan_sql
-from cqopt.spark.run.sink import collect
 from cqopt.spark.session import driver_frame
 
 if TYPE_CHECKING:
@@ -125,14 +127,14 @@ class JointJob:
                 f"{table} AND {quoted(ROUND)} {which}")
 
     def run(self, parts: Sequence[JointPart], limit: int) -> JointResult | None:
-        """Run every part in one Spark job; None when the result has more than ``limit``
+        """Run every part in one Spark job; None when a part gives more than ``limit``
         rows (nothing is split).
 
         Parameters
         ----------
         parts : sequence of JointPart
         limit : int
-            The most rows brought to the driver.
+            The most rows of a part brought to the driver (one more is read).
 
         Returns
         -------
@@ -171,15 +173,18 @@ class JointJob:
                     mine.append(slots.setdefault((kind, seen[kind]), len(slots)))
                 columns[i] = mine
             kinds = {j: kind for (kind, _), j in slots.items()}
-            branches = [self._branch(i, parts[i], bodies[i], columns[i], kinds)
-                        for i in runs]
+            # Each part limited on its own: a part is one partition, so its limit needs no
+            # exchange, where a limit of the union would gather every row in one more stage.
+            branches = [f"({self._branch(i, parts[i], bodies[i], columns[i], kinds)} "
+                        f"LIMIT {int(limit) + 1})" for i in runs]
             began = time.perf_counter()
-            table = collect(self.spark.sql("\nUNION ALL\n".join(branches)), limit)
+            table = self.spark.sql("\nUNION ALL\n".join(branches)).toArrow()
             seconds = time.perf_counter() - began
         finally:
             for view in views:
                 self.spark.catalog.dropTempView(view)
-        if table is None:
+        counts = np.bincount(table[PART].to_numpy(), minlength=len(parts))
+        if counts.max(initial=0) > limit:
             return None
         handed = {(stream, k) for mine in ids for stream, k in mine.items()}
         return JointResult(_split(table, runs, columns, schemas, len(parts), same), same,
@@ -250,7 +255,6 @@ class JointJob:
 def _split(table, runs: list[int], columns: Mapping[int, list[int]],
            schemas: Sequence[StructType], count: int, same: Mapping[int, int]) -> list[Any]:
     """Each part's rows of the joint result: its slots, named and typed as its schema."""
-    import numpy as np
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
