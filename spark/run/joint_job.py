@@ -115,6 +115,7 @@ class JointJob:
     def __init__(self, spark: SparkSession):
         self.spark = spark
         self._schemas: dict[tuple, StructType] = {}  # (query, plan, lone) -> its columns
+        self._texts: dict[tuple, str] = {}  # (query, plan, lone) -> its plan's SQL
         self._prefix = f"cqopt_joint_{next(_ids)}"
 
     def _view(self, stream: str) -> str:
@@ -192,8 +193,14 @@ class JointJob:
                            {"reads": sum(len(mine) for mine in ids), "tables": len(handed)})
 
     def _plan_text(self, part: JointPart) -> str:
-        return plan_sql(part.plan, "spark", query=part.query, pretty=False,
-                        one_round=part.lone, round_column=None if part.lone else ROUND)
+        """The part's plan as SQL over its streams' names (its rounds are its inputs'):
+        written once per query and plan, then remembered (sqlglot takes milliseconds)."""
+        key = (part.name, part.plan.id, part.lone)
+        if key not in self._texts:
+            self._texts[key] = plan_sql(part.plan, "spark", query=part.query, pretty=False,
+                                        one_round=part.lone,
+                                        round_column=None if part.lone else ROUND)
+        return self._texts[key]
 
     def _tables(self, parts: Sequence[JointPart]) -> tuple[list[str], list[dict[str, int]]]:
         """One view per stream of its distinct tables, each tagged; each part's table ids."""
