@@ -71,6 +71,22 @@ def _alone(spark, part):
     return to_spark(part.plan, mine, query=part.query, round_column="_round")
 
 
+class _Capturing:
+    """A session that keeps each joint query it is asked (the rest as the session does)."""
+
+    def __init__(self, spark):
+        self._spark, self.joint = spark, []
+
+    def __getattr__(self, name):
+        return getattr(self._spark, name)
+
+    def sql(self, text):
+        frame = self._spark.sql(text)
+        if "UNION ALL" in text:
+            self.joint.append(frame)
+        return frame
+
+
 def _sorted(table: pa.Table):
     frame = table.to_pandas()
     frame.columns = [f"c{i}" for i in range(len(frame.columns))]  # names may repeat
@@ -82,7 +98,9 @@ def test_every_part_of_one_joint_job_gives_its_plans_own_rows_and_schema(spark, 
     """Three candidate plans of six queries (selections, COUNT(*) without GROUP BY, groups
     with HAVING, two- and three-way joins, a Cartesian product), each over three rounds
     and over its lone round 1: one Spark SQL query, and each part's rows, names, types
-    and nullability are those of its plan's own DataFrame; its views are gone after."""
+    and nullability are those of its plan's own DataFrame; its views are gone after. No
+    selection of a stream is left for Spark to run: it folded them into the tuples while
+    it optimized the query (the only filters left are HAVING's, over an aggregate)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from cqopt.spark.run.joint_job import JointJob
@@ -90,9 +108,13 @@ def test_every_part_of_one_joint_job_gives_its_plans_own_rows_and_schema(spark, 
 
     tables = _tables(dec_catalog, 3, seed=5)
     parts = _parts(dec_catalog, tables, 3)
-    job = JointJob(spark)
+    session = _Capturing(spark)
+    job = JointJob(session)
     with driver_data_conf(spark, True):
         result = job.run(parts, 100_000)
+        lines = session.joint[0]._jdf.queryExecution().executedPlan().toString().splitlines()
+        filters = [(line, below) for line, below in zip(lines, lines[1:]) if "Filter" in line]
+        assert filters and all("HashAggregate" in below for _, below in filters), filters
         assert result is not None and result.seconds > 0
         assert result.info == {"reads": sum(len(p.plan.join_order) for p in parts),
                                "tables": 3}  # each stream's tuples handed once

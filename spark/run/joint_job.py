@@ -21,7 +21,14 @@ tens of milliseconds. :class:`JointJob` pays them once a micro-batch:
   them (its schema is asked of Spark once per query and plan and remembered).
 
 Parts whose text and tuples are equal (equal queries) are one part: their
-rows are computed once and handed to each (:attr:`JointResult.same`).
+rows are computed once and handed to each (:attr:`JointResult.same`). A
+selection or projection that several parts apply to the same tuples is not
+materialized once: over tuples handed from the driver Spark evaluates it while
+it optimizes the query (its ``ConvertToLocalRelation`` rule folds a filter or
+projection of a local relation into the relation), so no Spark operator runs
+it at all, and caching it would cost more than it saves. Where plans run as
+jobs of their own over tuples Spark holds, :mod:`cqopt.spark.shared_work`
+computes such a step once.
 
 A part of more rows than the caller's limit makes the result ``None`` (each
 part reads at most one row more, so the driver holds at most that many rows
