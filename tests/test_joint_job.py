@@ -154,3 +154,40 @@ def test_equal_parts_run_once_and_a_result_too_large_is_not_split(spark, dec_cat
         assert result.tables[1] is result.tables[0] and result.tables[0].num_rows > 0
         assert result.info["tables"] == 1
         assert job.run(parts, result.tables[0].num_rows - 1) is None
+
+
+@pytest.mark.spark
+def test_the_flat_sql_of_a_plan_is_the_nested_sqls_physical_plan(spark, dec_catalog):
+    """Every part's flat SQL, the form the joint job runs, is planned by Spark as the plan's
+    nested SQL is (the same physical operators, joins in the same order and on the same
+    keys; only projections may differ, as the nested form renames the round), over three
+    rounds and over one round, for three candidate plans of each query."""
+    import re
+
+    from cqopt.optimizer.plans.sql import plan_sql
+    from cqopt.spark.session import driver_data_conf, driver_frame
+
+    tables = _tables(dec_catalog, 3, seed=2)
+
+    def physical(text: str) -> list[str]:
+        """The physical operators, top-down, but the projections (the nested form renames
+        the round in one), without expression ids or codegen stage numbers."""
+        plan = spark.sql(text)._jdf.queryExecution().executedPlan().toString()
+        plan = re.sub(r"#\d+L?|plan_id=\d+|cqopt_round|_round|\*\(\d+\) ", "", plan)
+        operators = [re.sub(r"^[\s:+-]*", "", line) for line in plan.splitlines()]
+        return [op for op in operators if op and not op.startswith("Project")]
+
+    with driver_data_conf(spark, True):
+        for stream, table in tables.items():
+            driver_frame(spark, table).createOrReplaceTempView(stream)
+        try:
+            for part in _parts(dec_catalog, tables, 3):
+                forms = [plan_sql(part.plan, "spark", query=part.query, flat=flat,
+                                  one_round=part.lone,
+                                  round_column=None if part.lone else "_round")
+                         for flat in (False, True)]
+                nested, flat = (physical(text) for text in forms)
+                assert flat == nested, (part.name, part.plan.id, nested, flat)
+        finally:
+            for stream in tables:
+                spark.catalog.dropTempView(stream)

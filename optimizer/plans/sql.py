@@ -159,7 +159,7 @@ class PlanSqlError(CqoptError):
 def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | None = None,
              pretty: bool = True, round_s: float | None = None,
              start: float | None = None, one_round: bool = False,
-             round_column: str | None = None) -> str:
+             round_column: str | None = None, flat: bool = False) -> str:
     """The SQL text of ``plan`` in ``dialect`` (see the module docstring).
 
     Parameters
@@ -186,6 +186,13 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
         Carrying rounds, read each tuple's round from this column of the
         tables instead of computing it from ``ts`` (``round_s`` and ``start``
         are then unused).
+    flat : bool
+        With ``one_round`` or ``round_column``: one SELECT instead of a
+        subquery per operator: the streams joined in the plan's order, every
+        selection in one WHERE, the aggregate last. Spark runs it as it runs
+        the nested form (its optimizer pushes selections down and prunes
+        columns either way; join order and hints are the plan's), and analyses
+        it in less time: the form of a workload's joint job.
 
     Returns
     -------
@@ -215,7 +222,7 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
                            "join_strategies rule")
     tree = plan_expression(plan, query=query, cartesian_hints=spark, strategy_hints=spark,
                            round_s=round_s, start=start, one_round=one_round,
-                           round_column=round_column)
+                           round_column=round_column, flat=flat)
     try:
         return tree.sql(dialect=dialect, pretty=pretty, unsupported_level=ErrorLevel.RAISE)
     except SqlglotError as err:
@@ -228,7 +235,7 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
                     cartesian_hints: bool = False, round_s: float | None = None,
                     start: float | None = None, one_round: bool = False,
                     strategy_hints: bool = False,
-                    round_column: str | None = None) -> exp.Select:
+                    round_column: str | None = None, flat: bool = False) -> exp.Select:
     """The sqlglot tree of :func:`plan_sql`, before any dialect prints it.
 
     ``cartesian_hints`` (Spark's dialects) hints each Cartesian step's right
@@ -243,18 +250,27 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
 
     ``strategy_hints`` (Spark's dialects) writes each hinted join's strategy
     as Spark's hint on the input it names (see the module docstring).
+
+    ``flat`` writes the plan as one SELECT (see :func:`plan_sql`).
     """
     rounds = (None if one_round else _held_rounds(plan, round_column)
               if round_column is not None else _rounds(plan, round_s, start))
-    built: dict[str, _Sql] = {}
-    for key in plan.operators():
-        node = plan.node(key)
-        built[key] = node_sql(node, [built[k] for k in node.inputs], plan, rounds)
-    top = built[plan.root]
+    if flat:
+        if rounds is not None and rounds.held is None:
+            raise PlanSqlError(f"plan {plan.id}: the flat form reads rounds from a column or "
+                               "runs one round; pass round_column= or one_round=True")
+        top = _flat(plan, rounds)
+        round_ref = None if rounds is None else _column(plan.join_order[0], rounds.held)
+    else:
+        built: dict[str, _Sql] = {}
+        for key in plan.operators():
+            node = plan.node(key)
+            built[key] = node_sql(node, [built[k] for k in node.inputs], plan, rounds)
+        top = built[plan.root]
+        round_ref = None if rounds is None else _column(plan.join_order[0], ROUND_COLUMN)
     select = top.outer()
-    if rounds is not None:
-        select = select.select(exp.alias_(_column(plan.join_order[0], ROUND_COLUMN),
-                                          ROUND_COLUMN, quoted=True), copy=False)
+    if round_ref is not None:
+        select = select.select(exp.alias_(round_ref, ROUND_COLUMN, quoted=True), copy=False)
     for ref, name in plan_outputs(plan, query):
         value = _aggregate_call(ref[1], top.aggregate) if ref[0] is None else _column(*ref)
         select = select.select(exp.alias_(value, name, quoted=True), copy=False)
@@ -284,6 +300,48 @@ def plan_expression(plan: Plan, *, query: ContinuousQuery | None = None,
     leading = select.args.get("with_", select.args.get("with")) if first is not None else None
     (leading or select).add_comments([comment + " "], prepend=True)
     return select
+
+
+def _flat(plan: Plan, rounds: _Rounds | None) -> _Sql:
+    """The plan as one SELECT: its streams joined in the plan's order (each join with its
+    predicates, and the rounds' equality when rounds are held), every selection in one
+    WHERE, the aggregate's GROUP BY (the round first) and HAVING; projections leave no
+    trace (the outer SELECT names the columns the result keeps)."""
+    def table(stream: str) -> exp.Expression:
+        return exp.alias_(exp.Table(this=exp.to_identifier(stream, quoted=True)), stream,
+                          table=True, quoted=True)
+
+    select = exp.Select().from_(table(plan.join_order[0]))
+    where, aggregate = [], None
+    for key in plan.operators():
+        node = plan.node(key)
+        if isinstance(node, kinds.SelectionNode):
+            where.append(_quoted(node.predicate.predicate))
+        elif isinstance(node, kinds.JoinNode):
+            if len(plan.node(node.inputs[1]).streams) > 1:
+                raise PlanSqlError(f"plan {plan.id} joins the result of a join as its right "
+                                   "input (a bushy plan): only left-deep plans become SQL")
+            conditions = [_quoted(p.expression) for p in node.predicate or ()]
+            if rounds is not None:  # the two sides' tuples meet only within a round
+                conditions.append(exp.EQ(this=_column(node.streams[0], rounds.held),
+                                         expression=_column(node.streams[-1], rounds.held)))
+            right = table(node.streams[-1])
+            select = (select.join(right, on=exp.and_(*conditions), join_type="inner",
+                                  copy=False) if conditions else
+                      select.join(right, join_type="cross", copy=False))
+        elif isinstance(node, kinds.AggregateNode):
+            aggregate = node
+    if where:
+        select = select.where(exp.and_(*where), copy=False)
+    if aggregate is not None:
+        keys = [_column(*c) for c in aggregate.group_by]
+        if rounds is not None:
+            keys.insert(0, _column(aggregate.streams[0], rounds.held))
+        if keys:
+            select = select.group_by(*keys, copy=False)
+        if aggregate.having is not None:
+            select = select.having(_quoted(aggregate.having), copy=False)
+    return _Sql(select=select, aggregate=aggregate)
 
 
 def _joins(plan: Plan) -> list[tuple[str, kinds.JoinNode]]:

@@ -11,7 +11,9 @@ tens of milliseconds. :class:`JointJob` pays them once a micro-batch:
   read them, once), each table tagged in :data:`TABLE_COLUMN`;
 - each part (a query's plan over its rounds) is the plan's own SQL
   (:func:`cqopt.optimizer.plans.sql.plan_sql`, rounds read from ``_round``,
-  or the one-round form for a query's lone round, as a round alone runs),
+  or the one-round form for a query's lone round, as a round alone runs) in
+  its flat form, which Spark runs as it runs the plan's nested form and
+  analyses faster (eight small plans: 161 against 235 ms, analysis and job),
   its streams defined as ``WITH`` over its tables and rounds of the views;
 - every part's columns go into typed *slots* (a part's k-th column of a
   type is that type's k-th slot, so no row carries every part's columns),
@@ -205,7 +207,7 @@ class JointJob:
         key = (part.name, part.plan.id, part.lone)
         if key not in self._texts:
             self._texts[key] = plan_sql(part.plan, "spark", query=part.query, pretty=False,
-                                        one_round=part.lone,
+                                        one_round=part.lone, flat=True,
                                         round_column=None if part.lone else ROUND)
         return self._texts[key]
 

@@ -163,6 +163,9 @@ class Staging:
         # A workload's memo of one micro-batch (cqopt.spark.shared_work): equal tuples
         # of a stream that several queries read are handed to Spark once. None alone.
         self.shared: SharedWork | None = None
+        # Each stage this run wrote from the driver, by path: read back from here, not from
+        # its file, while the run lives (a resumed run reads the files).
+        self._written: dict[str, Any] = {}
 
     def _path(self, batch_id: int | str):
         return self.folder / f"batch-{int(batch_id):06d}"
@@ -184,8 +187,12 @@ class Staging:
             keep = local.filter(pc.greater_equal(local["_round"], first))
             pq.write_table(keep, scratch / "part-00000.parquet")
         else:
+            keep = None
             tagged.where(F.col("_round") >= first).write.parquet(str(scratch))
         adopt(scratch, self._path(batch_id), kind="pending tuples")
+        self._written.pop(str(self._path(batch_id)), None)
+        if keep is not None:  # read back from here while this run lives, not from the file
+            self._written[str(self._path(batch_id))] = keep
         self.state.pending[str(batch_id)] = [first, top]
 
     def staged(self, first: int, stop: int) -> list[str]:
@@ -207,6 +214,7 @@ class Staging:
         for batch_id, (_, hi) in list(self.state.pending.items()):
             if hi < next_round:
                 remove(self._path(batch_id))
+                self._written.pop(str(self._path(batch_id)), None)
                 del self.state.pending[batch_id]
 
     def round_frames(self, tagged: DataFrame | None, local, first: int, stop: int,
@@ -296,16 +304,24 @@ class Staging:
         staged = self.staged(first, stop)
         mine = None if local is None else local.filter(inside(local["_round"]))
         held = (0 if mine is None else mine.num_rows) + sum(
-            pc.sum(inside(pq.read_table(p, columns=["_round"])["_round"])).as_py() or 0
-            for p in staged)
+            pc.sum(inside(self._stage_rounds(p))).as_py() or 0 for p in staged)
         if held > LOCAL_TUPLES:
             return None
         parts = ([] if mine is None else [mine]) + [
-            (t := pq.read_table(p)).filter(inside(t["_round"])) for p in staged]
+            (t := self._written[p] if p in self._written else pq.read_table(p)).filter(
+                inside(t["_round"])) for p in staged]
         if not parts:
             return None
         return (pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1
                 else parts[0])
+
+    def _stage_rounds(self, path: str):
+        """A stage's tuples' rounds: from the table this run wrote there, else its file."""
+        import pyarrow.parquet as pq
+
+        if path in self._written:
+            return self._written[path]["_round"]
+        return pq.read_table(path, columns=["_round"])["_round"]
 
     def _stream_schema(self, stream_name: str) -> StructType:
         from pyspark.sql.types import DoubleType, LongType, StructField, StructType
