@@ -1,10 +1,11 @@
 """Benchmark: a micro-batch's plans over tuples on the driver, as separate jobs or one union.
 
-A workload run (:mod:`cqopt.spark.run.workload`) runs each query's chosen
-plan of a micro-batch as its own Spark job, from several driver threads at
-once (:mod:`cqopt.spark.run.concurrent`); one job per micro-batch is the
-alternative where the results fit on the driver. This script times the
-ways to run ``--plans`` small plans (half selections, half aggregates) over
+A workload run (:mod:`cqopt.spark.run.workload`) whose rounds are on the driver
+runs every query's chosen plan of a micro-batch as one Spark SQL query
+(:mod:`cqopt.spark.run.joint_job`; ``scripts/bench_workload.py`` times it);
+otherwise each plan is its own Spark job, from several driver threads at once
+(:mod:`cqopt.spark.run.concurrent`). This script times the ways to run the
+plans built as DataFrames, ``--plans`` small plans (half selections, half aggregates) over
 one stream's ``--tuples`` tuples held on the driver, each of one partition
 under :data:`~cqopt.spark.session.DRIVER_DATA_CONF`, in interleaved order:
 
