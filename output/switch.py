@@ -93,7 +93,7 @@ def _removed_on_failure(tmp: Path, out: Path) -> Iterator[None]:
 
 
 def adopt_directory(finished: Path, out: Path, *, force: bool = False, kind: str = "output",
-                    say: Callable[[str], None] = _say) -> Path:
+                    say: Callable[[str], None] = _say, recovered: bool = False) -> Path:
     """Switch a directory this process finished writing elsewhere (a Spark job's output
     folder, say) into place at ``out``, as :func:`staged_directory` does its own.
 
@@ -101,6 +101,9 @@ def adopt_directory(finished: Path, out: Path, *, force: bool = False, kind: str
     folder of it); it is inventoried and marked, and an existing ``out`` is replaced
     by the rules of ``--force`` (only files cqopt listed, unchanged). If the switch
     fails, ``finished`` is removed, as a failed :func:`staged_directory` removes its own.
+    ``recovered`` says the caller has recovered what killed writes left in ``out``'s
+    folder already (a run does, once, when it starts): then no sibling is looked for,
+    which would list the whole folder on every call.
 
     Raises
     ------
@@ -121,7 +124,8 @@ def adopt_directory(finished: Path, out: Path, *, force: bool = False, kind: str
     ['round-0']
     """
     finished, out = Path(finished), Path(out)
-    recover(out, say)
+    if not recovered:
+        recover(out, say)
     check_writable(out, force, kind)
     try:
         tmp, ident = _scratch(out, "tmp")

@@ -312,9 +312,11 @@ class RoundRunner:
                 frame = self._derived(frame, ("with round", rounds[0]), lambda frame=frame:
                                       frame.select(F.lit(rounds[0]).cast("long")
                                                    .alias("_round"), "*"))
-            else:
-                mine = {s: self._derived(df, ("rounds", tuple(rounds)), lambda df=df: df.where(
-                    F.col("_round").isin(rounds))) for s, df in tuples.items()}
+            else:  # one plan for every round: the frames hold its rounds and no other
+                mine = tuples if len(groups) == 1 else {
+                    s: self._derived(df, ("rounds", tuple(rounds)),
+                                     lambda df=df: df.where(_in_rounds(rounds)))
+                    for s, df in tuples.items()}
                 frame = to_spark(plan, mine, query=self.ctx.query, round_column="_round",
                                  shared=shared)
             if shared is not None:
@@ -537,6 +539,16 @@ class RoundRunner:
         if profiles:
             write_round_profiles(self.ctx.out, r, profiles)
         return {p.id: times[p.id] for p in plans}
+
+
+def _in_rounds(rounds: list[int]):
+    """The condition that a tuple is of one of ``rounds`` (ascending): a range where they
+    are one (a literal per round, for a backlog's hundreds, costs a JVM round trip each)."""
+    from pyspark.sql import functions as F
+
+    if rounds == list(range(rounds[0], rounds[-1] + 1)):
+        return F.col("_round").between(rounds[0], rounds[-1])
+    return F.col("_round").isin(rounds)
 
 
 def _statistic_columns(query: ContinuousQuery, stream: str) -> list[str]:

@@ -73,8 +73,12 @@ def clear_scratch(out: Path, folders: tuple[str, ...] = ("pending", "results", "
 
 def adopt(finished: Path, final: Path, kind: str = _KIND) -> Path:
     """Switch a folder the run finished writing into place at ``final``, replacing an older
-    copy that cqopt wrote (a round run again after a kill): :func:`cqopt.output.adopt_directory`."""
-    return adopt_directory(finished, final, force=True, kind=kind)
+    copy that cqopt wrote (a round run again after a kill): :func:`cqopt.output.adopt_directory`.
+    A round's result needs no look for what a killed switch left beside it: the run
+    recovered its results folder when it started (:func:`clear_scratch`), and listing the
+    folder for each round would cost a long run time in the square of its rounds."""
+    return adopt_directory(finished, final, force=True, kind=kind,
+                           recovered=kind == _KIND)
 
 
 def collect(frame: DataFrame, limit: int):
