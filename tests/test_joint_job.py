@@ -135,8 +135,8 @@ def test_every_part_of_one_joint_job_gives_its_plans_own_rows_and_schema(spark, 
 @pytest.mark.spark
 def test_equal_parts_run_once_and_a_result_too_large_is_not_split(spark, dec_catalog):
     """Two queries' equal plans over equal tuples are one part (rows computed once and handed
-    to both); a result of more rows than the limit gives None (the caller runs each plan
-    as it otherwise would)."""
+    to both); a part of more rows than the limit is not split (the caller runs its plan as
+    it otherwise would), the others are."""
     from cqopt.spark.run.joint_job import JointJob, JointPart
     from cqopt.spark.session import driver_data_conf
 
@@ -153,7 +153,10 @@ def test_equal_parts_run_once_and_a_result_too_large_is_not_split(spark, dec_cat
         assert result.same == {1: 0} and result.parts == 2
         assert result.tables[1] is result.tables[0] and result.tables[0].num_rows > 0
         assert result.info["tables"] == 1
-        assert job.run(parts, result.tables[0].num_rows - 1) is None
+        small = job.run(parts, result.tables[0].num_rows - 1)
+        assert small.too_large == {0, 1} and small.tables[0] is small.tables[1] is None
+        assert small.tables[2].equals(result.tables[2])  # fewer rows: split as before
+        assert result.tables[2].num_rows < result.tables[0].num_rows
 
 
 @pytest.mark.spark

@@ -174,6 +174,40 @@ def test_one_querys_failed_plan_is_counted_and_the_others_go_on(spark, three, tm
 
 
 @pytest.mark.spark
+def test_a_plan_of_more_rows_than_the_driver_takes_runs_as_its_own_job(spark, three, tmp_path,
+                                                                        monkeypatch):
+    """With a limit of 100 rows a plan on the driver, Q2's join gives more in the first
+    micro-batch: said once, and from then on Q2's rounds run as their own Spark job while
+    Q1's stay in the joint job; Q2's rows are those of its run alone."""
+    from cqopt.spark.run import AdaptiveRun, RunSettings, workload
+    from cqopt.spark.run.workload import WorkloadRun
+
+    monkeypatch.setattr(workload, "LOCAL_RESULT_ROWS", 100)
+    queries = {n: (three["queries"][n], three["charts"][n]) for n in ("Q1", "Q2")}
+    lines: list[str] = []
+    done = WorkloadRun(spark, queries, three["catalog"], _sources(three), tmp_path / "w",
+                       RunSettings(max_files_per_trigger=1), progress=lines.append).run()
+    said = [line for line in lines if "gave more than 100 rows" in line]
+    assert len(said) == 1 and said[0].startswith("Q2: plan ")
+    assert done.failures == {}
+    q2 = done.results["Q2"].rounds
+    assert q2["rows_out"].min() > 100 and len(q2) == 4
+    assert any(line.startswith("Q1: round") and "plans of the workload" not in line
+               for line in lines)  # Q1 alone in the joint job: a job of one plan
+    query = three["queries"]["Q2"]
+    sources = {s: src for s, src in _sources(three).items() if s in query.stream_names}
+    alone = AdaptiveRun(spark, "Q2", query, three["charts"]["Q2"], three["catalog"], sources,
+                        tmp_path / "alone", RunSettings(), progress=lambda _: None).run()
+    assert q2["rows_out"].tolist() == alone.rounds["rows_out"].tolist()
+    for r in q2["round"]:
+        part = f"results/round-{r:06d}.parquet"
+        x, y = (pd.read_parquet(folder / part) for folder in (tmp_path / "w" / "Q2",
+                                                               alone.out))
+        x, y = (f.sort_values(list(f.columns), ignore_index=True) for f in (x, y))
+        pd.testing.assert_frame_equal(x, y, check_dtype=False)
+
+
+@pytest.mark.spark
 def test_equal_queries_run_one_job_and_each_gets_its_rows(spark, three, tmp_path,
                                                           monkeypatch):
     """Q1 and a copy of it under another name (and Q5 beside them): in the joint job the

@@ -32,9 +32,10 @@ it at all, and caching it would cost more than it saves. Where plans run as
 jobs of their own over tuples Spark holds, :mod:`cqopt.spark.shared_work`
 computes such a step once.
 
-A part of more rows than the caller's limit makes the result ``None`` (each
-part reads at most one row more, so the driver holds at most that many rows
-a part); the caller runs the plans as it otherwise would. So does a plan with no SQL
+A part of more rows than the caller's limit is not split: its rows are
+``None`` and it is named in :attr:`JointResult.too_large` (each part reads at
+most one row more, so the driver holds at most that many rows a part), and
+the caller runs its plan as it otherwise would (Spark writes its rows). So does a plan with no SQL
 form (:class:`~cqopt.optimizer.plans.sql.PlanSqlError`, raised before Spark
 runs) and a joint query Spark fails on: the caller runs each plan alone, which
 says whose plan failed.
@@ -94,8 +95,9 @@ class JointPart:
 @dataclass
 class JointResult:
     """What :meth:`JointJob.run` gave: each part's rows (``_round`` first, then the part's
-    columns), the parts whose rows an earlier equal part's are (part -> that part), each
-    part's schema without ``_round``, and the joint job's seconds."""
+    columns; None for a part of too many rows), the parts whose rows an earlier equal
+    part's are (part -> that part), each part's schema without ``_round``, and the joint
+    job's seconds."""
 
     tables: list[Any]
     same: dict[int, int]
@@ -104,6 +106,7 @@ class JointResult:
     parts: int = 0  # distinct parts run
     # what the parts read: "reads" (a part's stream each), "tables" (distinct, handed once)
     info: dict[str, int] = field(default_factory=dict)
+    too_large: set[int] = field(default_factory=set)  # parts of more rows than the limit
 
 
 class JointJob:
@@ -136,9 +139,9 @@ class JointJob:
         return (f"SELECT * FROM {quoted(self._view(stream))} WHERE {quoted(TABLE_COLUMN)} = "
                 f"{table} AND {quoted(ROUND)} {which}")
 
-    def run(self, parts: Sequence[JointPart], limit: int) -> JointResult | None:
-        """Run every part in one Spark job; None when a part gives more than ``limit``
-        rows (nothing is split).
+    def run(self, parts: Sequence[JointPart], limit: int) -> JointResult:
+        """Run every part in one Spark job; a part that gives more than ``limit`` rows is
+        not split (its rows ``None``, the part in :attr:`JointResult.too_large`).
 
         Parameters
         ----------
@@ -148,7 +151,7 @@ class JointJob:
 
         Returns
         -------
-        JointResult or None
+        JointResult
 
         Raises
         ------
@@ -157,7 +160,7 @@ class JointJob:
         Exception
             What Spark raised on the joint query.
         """
-        texts = [self._plan_text(part) for part in parts]  # PlanSqlError before Spark
+        texts = [self.plan_text(part) for part in parts]  # PlanSqlError before Spark
         views, ids = self._tables(parts)
         try:
             bodies = [self._body(part, text, ids[i]) for i, (part, text) in
@@ -194,14 +197,14 @@ class JointJob:
             for view in views:
                 self.spark.catalog.dropTempView(view)
         counts = np.bincount(table[PART].to_numpy(), minlength=len(parts))
-        if counts.max(initial=0) > limit:
-            return None
+        too_large = {i for i in range(len(parts)) if counts[same.get(i, i)] > limit}
         handed = {(stream, k) for mine in ids for stream, k in mine.items()}
-        return JointResult(_split(table, runs, columns, schemas, len(parts), same), same,
-                           schemas, seconds, len(runs),
-                           {"reads": sum(len(mine) for mine in ids), "tables": len(handed)})
+        return JointResult(
+            _split(table, [i for i in runs if i not in too_large], columns, schemas,
+                   len(parts), same), same, schemas, seconds, len(runs),
+            {"reads": sum(len(mine) for mine in ids), "tables": len(handed)}, too_large)
 
-    def _plan_text(self, part: JointPart) -> str:
+    def plan_text(self, part: JointPart) -> str:
         """The part's plan as SQL over its streams' names (its rounds are its inputs'):
         written once per query and plan, then remembered (sqlglot takes milliseconds)."""
         key = (part.name, part.plan.id, part.lone)

@@ -192,7 +192,9 @@ class WorkloadRun:
         self.stop_requested = threading.Event()
         self.holder = BatchHolder()
         self.joint_job = JointJob(spark)
-        self.joint_said: set[str] = set()  # why a joint job could not run, said once each
+        # (query, plan) that the joint job does not take (said once each): no SQL form, or
+        # more rows than the driver takes
+        self.alone_plans: set[tuple[str, str]] = set()
         self.stopped_by = "end of input"
         self.name = "workload"
 
@@ -356,50 +358,62 @@ class WorkloadRun:
         """Every query's plans of rounds on the driver as one Spark SQL query
         (:class:`~cqopt.spark.run.joint_job.JointJob`), each plan's rounds written into its
         query's scratch folders, then adopted and logged. What is left to run each plan as
-        its own job: every query's rounds when the joint job cannot take them (a plan with
-        no SQL form, a result too large for the driver) or Spark fails on it (run alone,
-        the plans say whose failed); else nothing."""
+        its own job: the queries with a plan the joint job cannot take (one with no SQL
+        form, or one that gave more rows than the driver takes: from then on, said once),
+        or every query when Spark fails on the joint job (run alone, the plans say whose
+        failed)."""
         grouped: dict[str, Grouped] = {}
         for name, made in due.items():
             made_groups = self._guard(name, made.batch_id, self.members[name].rounds.group,
                                       made, False)
             if made_groups is not None:
                 grouped[name] = made_groups
+        batch_id = next(iter(due.values())).batch_id
+        alone: set[str] = set()  # queries whose plans run as jobs of their own
         parts, owners = [], []
         for name, made in grouped.items():
             query = self.members[name].ctx.query
             for index, (plan, rounds) in enumerate(zip(made.plans, made.groups)):
-                parts.append(JointPart(name, plan, query, made.tables, tuple(rounds),
-                                       lone=len(made.outcomes) == 1))
+                part = JointPart(name, plan, query, made.tables, tuple(rounds),
+                                 lone=len(made.outcomes) == 1)
+                if (name, plan.id) not in self.alone_plans:
+                    try:
+                        self.joint_job.plan_text(part)
+                    except PlanSqlError as err:
+                        self._alone(name, plan.id, f"{err}; its rounds run as their own "
+                                                   "Spark job")
+                if (name, plan.id) in self.alone_plans:
+                    alone.add(name)
+                parts.append(part)
                 owners.append((name, made, index))
-        if not parts:
-            return {}
-        batch_id = next(iter(due.values())).batch_id
+        joint = [i for i, (name, _, _) in enumerate(owners) if name not in alone]
+        if not joint:
+            return {name: due[name] for name in alone}
         try:
             with driver_data_conf(self.spark, True):
-                result = self.joint_job.run(parts, LOCAL_RESULT_ROWS)
-        except PlanSqlError as err:
-            if str(err) not in self.joint_said:
-                self.joint_said.add(str(err))
-                self.progress(f"{self.name}: {err}; a micro-batch that chooses it runs "
-                              "each plan as its own job")
-            return {name: due[name] for name in grouped}
+                result = self.joint_job.run([parts[i] for i in joint], LOCAL_RESULT_ROWS)
         except Exception as err:  # noqa: BLE001 - each plan alone says whose failed
             if self.stop_requested.is_set():
                 raise
             self.progress(f"{self.name}: the joint job of micro-batch {batch_id} failed "
                           f"({spark_message(err)}); its plans run again, each alone")
             return {name: due[name] for name in grouped}
-        if result is None:  # more rows than the driver takes: Spark writes each plan's
-            return {name: due[name] for name in grouped}
-        ran = set(range(len(parts))) - set(result.same)
-        per_round = result.seconds / max(1, sum(len(parts[i].rounds) for i in ran))
-        failed = set()
-        for i, (name, made, index) in enumerate(owners):
+        for k in result.too_large:
+            name, plan = parts[joint[k]].name, parts[joint[k]].plan
+            alone.add(name)
+            self._alone(name, plan.id, f"plan {plan.id} gave more than {LOCAL_RESULT_ROWS:,} "
+                                       f"rows in micro-batch {batch_id}, more than the "
+                                       "driver takes: from now on its rounds run as their "
+                                       "own Spark job, which writes its rows")
+        ran = set(range(len(joint))) - set(result.same) - result.too_large
+        per_round = result.seconds / max(1, sum(len(parts[joint[k]].rounds) for k in ran))
+        failed = set(alone)
+        for k, i in enumerate(joint):
+            name, made, index = owners[i]
             if name in failed:
                 continue
             if self._guard(name, made.batch_id, _written, made.write_rows, index,
-                           result.tables[i], result.schemas[i], per_round,
+                           result.tables[k], result.schemas[k], per_round,
                            result.parts) is None:
                 failed.add(name)
         self._count_shared({"shared_steps": 0, "saved": 0, "shared_results": len(result.same),
@@ -407,7 +421,12 @@ class WorkloadRun:
         for name, made in grouped.items():
             if name not in failed:
                 self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
-        return {}
+        return {name: due[name] for name in alone}
+
+    def _alone(self, name: str, plan_id: str, why: str) -> None:
+        """Plan ``plan_id`` of query ``name`` runs as a job of its own from now on: said."""
+        self.alone_plans.add((name, plan_id))
+        self.progress(f"{name}: {why}")
 
     def _group_all(self, due: Mapping[str, Any]) -> dict[str, Grouped]:
         """Every query's plans built (:meth:`RoundRunner.group
