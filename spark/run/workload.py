@@ -24,13 +24,13 @@ driver, each query's rows then written per round into its scratch folder,
 adopted and logged. It pays Spark's analysis and its fixed cost of a job
 once instead of once per plan: on the ten-query bench
 (``scripts/bench_workload.py``, ``local[2]``) a warm micro-batch took
-0.56-0.62 s against 1.04-1.09 s with a job per plan. Equal queries over the
-same tuples are one part. Where the joint query cannot run (a plan with no
-SQL form, a result of more than
-:data:`~cqopt.spark.run.sink.LOCAL_RESULT_ROWS` rows), where Spark fails on
-it (then each plan, run alone, says whose failed), or where rounds are too
-many to hold on the driver, every plan is built as a DataFrame and run as its
-own Spark job, from several driver threads at once
+0.54-0.59 s against 1.04-1.09 s with a job per plan. Equal queries over the
+same tuples are one part. A query whose plan has no SQL form, or gave more
+than :data:`~cqopt.spark.run.sink.LOCAL_RESULT_ROWS` rows (from then on; said
+once), leaves the joint job. Its plans, every plan where Spark fails on the
+joint job (each, run alone, then says whose failed), and every plan where
+rounds are too many to hold on the driver, are built as DataFrames and run as
+Spark jobs of their own, from several driver threads at once
 (:mod:`~cqopt.spark.run.concurrent`), under
 :data:`~cqopt.spark.session.DRIVER_DATA_CONF` for tuples on the driver. What
 several of those plans share is computed once (:mod:`cqopt.spark.shared_work`):
