@@ -194,6 +194,9 @@ def test_a_plan_of_more_rows_than_the_driver_takes_runs_as_its_own_job(spark, th
     assert q2["rows_out"].min() > 100 and len(q2) == 4
     assert any(line.startswith("Q1: round") and "plans of the workload" not in line
                for line in lines)  # Q1 alone in the joint job: a job of one plan
+    # A micro-batch of a joint job and Q2's own job is one micro-batch in the report.
+    shared = json.loads((tmp_path / "w" / "report.json").read_text())["shared"]
+    assert shared["jobs"] == shared["joint_jobs"] == len(q2)
     query = three["queries"]["Q2"]
     sources = {s: src for s, src in _sources(three).items() if s in query.stream_names}
     alone = AdaptiveRun(spark, "Q2", query, three["charts"]["Q2"], three["catalog"], sources,

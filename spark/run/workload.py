@@ -88,10 +88,11 @@ from cqopt.spark.session import driver_data_conf, spark_errors, spark_message
 from cqopt.spark.shared_work import SharedWork
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
     from cqopt.catalog import Catalog
     from cqopt.charts.lookup import QueryChart
     from cqopt.optimizer.query.logical import ContinuousQuery
-    from pyspark.sql import DataFrame, SparkSession
 
 # Names a query's folder cannot have: the workload's own files in OUT.
 RESERVED = ("checkpoint", "state.json", "report.md", "report.json")
@@ -195,6 +196,7 @@ class WorkloadRun:
         # (query, plan) that the joint job does not take (said once each): no SQL form, or
         # more rows than the driver takes
         self.alone_plans: set[tuple[str, str]] = set()
+        self._batch_shared = False  # whether this micro-batch's joint job shared anything
         self.stopped_by = "end of input"
         self.name = "workload"
 
@@ -334,8 +336,9 @@ class WorkloadRun:
             for name, made in due.items():
                 self._guard(name, made.batch_id, self.members[name].rounds.run_due, made)
             return
+        counted = False  # the micro-batch counted in the shared totals by its joint job
         if due and all(made.local for made in due.values()):
-            due = self._run_joint(due)
+            due, counted = self._run_joint(due)
             if not due:
                 return
         shared = SharedWork()
@@ -344,7 +347,7 @@ class WorkloadRun:
             grouped = self._group_all(due)
             if not grouped:
                 return
-            failed = self._run_together(grouped, shared)
+            failed = self._run_together(grouped, shared, counted=counted)
         finally:
             self._share(None)
             shared.release()
@@ -354,14 +357,14 @@ class WorkloadRun:
             else:
                 self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
 
-    def _run_joint(self, due: Mapping[str, Any]) -> dict[str, Any]:
+    def _run_joint(self, due: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         """Every query's plans of rounds on the driver as one Spark SQL query
         (:class:`~cqopt.spark.run.joint_job.JointJob`), each plan's rounds written into its
         query's scratch folders, then adopted and logged. What is left to run each plan as
         its own job: the queries with a plan the joint job cannot take (one with no SQL
         form, or one that gave more rows than the driver takes: from then on, said once),
         or every query when Spark fails on the joint job (run alone, the plans say whose
-        failed)."""
+        failed); and whether a joint job ran (counted in the shared totals)."""
         grouped: dict[str, Grouped] = {}
         for name, made in due.items():
             made_groups = self._guard(name, made.batch_id, self.members[name].rounds.group,
@@ -388,7 +391,7 @@ class WorkloadRun:
                 owners.append((name, made, index))
         joint = [i for i, (name, _, _) in enumerate(owners) if name not in alone]
         if not joint:
-            return {name: due[name] for name in alone}
+            return {name: due[name] for name in alone}, False
         try:
             with driver_data_conf(self.spark, True):
                 result = self.joint_job.run([parts[i] for i in joint], LOCAL_RESULT_ROWS)
@@ -397,7 +400,7 @@ class WorkloadRun:
                 raise
             self.progress(f"{self.name}: the joint job of micro-batch {batch_id} failed "
                           f"({spark_message(err)}); its plans run again, each alone")
-            return {name: due[name] for name in grouped}
+            return {name: due[name] for name in grouped}, False
         for k in result.too_large:
             name, plan = parts[joint[k]].name, parts[joint[k]].plan
             alone.add(name)
@@ -421,7 +424,7 @@ class WorkloadRun:
         for name, made in grouped.items():
             if name not in failed:
                 self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
-        return {name: due[name] for name in alone}
+        return {name: due[name] for name in alone}, True
 
     def _alone(self, name: str, plan_id: str, why: str) -> None:
         """Plan ``plan_id`` of query ``name`` runs as a job of its own from now on: said."""
@@ -450,8 +453,8 @@ class WorkloadRun:
         for member in self.members.values():
             member.rounds.shared = member.staging.shared = shared
 
-    def _run_together(self, grouped: Mapping[str, Grouped],
-                      shared: SharedWork) -> dict[str, BaseException]:
+    def _run_together(self, grouped: Mapping[str, Grouped], shared: SharedWork,
+                      counted: bool = False) -> dict[str, BaseException]:
         """Every query's plans, each its own Spark job, side by side
         (:func:`~cqopt.spark.run.concurrent.run_all`), each plan's rounds written into its
         query's scratch folders; what several plans share computed once, and a result
@@ -470,7 +473,7 @@ class WorkloadRun:
             shared.compute_once()
             errors = dict(zip(first, run_all([lambda made=made, index=index: made.write(index)
                                               for _, made, index in first.values()])))
-        self._count_shared(shared.summary())
+        self._count_shared(shared.summary(), counted=counted)
         copies = {i: first[result] for i, (part, result) in enumerate(zip(parts, results))
                   if first[result] is not part and errors[result] is None}
         copied = dict(zip(copies, run_all([
@@ -485,17 +488,22 @@ class WorkloadRun:
                 failed.setdefault(name, error)
         return failed
 
-    def _count_shared(self, summary: Mapping[str, int], joint: bool = False) -> None:
+    def _count_shared(self, summary: Mapping[str, int], joint: bool = False,
+                      counted: bool = False) -> None:
         """Add what a micro-batch's plans shared to the run's totals (in the state: a resumed
         run goes on counting): steps and results of the memo, or, in a joint job, the
-        tables of tuples handed to Spark once for several reads, and equal results."""
+        tables of tuples handed to Spark once for several reads, and equal results.
+        ``counted``: the micro-batch is counted already (its joint job), only its shares
+        are added."""
         totals = self.state.data.setdefault("shared", {"jobs": 0, "jobs_sharing": 0,
                                                        "shared_steps": 0, "saved": 0})
         for key in ("shared_results", "joint_jobs", "reads", "tables"):
             totals.setdefault(key, 0)
-        totals["jobs"] += 1
-        totals["jobs_sharing"] += (summary["shared_steps"] > 0 or summary["shared_results"] > 0
-                                   or summary.get("reads", 0) > summary.get("tables", 0))
+        sharing = (summary["shared_steps"] > 0 or summary["shared_results"] > 0
+                   or summary.get("reads", 0) > summary.get("tables", 0))
+        totals["jobs"] += not counted
+        totals["jobs_sharing"] += sharing and not (counted and self._batch_shared)
+        self._batch_shared = sharing or (counted and self._batch_shared)
         totals["joint_jobs"] += joint
         for key in ("shared_steps", "saved", "shared_results", "reads", "tables"):
             totals[key] += summary.get(key, 0)
