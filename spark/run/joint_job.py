@@ -12,9 +12,10 @@ tens of milliseconds. :class:`JointJob` pays them once a micro-batch:
 - each part (a query's plan over its rounds) is the plan's own SQL
   (:func:`cqopt.optimizer.plans.sql.plan_sql`, rounds read from ``_round``,
   or the one-round form for a query's lone round, as a round alone runs) in
-  its flat form, which Spark runs as it runs the plan's nested form and
-  analyses faster (eight small plans: 161 against 235 ms, analysis and job),
-  its streams defined as ``WITH`` over its tables and rounds of the views;
+  its flat form, which Spark plans as it plans the nested form and analyses
+  faster (a ten-query micro-batch's plans: 351 against 380 ms, analysis and
+  job), its streams defined as ``WITH`` over its tables and rounds of the
+  views;
 - every part's columns go into typed *slots* (a part's k-th column of a
   type is that type's k-th slot, so no row carries every part's columns),
   tagged with the part (``_part``) and round (``_round``), and the parts are
@@ -34,11 +35,11 @@ computes such a step once.
 
 A part of more rows than the caller's limit is not split: its rows are
 ``None`` and it is named in :attr:`JointResult.too_large` (each part reads at
-most one row more, so the driver holds at most that many rows a part), and
-the caller runs its plan as it otherwise would (Spark writes its rows). So does a plan with no SQL
-form (:class:`~cqopt.optimizer.plans.sql.PlanSqlError`, raised before Spark
-runs) and a joint query Spark fails on: the caller runs each plan alone, which
-says whose plan failed.
+most one row more, so the driver holds at most that many rows a part); the
+caller runs its plan as it otherwise would, Spark writing its rows. A plan
+with no SQL form is a :class:`~cqopt.optimizer.plans.sql.PlanSqlError` from
+:meth:`JointJob.plan_text`, before Spark runs; what Spark raises on the joint
+query is raised, and the caller runs each plan alone, which says whose failed.
 
 >>> quoted("a`b")
 '`a``b`'
