@@ -304,8 +304,13 @@ def predicted_verdict(records: Sequence[Mapping[str, Any]], plans: Sequence[str]
         f"{totals['best_fixed_plan']} and {totals['fastest_seconds']:.3f} s for the fastest "
         f"plan of each round{f' ({note})' if note else ''}.")
     grouped = sum(int(r.get("grouped_rounds", 1)) > 1 for r in records)
-    if grouped:
-        verdict["line"] += (f" {grouped} rounds ran in jobs of several rounds: their measured "
+    joint = sum(int(r.get("joint_plans", 1)) > 1 for r in records)
+    if grouped or joint:
+        kinds = " or ".join(k for k, n in (("several rounds", grouped),
+                                          ("several queries' plans", joint)) if n)
+        shared = sum(int(r.get("grouped_rounds", 1)) > 1 or int(r.get("joint_plans", 1)) > 1
+                     for r in records)
+        verdict["line"] += (f" {shared} rounds ran in jobs of {kinds}: their measured "
                             "seconds are each a share of one job's.")
     return verdict
 

@@ -156,15 +156,21 @@ def _round_line(record: Mapping[str, Any]) -> str:
     ...              "plan_seconds": 0.25, "grouped_rounds": 1, "deadline": None,
     ...              "shadow_seconds": {"A": 0.2, "B": 0.1}})
     'round 3: A (switch), 7 rows out in 0.250 s, fastest B'
+    >>> _round_line({"round": 4, "empty": False, "plan": "A", "switch": False, "rows_out": 7,
+    ...              "plan_seconds": 0.1, "grouped_rounds": 5, "joint_plans": 3,
+    ...              "deadline": None, "shadow_seconds": {}})
+    'round 4: A, 7 rows out in 0.100 s (one job for 5 rounds of this plan, with 2 other plans of the workload)'
     """
     shadow, grouped, shed = record["shadow_seconds"], record["grouped_rounds"], \
         record["deadline"]
     note = " (no tuples)" if record["empty"] else ""
     fastest = f", fastest {min(shadow, key=shadow.get)}" if shadow else ""
-    group = f" (one job for {grouped} rounds of this plan)" if grouped > 1 else ""
     joint = record.get("joint_plans", 1)
-    if joint > 1:
-        group += f" (one job for {joint} plans of the workload)"
+    others = f"{joint - 1} other plan{'s' if joint > 2 else ''} of the workload"
+    group = (f" (one job for {grouped} rounds of this plan, with {others})"
+             if grouped > 1 and joint > 1 else
+             f" (one job for {grouped} rounds of this plan)" if grouped > 1 else
+             f" (one job for {joint} plans of the workload)" if joint > 1 else "")
     if shed and shed["kept"] < 1.0:
         level = (f" at the negotiated QoS level {shed['level']:.2f}"
                  if shed.get("level") is not None else "")
