@@ -589,6 +589,7 @@ def local_statistics(query: ContinuousQuery, table, streams: tuple[str, ...], fi
     by the definitions the Spark job (:func:`cqopt.spark.round_stats.round_statistics`)
     computes: a rate of tuples over ``W``, a selectivity over no tuple NaN."""
     import pyarrow.compute as pc
+
     from cqopt.costmodel.validation import round_statistics
 
     columns = {s: _statistic_columns(query, s) for s in streams}
