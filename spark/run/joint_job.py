@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cqopt.optimizer.plans.sql import PlanSqlError, plan_sql
+from cqopt.spark.run.sink import slices
 from cqopt.spark.session import driver_frame
 
 if TYPE_CHECKING:
@@ -91,6 +92,11 @@ class JointPart:
     tables: Mapping[str, Any]
     rounds: tuple[int, ...]
     lone: bool = False
+
+    @property
+    def key(self) -> tuple[str, str, bool]:
+        """What the part's SQL text and columns depend on: its query, plan and form."""
+        return self.name, self.plan.id, self.lone
 
 
 @dataclass
@@ -176,17 +182,7 @@ class JointJob:
                     first[key] = i
             runs = list(first.values())
             schemas = [self._schema(part, bodies[i]) for i, part in enumerate(parts)]
-            slots: dict[tuple[str, int], int] = {}
-            columns: dict[int, list[int]] = {}  # part -> the slot of each of its columns
-            for i in runs:
-                seen: dict[str, int] = {}
-                mine = []
-                for f in schemas[i].fields:
-                    kind = f.dataType.simpleString()
-                    seen[kind] = seen.get(kind, -1) + 1
-                    mine.append(slots.setdefault((kind, seen[kind]), len(slots)))
-                columns[i] = mine
-            kinds = {j: kind for (kind, _), j in slots.items()}
+            columns, kinds = _slots({i: schemas[i] for i in runs})
             # Each part limited on its own: a part is one partition, so its limit needs no
             # exchange, where a limit of the union would gather every row in one more stage.
             branches = [f"({self._branch(i, parts[i], bodies[i], columns[i], kinds)} "
@@ -208,7 +204,7 @@ class JointJob:
     def plan_text(self, part: JointPart) -> str:
         """The part's plan as SQL over its streams' names (its rounds are its inputs'):
         written once per query and plan, then remembered (sqlglot takes milliseconds)."""
-        key = (part.name, part.plan.id, part.lone)
+        key = part.key
         if key not in self._texts:
             self._texts[key] = plan_sql(part.plan, "spark", query=part.query, pretty=False,
                                         one_round=part.lone, flat=True,
@@ -253,7 +249,7 @@ class JointJob:
         """The part's columns without its round: asked of Spark once per query and plan."""
         from pyspark.sql.types import StructType
 
-        key = (part.name, part.plan.id, part.lone)
+        key = part.key
         if key not in self._schemas:
             fields = self.spark.sql(body).schema.fields
             self._schemas[key] = StructType(fields if part.lone else fields[1:])
@@ -272,19 +268,39 @@ class JointJob:
                 f"({', '.join(names)})")
 
 
+def _slots(schemas: Mapping[int, StructType]) -> tuple[dict[int, list[int]], dict[int, str]]:
+    """Each part's slot of each of its columns (a part's k-th column of a type is that
+    type's k-th slot), and each slot's type.
+
+    >>> from pyspark.sql.types import LongType, StringType, StructField, StructType
+    >>> a = StructType([StructField("x", LongType()), StructField("y", LongType())])
+    >>> b = StructType([StructField("s", StringType()), StructField("z", LongType())])
+    >>> _slots({0: a, 1: b})
+    ({0: [0, 1], 1: [2, 0]}, {0: 'bigint', 1: 'bigint', 2: 'string'})
+    """
+    slots: dict[tuple[str, int], int] = {}
+    columns: dict[int, list[int]] = {}
+    for i, schema in schemas.items():
+        seen: dict[str, int] = {}
+        mine = []
+        for f in schema.fields:
+            kind = f.dataType.simpleString()
+            seen[kind] = seen.get(kind, -1) + 1
+            mine.append(slots.setdefault((kind, seen[kind]), len(slots)))
+        columns[i] = mine
+    return columns, {j: kind for (kind, _), j in slots.items()}
+
+
 def _split(table, runs: list[int], columns: Mapping[int, list[int]],
            schemas: Sequence[StructType], count: int, same: Mapping[int, int]) -> list[Any]:
     """Each part's rows of the joint result: its slots, named and typed as its schema."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    tags = table[PART].to_numpy()
-    order = np.argsort(tags, kind="stable")
-    table, tags = table.take(order), tags[order]
+    by_part = slices(table, PART)
     out: list[Any] = [None] * count
     for i in runs:
-        lo, hi = np.searchsorted(tags, i, "left"), np.searchsorted(tags, i, "right")
-        rows = table.slice(int(lo), int(hi - lo))
+        rows = by_part.get(i, table.slice(0, 0))
         schema = to_arrow_schema(schemas[i])
         arrays = [rows[ROUND].cast(pa.int64())] + [
             rows[f"s{slot}"].cast(f.type) for slot, f in zip(columns[i], schema)]

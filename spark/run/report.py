@@ -1,5 +1,5 @@
 """A run's report: what the rounds logged add up to, as ``report.json``, ``report.md``
-and ``rounds.csv``.
+and ``rounds.csv``; a workload's, a section per query (:func:`workload_markdown`).
 
 :func:`summarize` counts the plans run, switches and times; it replays the
 rounds' observed statistics through the chart's model for the model's
@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -355,3 +356,61 @@ def report_markdown(summary: dict[str, Any]) -> str:
 
 def _share(part: float, whole: float) -> str:
     return f"{part / whole:.1%}" if whole > 0 and math.isfinite(part) else "an unknown share"
+
+
+def workload_markdown(results: Mapping[str, RunResult], failures: Mapping[str, int],
+                      shared: Mapping[str, int] | None = None) -> str:
+    """The workload's report: a line per query, what their plans shared, then each
+    query's report as a section."""
+    lines = ["# cqopt workload run report", "",
+             "| query | rounds | switches | rows out | plan seconds | failed micro-batches |",
+             "|---|---|---|---|---|---|"]
+    for name, result in results.items():
+        s = result.summary
+        lines.append(f"| {name} | {s['rounds']} | {s['switches']} | {s['rows_out_total']} | "
+                     f"{s['plan_seconds_total']:.3f} | {failures.get(name, 0)} |")
+    lines += ["", shared_line(shared)]
+    for name, result in results.items():
+        section = report_markdown(result.summary).replace(
+            f"# cqopt run report: {name}", f"## {name}", 1)
+        lines += ["", section.rstrip("\n"),
+                  f"- its folder: {name}/ (results, round log, report.md)"]
+    return "\n".join(lines) + "\n"
+
+
+def _many(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def shared_line(shared: Mapping[str, int] | None) -> str:
+    """What the queries' plans shared, in one sentence.
+
+    >>> print(shared_line({"jobs": 10, "jobs_sharing": 4, "shared_steps": 4, "saved": 5}))
+    Shared work: in 4 of 10 micro-batches, 4 steps (the same step over the same tuples in several chosen plans) were computed once instead of 9 times: 5 computations saved.
+    >>> print(shared_line({"jobs": 2, "jobs_sharing": 2, "shared_steps": 0, "saved": 0,
+    ...                    "shared_results": 3, "joint_jobs": 2, "reads": 12, "tables": 5}))
+    Shared work: 2 of 2 micro-batches ran every query's plans as one Spark job, handed 5 tables of tuples for 12 reads (a stream's equal tuples once); 3 plans took their whole result from an equal query's plan over the same tuples (computed once, its rows copied).
+    """
+    if not shared or not shared.get("jobs"):
+        return "Shared work: none (shadow timing or a deadline runs each query alone)."
+    jobs, joint = shared["jobs"], shared.get("joint_jobs", 0)
+    results, count = shared.get("shared_results", 0), shared["shared_steps"]
+    said = []
+    if joint:
+        said.append(f"{joint} of {jobs} micro-batches ran every query's plans as one Spark "
+                    f"job, handed {_many(shared['tables'], 'table')} of tuples for "
+                    f"{shared['reads']} reads (a stream's equal tuples once)")
+    if count:
+        said.append(f"in {shared['jobs_sharing']} of {jobs} micro-batches, "
+                    f"{_many(count, 'step')} (the same step over the same tuples in several "
+                    f"chosen plans) {'was' if count == 1 else 'were'} computed once instead "
+                    f"of {count + shared['saved']} times: "
+                    f"{_many(shared['saved'], 'computation')} saved")
+    if results:
+        said.append(f"{_many(results, 'plan')} took {'its' if results == 1 else 'their'} "
+                    "whole result from an equal query's plan over the same tuples (computed "
+                    "once, its rows copied)")
+    if not said:
+        return (f"Shared work: none; in {jobs} micro-batches no two chosen plans had a step "
+                "alike over the same tuples.")
+    return f"Shared work: {'; '.join(said)}."

@@ -135,14 +135,26 @@ def split_by_round(table, scratch: Path) -> None:
     ``_round``) as ``scratch/_round=R`` folders of Parquet, one per round with rows."""
     import pyarrow.parquet as pq
 
-    rounds = table["_round"].to_numpy()
-    order = np.argsort(rounds, kind="stable")
-    table, rounds = table.take(order).drop_columns(["_round"]), rounds[order]
-    values, starts, counts = np.unique(rounds, return_index=True, return_counts=True)
-    for value, offset, length in zip(values, starts, counts):
-        folder = scratch / f"_round={int(value)}"
+    for value, rows in slices(table, "_round").items():
+        folder = scratch / f"_round={value}"
         folder.mkdir(parents=True)
-        pq.write_table(table.slice(int(offset), int(length)), folder / "part-00000.parquet")
+        pq.write_table(rows.drop_columns(["_round"]), folder / "part-00000.parquet")
+
+
+def slices(table, column: str) -> dict[int, Any]:
+    """An Arrow table's rows by their value of an integer ``column``: one slice each (of one
+    stable sort), in ascending order of value.
+
+    >>> import pyarrow as pa
+    >>> {k: v["x"].to_pylist() for k, v in slices(pa.table({"k": [2, 1, 2], "x": [7, 8, 9]}),
+    ...                                              "k").items()}
+    {1: [8], 2: [7, 9]}
+    """
+    keys = table[column].to_numpy()
+    order = np.argsort(keys, kind="stable")
+    table = table.take(order)
+    values, starts, counts = np.unique(keys[order], return_index=True, return_counts=True)
+    return {int(v): table.slice(int(o), int(n)) for v, o, n in zip(values, starts, counts)}
 
 
 def adopt_round(part: Path | None, final: Path, schema: StructType | None) -> int:
