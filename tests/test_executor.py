@@ -382,3 +382,28 @@ def test_round_statistics_of_many_rounds_are_each_round_alone(name, seed, n_roun
         for stat, value in alone.items():
             got = together[stat][r]
             assert (np.isnan(value) and np.isnan(got)) or got == value, (stat, r, got, value)
+
+
+_KEYS = st.one_of(st.integers(0, 4).map(float), st.just(float("nan")))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 2), st.lists(st.tuples(st.integers(0, 3), _KEYS, _KEYS), max_size=30),
+       st.lists(st.tuples(st.integers(0, 3), _KEYS, _KEYS), max_size=30))
+def test_join_sizes_count_what_join_builds_per_group(keys, left_rows, right_rows):
+    """Counted by codes, each group's pairs are the rows the reference join builds from
+    that group's rows alone, NaN keys matching each other as in pd.merge."""
+    from cqopt.costmodel.reference_executor import join, join_sizes
+    from cqopt.optimizer.query.join_closure import JoinPredicate
+
+    def frame(rows, stream):
+        return pd.DataFrame({f"{stream}.x": [r[1] for r in rows],
+                             f"{stream}.y": [r[2] for r in rows]}, dtype=np.float64)
+
+    left, right = frame(left_rows, "A"), frame(right_rows, "B")
+    groups = (np.array([r[0] for r in left_rows], np.int64),
+              np.array([r[0] for r in right_rows], np.int64))
+    on = tuple(JoinPredicate(("A", c), ("B", c)) for c in "xy"[:keys])
+    want = [len(join(left[groups[0] == g].reset_index(drop=True),
+                     right[groups[1] == g].reset_index(drop=True), on)) for g in range(4)]
+    assert join_sizes(left, right, on, groups, 4).tolist() == want
