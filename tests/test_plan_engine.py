@@ -17,6 +17,7 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 import sqlglot
 from sqlglot import exp
@@ -383,3 +384,32 @@ def test_shed_answers_are_scaled_by_the_chance_a_result_survives(spark, examples
         scaled = scaled_answers(to_spark(plan, frames, query=query), plan, query,
                                 0.5).toPandas().iloc[0].tolist()
         assert scaled == pytest.approx([exact[0] * factor, exact[1] * factor, exact[2]])
+
+
+@pytest.mark.spark
+def test_joins_over_one_partition_frames_need_no_shuffle(spark, examples):
+    """With ``one_partition`` (frames handed from the driver, one partition each) a join's
+    result stays one partition, so no join or aggregate above it shuffles, and the rows
+    are the reference executor's."""
+    import re
+
+    from cqopt.spark.session import driver_data_conf, driver_frame
+
+    shuffle = re.compile(r"(?<!Broadcast)Exchange ")
+    checked = 0
+    with driver_data_conf(spark, True):
+        for seed, (name, query) in enumerate(all_queries(examples)):
+            if len(query.streams) < 2:
+                continue
+            data = windows(query, seed)
+            frames = {s: driver_frame(spark, pa.Table.from_pandas(w, preserve_index=False))
+                      for s, w in data.items()}
+            plans = enumerate_plans(query)
+            built = [to_spark(p, frames, query=query, one_partition=True) for p in plans]
+            expected = multiset(execute(plans[0], query, data).result)
+            for plan, frame in zip(plans, built):
+                text = frame._jdf.queryExecution().executedPlan().toString()
+                assert not shuffle.search(text), f"{name} {plan.id}\n{text}"
+            assert all(got == expected for got in run_all(spark, built)), name
+            checked += len(query.streams) > 2
+    assert checked >= 3  # three-way joins and more, where the shuffle was

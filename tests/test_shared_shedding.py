@@ -142,7 +142,7 @@ def _runner(name, sql, catalog, settings, lines):
 
 
 def _dues(runners, rows) -> dict[str, Due]:
-    from cqopt.spark.run.rounds import local_statistics
+    from cqopt.spark.run.observed import local_statistics
 
     dues = {}
     for name, runner in runners.items():

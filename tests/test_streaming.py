@@ -546,7 +546,7 @@ def test_a_backlog_run_plan_by_plan_gives_every_round_what_it_gives_alone(
     on the driver but its rounds too many for driver frames, so Spark is handed the
     batch again (persisted only then).
     """
-    from cqopt.spark.run import rounds as run_rounds
+    from cqopt.spark.run import observed as run_observed
     from cqopt.spark.run import staging
     from cqopt.replay.trace_generate import load_interarrivals
 
@@ -563,7 +563,7 @@ def test_a_backlog_run_plan_by_plan_gives_every_round_what_it_gives_alone(
         if arrivals in ("generated", "narrow"):
             patch.setattr(staging, "LOCAL_TUPLES", 0)
         if arrivals == "generated":
-            patch.setattr(run_rounds, "STATISTIC_TUPLES", 0)
+            patch.setattr(run_observed, "STATISTIC_TUPLES", 0)
         if arrivals == "collected":
             patch.setattr(staging, "LOCAL_FRAME_TUPLES", 0)
         together = _run_q2(setting, tmp_path / "together", dirs)

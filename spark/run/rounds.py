@@ -2,11 +2,11 @@
 
 For the rounds a micro-batch completes (:meth:`RoundRunner.run`):
 
-1. the rounds' statistics are observed: for at most
+1. the rounds' statistics are observed (:mod:`~cqopt.spark.run.observed`): for at most
    :data:`~cqopt.spark.run.staging.LOCAL_TUPLES` tuples, on the driver
-   (:func:`local_statistics`, the offline definitions, every round at once); for
-   more, with :func:`cqopt.spark.round_stats.round_statistics`, in one Spark
-   job for every round;
+   (:func:`~cqopt.spark.run.observed.local_statistics`, the offline definitions, every
+   round at once); for more, with :func:`cqopt.spark.round_stats.round_statistics`,
+   in one Spark job for every round;
 2. an :class:`~cqopt.runtime.adaptive.AdaptiveQuery` estimates each round
    from the rounds before it (or, with ``estimator="sample"``, takes its own
    statistics) and looks the estimate up in the chart (Algorithm 2,
@@ -47,6 +47,7 @@ from cqopt.spark.operator_metrics import (
 from cqopt.spark.plan_frame import scaled_answers, to_spark
 from cqopt.spark.run.concurrent import run_all
 from cqopt.spark.run.driver_rows import sample_rows, window_rows
+from cqopt.spark.run.observed import observed_rounds
 from cqopt.spark.run.overload import (
     Due,
     bound_batch,
@@ -72,15 +73,9 @@ if TYPE_CHECKING:
 
     from cqopt.spark.shared_work import SharedWork
 
-    from cqopt.optimizer.query.logical import ContinuousQuery
-
 
 # Rounds whose observations warm the adaptive query made on a rebuilt chart.
 WARM_ROUNDS = 50
-# Rounds of more tuples than the driver holds whole (staging.LOCAL_TUPLES) have their
-# statistics worked out on the driver from the few columns they read, up to this many
-# tuples (0.5-1 s for 600 rounds of the README's streams against 4 s as a Spark job).
-STATISTIC_TUPLES = 2_000_000
 
 
 @dataclass
@@ -263,20 +258,8 @@ class RoundRunner:
 
     def _statistics(self, rows, tuples: dict[str, DataFrame], first: int,
                     stop: int) -> dict[int, dict[str, float]]:
-        """Each round's observed statistics: from ``rows`` on the driver if there, else from
-        the columns they read of ``tuples``, collected where they fit, else one Spark job."""
-        query = self.ctx.query
-        if rows is None:  # too many tuples to hold: the columns statistics read, if they fit
-            rows = statistic_rows(query, tuples, self.ctx.streams)
-        if rows is not None:  # their statistics worked out here
-            return local_statistics(query, rows, self.ctx.streams, first, stop,
-                                    self.ctx.window_s)
-        from cqopt.spark.round_stats import round_statistics
-
-        table = round_statistics(query, tuples, self.ctx.window_s, start=self.state.start,
-                                 rounds=stop)
-        return {r: {name: float(table[name].iloc[r]) for name in query.statistics}
-                for r in range(first, stop)}
+        return observed_rounds(self.ctx.query, rows, tuples, self.ctx.streams, first, stop,
+                               self.ctx.window_s, self.state.start)
 
     def group(self, due: Due, frames: bool = True) -> Grouped:
         """Build, per plan chosen for the rounds ``due``, one DataFrame of its rounds'
@@ -308,7 +291,8 @@ class RoundRunner:
             if len(outcomes) == 1:  # as _run_round runs it (an aggregate of no tuple: a row)
                 alone = {s: self._derived(df, ("round", rounds[0]), lambda df=df: df.where(
                     F.col("_round") == rounds[0]).drop("_round")) for s, df in tuples.items()}
-                frame = to_spark(plan, alone, query=self.ctx.query, shared=shared)
+                frame = to_spark(plan, alone, query=self.ctx.query, shared=shared,
+                                 one_partition=due.local)
                 frame = self._derived(frame, ("with round", rounds[0]), lambda frame=frame:
                                       frame.select(F.lit(rounds[0]).cast("long")
                                                    .alias("_round"), "*"))
@@ -318,7 +302,7 @@ class RoundRunner:
                                      lambda df=df: df.where(_in_rounds(rounds)))
                     for s, df in tuples.items()}
                 frame = to_spark(plan, mine, query=self.ctx.query, round_column="_round",
-                                 shared=shared)
+                                 shared=shared, one_partition=due.local)
             if shared is not None:
                 shared.end_part(frame)
             frames.append(frame)
@@ -418,7 +402,8 @@ class RoundRunner:
             frames = {s: df.persist(StorageLevel.MEMORY_AND_DISK) for s, df in frames.items()}
         try:
             with driver_data_conf(self.ctx.spark, due.local):
-                rows_out, seconds, timed = self._run_frames(r, outcome, frames, shed)
+                rows_out, seconds, timed = self._run_frames(r, outcome, frames, shed,
+                                                            due.local)
         finally:
             if shadow:
                 for frame in frames.values():
@@ -429,16 +414,18 @@ class RoundRunner:
             shadow=timed, shed=shed, window=due.window))
 
     def _run_frames(self, r: int, outcome, frames: dict[str, DataFrame],
-                    shed: dict[str, Any]) -> tuple[int, float, dict[str, float]]:
-        """Round ``r``'s plan over its ``frames``, its answers scaled to what ``shed`` kept,
-        written; its rows, its seconds, and the shadow plans' seconds (with ``shadow``)."""
+                    shed: dict[str, Any], local: bool) -> tuple[int, float, dict[str, float]]:
+        """Round ``r``'s plan over its ``frames`` (each one partition when ``local``), its
+        answers scaled to what ``shed`` kept, written; its rows, its seconds, and the
+        shadow plans' seconds (with ``shadow``)."""
         began = time.perf_counter()
-        result = to_spark(outcome.plan, frames, query=self.ctx.query)
+        result = to_spark(outcome.plan, frames, query=self.ctx.query, one_partition=local)
         if 0.0 < shed["kept"] < 1.0:  # kept 0: the whole round shed, nothing to scale
             result = scaled_answers(result, outcome.plan, self.ctx.query, shed["kept"])
         rows_out = write_result(result, self.ctx.out / "results" / f"round-{r:06d}.parquet")
         seconds = time.perf_counter() - began
-        return rows_out, seconds, self._shadow(frames, r) if self.ctx.settings.shadow else {}
+        return rows_out, seconds, (self._shadow(frames, r, local) if self.ctx.settings.shadow
+                                   else {})
 
     def _round_frames(self, r: int, due: Due, shed: dict[str, Any]) -> dict[str, DataFrame]:
         """Round ``r``'s frames, its window cut by the memory budget, the share ``shed``
@@ -509,7 +496,8 @@ class RoundRunner:
                 "predicted_after_s": float(run.predicted_after[0]),
                 "dropped": float(run.dropped[0]), "unreachable": bool(run.unreachable[0])}
 
-    def _shadow(self, frames: dict[str, DataFrame], r: int) -> dict[str, float]:
+    def _shadow(self, frames: dict[str, DataFrame], r: int,
+                local: bool = False) -> dict[str, float]:
         """Every candidate's wall time on the round, results discarded (Spark's noop sink).
 
         The order rotates by round, so no plan always runs first (cold) or last.
@@ -518,8 +506,8 @@ class RoundRunner:
         shift = r % len(plans)
         times, profiles = {}, {}
         for plan in plans[shift:] + plans[:shift]:
-            job = to_spark(plan, frames, query=self.ctx.query).write.format("noop").mode(
-                "overwrite")
+            job = to_spark(plan, frames, query=self.ctx.query,
+                           one_partition=local).write.format("noop").mode("overwrite")
             if not self.profiling:
                 began = time.perf_counter()
                 job.save()
@@ -549,58 +537,3 @@ def _in_rounds(rounds: list[int]):
     if rounds == list(range(rounds[0], rounds[-1] + 1)):
         return F.col("_round").between(rounds[0], rounds[-1])
     return F.col("_round").isin(rounds)
-
-
-def _statistic_columns(query: ContinuousQuery, stream: str) -> list[str]:
-    """The columns of ``stream`` its statistics read (a round's others cost a copy each)."""
-    from cqopt.spark.round_stats import _join_columns, _selection_columns
-
-    read = (*_selection_columns(query, stream), *_join_columns(query, stream))
-    return [c.name for c in query.stream(stream).columns if c.name in read]
-
-
-def _held(stream: str, column: str) -> str:
-    """A stream's column in the batch's layout: ``STREAM__column``; its one time, ``ts``."""
-    return "ts" if column.lower() == "ts" else f"{stream}__{column}"
-
-
-def statistic_rows(query: ContinuousQuery, tuples: dict[str, DataFrame],
-                   streams: tuple[str, ...]):
-    """The columns the rounds' statistics read of each stream's ``tuples`` (``_round``
-    and the selections' and joins' columns), on the driver in the batch's layout for
-    :func:`local_statistics`: one Spark job, a few narrow columns instead of every one.
-    None when they are more than :data:`STATISTIC_TUPLES` tuples."""
-    from pyspark.sql import functions as F
-
-    from cqopt.spark.run.sink import collect
-
-    parts = [tuples[s].select(F.lit(s).alias("_stream"), "_round", *(
-        F.col(c).alias(_held(s, c)) for c in _statistic_columns(query, s))) for s in streams]
-    frame = parts[0]
-    for other in parts[1:]:
-        frame = frame.unionByName(other, allowMissingColumns=True)
-    return collect(frame, STATISTIC_TUPLES)
-
-
-def local_statistics(query: ContinuousQuery, table, streams: tuple[str, ...], first: int,
-                     stop: int, window_s: float) -> dict[int, dict[str, float]]:
-    """Each round's statistics from its tuples on the driver: the measured statistics of
-    a window (:func:`cqopt.costmodel.validation.round_statistics`, every round at once),
-    by the definitions the Spark job (:func:`cqopt.spark.round_stats.round_statistics`)
-    computes: a rate of tuples over ``W``, a selectivity over no tuple NaN."""
-    import pyarrow.compute as pc
-
-    from cqopt.costmodel.validation import round_statistics
-
-    columns = {s: _statistic_columns(query, s) for s in streams}
-    inside = pc.and_(pc.greater_equal(table["_round"], first), pc.less(table["_round"], stop))
-    table = table.filter(inside)
-    windows, rounds = {}, {}
-    for stream in streams:
-        mine = table.filter(pc.equal(table["_stream"], stream))
-        windows[stream] = mine.select([_held(stream, c) for c in columns[stream]]) \
-            .rename_columns(columns[stream]).to_pandas()
-        rounds[stream] = mine["_round"].to_numpy() - first
-    stats = round_statistics(query, windows, rounds, stop - first, window_s)
-    return {first + i: {name: float(stats[name][i]) for name in query.statistics}
-            for i in range(stop - first)}
