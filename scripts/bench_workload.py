@@ -10,10 +10,16 @@ second of input, as a live run with 1-s rounds sees it.
 
 Per repeat, in one Spark session (so no run pays a JVM start; separate
 applications would each pay 10-15 s more), alternating so that a busier
-spell of the machine falls on every kind:
+spell of the machine falls on every kind (the workload first in even
+repeats, the queries alone first in odd ones):
 
 - workload: the 10 queries as one :class:`~cqopt.spark.run.workload.WorkloadRun`;
 - alone: each query as its own :class:`~cqopt.spark.run.AdaptiveRun`.
+
+A warm-up run of each kind over the first three seconds comes first, so that
+neither side pays the session's first jobs (Spark compiles and loads its code
+then: the first run of a session is about twice as slow per round). Its
+per-round times are printed too: a live run pays them in its first minute.
 
 Per-round time is the time a run spends in its micro-batches over their
 number (seconds of input): the steady state a live run must keep up with.
@@ -159,24 +165,43 @@ def main() -> None:
     start = application_start(args.master) if args.queries == 10 else None
     spark = spark_session(args.master, progress=False)
     quiet = lambda _: None  # noqa: E731
+
+    def workload(out: Path, given: dict) -> tuple[float, float]:
+        return timed(lambda: WorkloadRun(spark, queries, catalog, given, out / "workload",
+                                         settings, progress=quiet))
+
+    def alone(out: Path, given: dict) -> tuple[dict, dict]:
+        steady, walls = {}, {}
+        for name, (query, chart) in queries.items():
+            mine = {s: given[s] for s in query.stream_names}
+            walls[name], steady[name] = timed(lambda: AdaptiveRun(
+                spark, name, query, chart, catalog, mine, out / f"alone-{name}", settings,
+                progress=quiet))
+        return steady, walls
+
     rows = []
     try:
+        warm = warm_up_sources(folder, sources)
+        _, cold = workload(folder / "warm-up", warm)
+        first = f"first run of the session, per round: workload {cold / WARM_UP_FILES:.3f} s"
+        if args.queries == 10:
+            cold_alone, _ = alone(folder / "warm-up", warm)
+            first += (f", then each query alone; costliest "
+                      f"{max(cold_alone.values()) / WARM_UP_FILES:.3f} s")
+        print(first + f" (warm-up over {WARM_UP_FILES} s, not counted)", flush=True)
         for rep in range(args.repeat):
             out = folder / f"rep-{rep}"
-            whole, steady = timed(lambda: WorkloadRun(spark, queries, catalog, sources,
-                                                      out / "workload", settings,
-                                                      progress=quiet))
+            if args.queries == 10 and rep % 2:
+                steady_alone, walls = alone(out, sources)
+            whole, steady = workload(out, sources)
             row = {"workload": steady / batches, "workload_wall": whole / batches}
             if args.queries == 10:
-                alone, walls = {}, {}
-                for name, (query, chart) in queries.items():
-                    mine = {s: sources[s] for s in query.stream_names}
-                    walls[name], alone[name] = timed(lambda: AdaptiveRun(
-                        spark, name, query, chart, catalog, mine, out / f"alone-{name}",
-                        settings, progress=quiet))
-                costliest = max(alone, key=alone.get)
-                row.update(costliest=alone[costliest] / batches, costliest_query=costliest,
-                           ten_runs=sum(alone.values()) / batches,
+                if not rep % 2:
+                    steady_alone, walls = alone(out, sources)
+                costliest = max(steady_alone, key=steady_alone.get)
+                row.update(costliest=steady_alone[costliest] / batches,
+                           costliest_query=costliest,
+                           ten_runs=sum(steady_alone.values()) / batches,
                            ten_runs_wall=sum(walls.values()) / batches)
                 print(f"repeat {rep}: per round workload {row['workload']:.3f} s (wall "
                       f"{row['workload_wall']:.3f}), costliest alone ({costliest}) "
@@ -189,6 +214,25 @@ def main() -> None:
     finally:
         spark.stop()
     report(rows, args, batches, len(queries), start)
+
+
+WARM_UP_FILES = 3  # seconds of input the warm-up runs read
+
+
+def warm_up_sources(folder: Path, sources: dict) -> dict:
+    """The sources over a copy of each stream's first :data:`WARM_UP_FILES` files."""
+    import shutil
+
+    from cqopt.spark.run import Source
+
+    out = {}
+    for stream in sources:
+        target = folder / "warm-up-traces" / stream
+        target.mkdir(parents=True)
+        for path in sorted((folder / "traces" / stream).glob("*.parquet"))[:WARM_UP_FILES]:
+            shutil.copy(path, target / path.name)
+        out[stream] = Source.files(stream, target)
+    return out
 
 
 def application_start(master: str) -> float:
