@@ -100,7 +100,8 @@ def test_every_part_of_one_joint_job_gives_its_plans_own_rows_and_schema(spark, 
     and over its lone round 1: one Spark SQL query, and each part's rows, names, types
     and nullability are those of its plan's own DataFrame; its views are gone after. No
     selection of a stream is left for Spark to run: it folded them into the tuples while
-    it optimized the query (the only filters left are HAVING's, over an aggregate)."""
+    it optimized the query (the only filters left are HAVING's, over an aggregate). No
+    join's result is shuffled."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from cqopt.spark.run.joint_job import JointJob
@@ -115,6 +116,9 @@ def test_every_part_of_one_joint_job_gives_its_plans_own_rows_and_schema(spark, 
         lines = session.joint[0]._jdf.queryExecution().executedPlan().toString().splitlines()
         filters = [(line, below) for line, below in zip(lines, lines[1:]) if "Filter" in line]
         assert filters and all("HashAggregate" in below for _, below in filters), filters
+        # Every input is one partition, and so is every join's result a join reads
+        # (one_partition_joins): nothing is shuffled, three-way joins included.
+        assert not [line for line in lines if "Exchange hashpartitioning" in line], lines
         assert result is not None and result.seconds > 0
         assert result.info == {"reads": sum(len(p.plan.join_order) for p in parts),
                                "tables": 3}  # each stream's tuples handed once

@@ -223,6 +223,12 @@ def plan_sql(plan: Plan, dialect: str = "spark", *, query: ContinuousQuery | Non
     tree = plan_expression(plan, query=query, cartesian_hints=spark, strategy_hints=spark,
                            round_s=round_s, start=start, one_round=one_round,
                            round_column=round_column, flat=flat)
+    return tree_sql(tree, plan, dialect, pretty)
+
+
+def tree_sql(tree: exp.Expression, plan: Plan, dialect: str, pretty: bool = False) -> str:
+    """``tree`` (:func:`plan_expression`'s, perhaps rewritten) printed in ``dialect``; a
+    construct the dialect cannot express is a :class:`PlanSqlError` naming ``plan``."""
     try:
         return tree.sql(dialect=dialect, pretty=pretty, unsupported_level=ErrorLevel.RAISE)
     except SqlglotError as err:

@@ -15,7 +15,8 @@ tens of milliseconds. :class:`JointJob` pays them once a micro-batch:
   its flat form, which Spark plans as it plans the nested form and analyses
   faster (a ten-query micro-batch's plans: 351 against 380 ms, analysis and
   job), its streams defined as ``WITH`` over its tables and rounds of the
-  views;
+  views, and each join's result that another join reads kept one partition
+  (:func:`one_partition_joins`), so nothing is shuffled;
 - every part's columns go into typed *slots* (a part's k-th column of a
   type is that type's k-th slot, so no row carries every part's columns),
   tagged with the part (``_part``) and round (``_round``), and the parts are
@@ -54,8 +55,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from sqlglot import exp
 
-from cqopt.optimizer.plans.sql import PlanSqlError, plan_sql
+from cqopt.optimizer.plans.sql import PlanSqlError, plan_expression, tree_sql
 from cqopt.spark.run.sink import slices
 from cqopt.spark.session import driver_frame
 
@@ -206,9 +208,14 @@ class JointJob:
         written once per query and plan, then remembered (sqlglot takes milliseconds)."""
         key = part.key
         if key not in self._texts:
-            self._texts[key] = plan_sql(part.plan, "spark", query=part.query, pretty=False,
-                                        one_round=part.lone, flat=True,
-                                        round_column=None if part.lone else ROUND)
+            plan = part.plan
+            tree = plan_expression(plan, query=part.query, cartesian_hints=True,
+                                   strategy_hints=True, one_round=part.lone, flat=True,
+                                   round_column=None if part.lone else ROUND)
+            columns = {s: [c for _, c in plan.node(f"src:{s}").emits]
+                       + ([] if part.lone else [ROUND]) for s in plan.join_order}
+            self._texts[key] = tree_sql(one_partition_joins(tree, plan.join_order, columns),
+                                        plan, "spark")
         return self._texts[key]
 
     def _tables(self, parts: Sequence[JointPart]) -> tuple[list[str], list[dict[str, int]]]:
@@ -266,6 +273,74 @@ class JointJob:
         return (f"SELECT {index} AS {quoted(PART)}, {round_value} AS {quoted(ROUND)}"
                 f"{''.join(', ' + v for v in values)} FROM ({body}) AS `p`"
                 f"({', '.join(names)})")
+
+
+def one_partition_joins(select: exp.Select, streams: Sequence[str],
+                        columns: Mapping[str, Sequence[str]]) -> exp.Select:
+    """``select``, a plan's flat form joining ``streams`` in order, with each join's result
+    that another join reads kept one partition, as every input of the joint job is.
+
+    Spark does not know that a join of one-partition inputs is one partition, and
+    shuffles it before the next join (two stages more for a three-way join). So the
+    streams joined so far become a subquery hinted ``COALESCE(1)``, each of their
+    ``columns`` named ``STREAM.column``, and the query reads them under the
+    subquery's name; each selection goes where its streams are joined. A query of
+    fewer than three streams, or with join hints (they name tables), is returned as
+    it is.
+
+    >>> import sqlglot
+    >>> flat = sqlglot.parse_one("SELECT A.x, C.y FROM A AS A JOIN B AS B ON A.x = B.x "
+    ...                          "JOIN C AS C ON B.x = C.x WHERE A.y > 1 AND C.y < 2")
+    >>> print(one_partition_joins(flat, "ABC", {"A": ["x", "y"], "B": ["x"], "C": ["x", "y"]}
+    ...       ).sql(dialect="spark"))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT `cqopt_joined_1`.`A.x`, C.y FROM (SELECT /*+ COALESCE(1) */ `A`.`x` AS `A.x`,
+    `A`.`y` AS `A.y`, `B`.`x` AS `B.x` FROM A AS A JOIN B AS B ON A.x = B.x WHERE A.y > 1)
+    AS `cqopt_joined_1` JOIN C AS C ON `cqopt_joined_1`.`B.x` = C.x WHERE C.y < 2
+    """
+    joins = select.args.get("joins") or []
+    if len(joins) < 2 or select.args.get("hint") is not None:
+        return select
+    select = select.copy()
+    joins = list(select.args["joins"])
+    where = select.args.get("where")
+    conditions = [] if where is None else (list(where.this.flatten())
+                                           if isinstance(where.this, exp.And) else [where.this])
+    # Each selection at the first level that has joined every stream it reads.
+    level_of = [max(0, *(list(streams).index(c.table) - 1 for c in cond.find_all(exp.Column)
+                         if c.table in streams)) for cond in conditions]
+    at: dict[tuple[str, str], tuple[str, str]] = {}  # (stream, column) -> where read now
+
+    def renamed(node: exp.Expression) -> exp.Expression:
+        def one(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column) and (n.table, n.name) in at:
+                table, name = at[(n.table, n.name)]
+                return exp.column(name, table, quoted=True)
+            return n
+        return node.transform(one)
+
+    relation = select.args["from_"].this
+    for k in range(len(joins) - 1):
+        joined = list(streams[:k + 2])
+        inner = exp.Select(hint=exp.Hint(expressions=[exp.Coalesce(
+            this=exp.Literal.number(1))])).from_(relation).join(renamed(joins[k]), copy=False)
+        inner = inner.select(*(exp.alias_(renamed(exp.column(c, s, quoted=True)), f"{s}.{c}",
+                                          quoted=True) for s in joined for c in columns[s]),
+                             copy=False)
+        mine = [renamed(c) for c, level in zip(conditions, level_of) if level == k]
+        if mine:
+            inner = inner.where(exp.and_(*mine), copy=False)
+        alias = f"cqopt_joined_{k + 1}"
+        relation = inner.subquery(exp.to_identifier(alias, quoted=True))
+        at.update({(s, c): (alias, f"{s}.{c}") for s in joined for c in columns[s]})
+    select.set("from_", exp.From(this=relation))
+    select.set("joins", [renamed(joins[-1])])
+    rest = [renamed(c) for c, level in zip(conditions, level_of) if level >= len(joins) - 1]
+    select.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
+    select.set("expressions", [renamed(e) for e in select.expressions])
+    for key in ("group", "having"):
+        if select.args.get(key) is not None:
+            select.set(key, renamed(select.args[key]))
+    return select
 
 
 def _slots(schemas: Mapping[int, StructType]) -> tuple[dict[int, list[int]], dict[int, str]]:
