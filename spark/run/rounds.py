@@ -240,7 +240,8 @@ class RoundRunner:
         rows, tuples = self.staging.round_frames(tagged, local, first, stop, frames=False)
         # What measuring the rounds' statistics costs (RTStream's sampler cost), per round.
         began = time.perf_counter()
-        observed = self._statistics(rows, tuples, first, stop)
+        observed = observed_rounds(self.ctx.query, rows, tuples, self.ctx.streams, first,
+                                   stop, self.ctx.window_s, self.state.start)
         statistics_s = (time.perf_counter() - began) / (stop - first)
         lags = {r: (newest - r) * self.ctx.window_s for r in range(first, stop)}
         outcomes = {r: self.choose(observed[r]) for r in sorted(observed)}
@@ -255,11 +256,6 @@ class RoundRunner:
                 self._run_round(r, due)
             return
         self._run_grouped(self.group(due))
-
-    def _statistics(self, rows, tuples: dict[str, DataFrame], first: int,
-                    stop: int) -> dict[int, dict[str, float]]:
-        return observed_rounds(self.ctx.query, rows, tuples, self.ctx.streams, first, stop,
-                               self.ctx.window_s, self.state.start)
 
     def group(self, due: Due, frames: bool = True) -> Grouped:
         """Build, per plan chosen for the rounds ``due``, one DataFrame of its rounds'
