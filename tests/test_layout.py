@@ -32,7 +32,8 @@ LAYERS = ["cqopt", "cqopt.errors", "cqopt.progress", "cqopt.location",
           "cqopt.spark.run.staging",
           "cqopt.spark.run.files", "cqopt.spark.run.roundlog", "cqopt.spark.run.timeline",
           "cqopt.spark.run.report", "cqopt.spark.run.driver_rows",
-          "cqopt.spark.run.shared_shedding", "cqopt.spark.run.overload", "cqopt.spark.run.rounds",
+          "cqopt.spark.run.shared_shedding", "cqopt.spark.run.overload", "cqopt.spark.run.observed",
+          "cqopt.spark.run.rounds",
           "cqopt.spark.run.microbatch", "cqopt.spark.run.loop", "cqopt.spark.run.workload",
           "cqopt.spark.run", "cqopt.api", "cqopt.cli", "cqopt.__main__"]
 ENGINES = {  # third-party package -> the only packages or modules that may import it
