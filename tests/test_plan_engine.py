@@ -38,9 +38,10 @@ ROWS = 6
 
 
 # -- data and queries -----------------------------------------------------------------
-def windows(query: ContinuousQuery, seed: int) -> dict[str, pd.DataFrame]:
-    """A few rows per stream of the query, drawn from small domains that include the
-    query's own constants, so that selections and joins pass some tuples and not all."""
+def windows(query: ContinuousQuery, seed: int, rows: int = ROWS) -> dict[str, pd.DataFrame]:
+    """A few rows per stream of the query (``rows`` and more), drawn from small domains
+    that include the query's own constants, so that selections and joins pass some tuples
+    and not all."""
     rng = np.random.default_rng(seed)
     literals = [v for node in sqlglot.parse_one(query.sql.split("WINDOW")[0]).find_all(
         exp.Literal) for v in [node.this if node.is_string else float(node.this)]]
@@ -48,7 +49,7 @@ def windows(query: ContinuousQuery, seed: int) -> dict[str, pd.DataFrame]:
     strings = sorted({v for v in literals if isinstance(v, str)})
     out = {}
     for i, ref in enumerate(query.streams):
-        n = ROWS + i  # a different size per stream
+        n = rows + i  # a different size per stream
         data = {}
         for col in ref.columns:
             if col.type == "string":
@@ -411,5 +412,14 @@ def test_joins_over_one_partition_frames_need_no_shuffle(spark, examples):
                 text = frame._jdf.queryExecution().executedPlan().toString()
                 assert not shuffle.search(text), f"{name} {plan.id}\n{text}"
             assert all(got == expected for got in run_all(spark, built)), name
+            # Thousands of tuples a stream: Spark's size of a join is the product of its
+            # inputs', past spark.sql.maxSinglePartitionBytes for a three-way join, which
+            # then shuffled though every input is one partition (planned only, not run).
+            many = {s: driver_frame(spark, pa.Table.from_pandas(w, preserve_index=False))
+                    for s, w in windows(query, seed, rows=3000).items()}
+            for plan in plans:
+                text = (to_spark(plan, many, query=query, one_partition=True)
+                        ._jdf.queryExecution().executedPlan().toString())
+                assert not shuffle.search(text), f"{name} {plan.id}, 3000 tuples\n{text}"
             checked += len(query.streams) > 2
     assert checked >= 3  # three-way joins and more, where the shuffle was
