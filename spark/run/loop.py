@@ -380,11 +380,14 @@ class AdaptiveRun:
         except BaseException:
             opened.release()
             raise
-        if self.state.start is None:  # the first tuples fix round 0
+        fixed = self.state.start is None
+        if fixed:  # the first tuples fix round 0
             self.state.start = float(min(r["lo"] for r in timed.values()))
         start = self.state.start
         self.state.see({s: row["hi"] for s, row in timed.items()})
-        self.state.save()  # before any round runs: a resumed run needs round 0's start
+        if fixed:  # before any round runs: a resumed run needs round 0's start. The rest
+            # is saved by close_batch: a batch killed before it is Spark's to run again.
+            self.state.save()
         opened.tagged = DeferredFrame(lambda: batch.where(F.col("ts").isNotNull()).withColumn(
             "_round", assign_round(F.col("ts"), start, window_s)))
         if local is not None:

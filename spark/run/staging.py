@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from cqopt.replay.rounds import round_array
 from cqopt.spark.deferred import DeferredFrame
@@ -130,16 +131,20 @@ def batch_spans(batch: DataFrame | None, local, start: float | None, window_s: f
 
 
 def _local_spans(table, start: float | None, window_s: float, cut: int) -> dict[str, dict]:
-    frame = table.select(["_stream", "ts"]).to_pandas()
+    # By codes of the stream column, not a pandas group-by: a third of the time, paid by
+    # every query of a workload on every micro-batch.
+    ts = table["ts"].to_numpy(zero_copy_only=False).astype(np.float64)
+    codes, streams = pd.factorize(table["_stream"].to_numpy(zero_copy_only=False))
+    timed = ~np.isnan(ts)
     spans = {}
-    for stream, rows in frame.groupby("_stream", sort=False):
-        ts = rows["ts"].to_numpy(dtype=np.float64)
-        timed = ts[~np.isnan(ts)]
-        late = 0 if start is None or not len(timed) else int(
-            (round_array(timed, start, window_s) < cut).sum())
-        spans[stream] = {"lo": float(timed.min()) if len(timed) else None,
-                         "hi": float(timed.max()) if len(timed) else None,
-                         "untimed": int(len(ts) - len(timed)), "late": late}
+    for k, stream in enumerate(streams):
+        mine = codes == k
+        own = ts[mine & timed]
+        late = 0 if start is None or not len(own) else int(
+            (round_array(own, start, window_s) < cut).sum())
+        spans[stream] = {"lo": float(own.min()) if len(own) else None,
+                         "hi": float(own.max()) if len(own) else None,
+                         "untimed": int(mine.sum() - len(own)), "late": late}
     return spans
 
 
