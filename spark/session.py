@@ -224,6 +224,13 @@ def running_session(master: str = "local[*]",
     say = progress if callable(progress) else (
         (lambda line: print(f"cqopt: {line}", file=sys.stderr, flush=True)) if progress
         else (lambda line: None))
+    overridden = {k: v for k, v in conf.items() if k in DRIVER_DATA_CONF}
+    if overridden:  # nothing silent: these keys are set aside for driver-tuple jobs
+        say("note: " + ", ".join(f"--conf {k}={v}" for k, v in overridden.items())
+            + " applies to jobs over Spark's partitions; jobs over tuples collected to the "
+            "driver (a live round, a short backlog) run with "
+            + ", ".join(f"{k}={DRIVER_DATA_CONF[k]}" for k in overridden)
+            + " (DRIVER_DATA_CONF: one partition, no stage that costs more than its work)")
     active = SparkSession.getActiveSession()
     if active is not None:
         if conf or ui:  # nothing silent: a running session keeps its own settings

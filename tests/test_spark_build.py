@@ -22,7 +22,13 @@ from cqopt.charts.workload import load_workload, workload_from_dict
 from cqopt.errors import CqoptError
 from cqopt.spark import chart_build
 from cqopt.spark.chart_build import build_spark
-from cqopt.spark.session import SparkBuildError, check_java, spark_errors, spark_session
+from cqopt.spark.session import (
+    SparkBuildError,
+    check_java,
+    running_session,
+    spark_errors,
+    spark_session,
+)
 
 
 WINDOWS = ["", " [RANGE 10 SECONDS]", " [ROWS 100]", " [RANGE 500 MILLISECONDS]"]
@@ -243,6 +249,24 @@ def test_one_session_per_process(spark):
     with pytest.raises(SparkBuildError, match=r"already running in this process; pass it as "
                                               r"spark="):
         spark_session("local[1]")
+
+
+def test_a_conf_set_aside_for_driver_tuples_is_said(spark):
+    """A --conf of a key that jobs over driver tuples set (DRIVER_DATA_CONF) is said at
+    the start, with the value those jobs run with; other keys pass without a word."""
+    lines = []
+    with running_session(progress=lines.append, conf={
+            "spark.sql.shuffle.partitions": "8", "spark.sql.ansi.enabled": "true"}):
+        pass
+    said = [line for line in lines if "collected to the driver" in line]
+    assert len(said) == 1, lines
+    assert "--conf spark.sql.shuffle.partitions=8" in said[0]
+    assert "spark.sql.shuffle.partitions=1" in said[0]
+    assert "ansi" not in said[0]
+    lines.clear()
+    with running_session(progress=lines.append, conf={"spark.sql.ansi.enabled": "true"}):
+        pass
+    assert not [line for line in lines if "collected to the driver" in line], lines
 
 
 def test_missing_java_is_a_clear_error(monkeypatch):
