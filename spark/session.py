@@ -328,7 +328,7 @@ def stop_jvm(timeout: float = 10.0) -> None:
 # Spark keeps a join of one-partition inputs unshuffled only while its estimate of the
 # inputs' size is under spark.sql.maxSinglePartitionBytes (128 MB), and it estimates a
 # join's size as the product of its inputs': from a three-way join over a second's
-# thousand tuples a stream on, the third join shuffled both its inputs (the ten-query
+# thousand tuples a stream on, the second join shuffled both its inputs (the ten-query
 # micro-batch's joint job 0.50 s with it, 0.39 s without; medians of 10, interleaved).
 DRIVER_DATA_CONF = {"spark.sql.adaptive.enabled": "false",
                     "spark.sql.autoBroadcastJoinThreshold": "-1",
