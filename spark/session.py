@@ -224,13 +224,17 @@ def running_session(master: str = "local[*]",
     say = progress if callable(progress) else (
         (lambda line: print(f"cqopt: {line}", file=sys.stderr, flush=True)) if progress
         else (lambda line: None))
-    overridden = {k: v for k, v in conf.items() if k in DRIVER_DATA_CONF}
+    set_aside = driver_data_settings(True, 0)
+    overridden = {k: v for k, v in conf.items() if k in set_aside}
     if overridden:  # nothing silent: these keys are set aside for driver-tuple jobs
         say("note: " + ", ".join(f"--conf {k}={v}" for k, v in overridden.items())
             + " applies to jobs over Spark's partitions; jobs over tuples collected to the "
             "driver (a live round, a short backlog) run with "
-            + ", ".join(f"{k}={DRIVER_DATA_CONF[k]}" for k in overridden)
-            + " (DRIVER_DATA_CONF: one partition, no stage that costs more than its work)")
+            + ", ".join(f"{k}={set_aside[k]}" for k in overridden)
+            + " (DRIVER_DATA_CONF: one partition, no stage that costs more than its work"
+            + (f"; INTERPRETED_CONF, over at most {INTERPRETED_TUPLES:,} tuples: no "
+               "code compiled" if overridden.keys() & INTERPRETED_CONF.keys() else "")
+            + ")")
     active = SparkSession.getActiveSession()
     if active is not None:
         if conf or ui:  # nothing silent: a running session keeps its own settings
@@ -335,6 +339,19 @@ DRIVER_DATA_CONF = {"spark.sql.adaptive.enabled": "false",
                     "spark.sql.shuffle.partitions": "1",
                     "spark.sql.maxSinglePartitionBytes": str(2 ** 62)}
 
+# Jobs over at most INTERPRETED_TUPLES tuples on the driver also run interpreted: Spark
+# generates and compiles Java for every stage of every query, and a live round's query is
+# always new to its cache (its round and limit are in the code), so compiling costs more
+# than the few thousand rows it would speed up. The ten-query micro-batch's joint job took
+# 0.22 s interpreted against 0.37 s compiled (medians of 24 captured micro-batches,
+# interleaved); a join and aggregate over 10,000 tuples 0.21 against 0.30 s, over 50,000
+# 0.50 against 0.62 s, over 100,000 0.98 against 0.78 s. spark.sql.codegen.factoryMode is
+# a setting Spark keeps for its own tests of the interpreted path: were a Spark release to
+# drop it, Spark would ignore it and these jobs would compile again, their rows the same.
+INTERPRETED_TUPLES = 50_000
+INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false",
+                    "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
 
 def driver_frame(spark: SparkSession, table: Any) -> DataFrame:
     """Tuples held on the driver (an Arrow table) as a DataFrame of one partition, for jobs
@@ -343,10 +360,26 @@ def driver_frame(spark: SparkSession, table: Any) -> DataFrame:
     return spark.createDataFrame(table).coalesce(1)
 
 
-def driver_data_conf(spark: SparkSession, local: bool):
+def driver_data_conf(spark: SparkSession, local: bool, tuples: int | None = None):
     """:func:`session_conf` with :data:`DRIVER_DATA_CONF` for jobs over ``local`` frames
-    (tuples on the driver, :func:`driver_frame`); the session's own settings otherwise."""
-    return session_conf(spark, DRIVER_DATA_CONF if local else {})
+    (tuples on the driver, :func:`driver_frame`), and :data:`INTERPRETED_CONF` when they
+    read at most :data:`INTERPRETED_TUPLES` ``tuples`` in all (None: not known, compiled);
+    the session's own settings otherwise.
+
+    >>> driver_data_settings(True, 2_000)["spark.sql.codegen.wholeStage"]
+    'false'
+    >>> "spark.sql.codegen.wholeStage" in driver_data_settings(True, 2_000_000)
+    False
+    """
+    return session_conf(spark, driver_data_settings(local, tuples))
+
+
+def driver_data_settings(local: bool, tuples: int | None = None) -> dict[str, str]:
+    """The settings :func:`driver_data_conf` runs a job with."""
+    if not local:
+        return {}
+    small = tuples is not None and tuples <= INTERPRETED_TUPLES
+    return {**DRIVER_DATA_CONF, **(INTERPRETED_CONF if small else {})}
 
 
 @contextlib.contextmanager

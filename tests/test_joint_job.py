@@ -198,3 +198,31 @@ def test_the_flat_sql_of_a_plan_is_the_nested_sqls_physical_plan(spark, dec_cata
         finally:
             for stream in tables:
                 spark.catalog.dropTempView(stream)
+
+
+@pytest.mark.spark
+def test_a_joint_job_over_few_tuples_runs_interpreted_and_gives_the_compiled_rows(
+        spark, dec_catalog):
+    """Over at most INTERPRETED_TUPLES tuples the joint job compiles no code (no stage of
+    whole-stage code generation in its physical plan; Spark still knows the setting), over
+    more it does, and both give every part the same rows."""
+    from cqopt.spark.run.joint_job import JointJob
+    from cqopt.spark.session import INTERPRETED_TUPLES, driver_data_conf
+
+    tables = _tables(dec_catalog, 3, seed=11)
+    parts = _parts(dec_catalog, tables, 3)
+    results, stages = {}, {}
+    for tuples in (INTERPRETED_TUPLES, INTERPRETED_TUPLES + 1):
+        session = _Capturing(spark)
+        with driver_data_conf(spark, True, tuples):
+            assert spark.conf.get("spark.sql.codegen.factoryMode") == (
+                "NO_CODEGEN" if tuples <= INTERPRETED_TUPLES else "FALLBACK")
+            results[tuples] = JointJob(session).run(parts, 100_000)
+            plan = session.joint[0]._jdf.queryExecution().executedPlan().toString()
+            stages[tuples] = plan.count("*(")
+    assert stages[INTERPRETED_TUPLES] == 0 and stages[INTERPRETED_TUPLES + 1] > 0, stages
+    interpreted, compiled = results[INTERPRETED_TUPLES], results[INTERPRETED_TUPLES + 1]
+    for part, a, b in zip(parts, interpreted.tables, compiled.tables):
+        assert a.num_rows == b.num_rows and _sorted(a).equals(_sorted(b)), part.plan.id
+    assert sum(t.num_rows for t in compiled.tables) > 0
+    assert spark.conf.get("spark.sql.codegen.wholeStage") == "true"  # restored after

@@ -99,6 +99,7 @@ class Grouped:
     seconds: dict[int, float] = field(default_factory=dict)
     window: dict[str, Any] | None = None  # the memory budget's record of the rounds
     local: bool = False  # frames of tuples on the driver: run under DRIVER_DATA_CONF
+    tuples: int | None = None  # how many tuples on the driver the frames read, when local
     plans: list[Any] = field(default_factory=list)  # each group's plan
     # Built without frames (a workload's joint job): each stream's tuples on the driver,
     # and each plan's columns once its result is written (write_rows).
@@ -272,12 +273,13 @@ class RoundRunner:
             groups.setdefault(outcome.plan_id, []).append(r)
         plans = [outcomes[rounds[0]].plan for rounds in groups.values()]
         folder = self.ctx.out / "results" / f".tmp-group-{min(outcomes):06d}"
+        tuples = None if not due.local else due.rows.num_rows
         if not frames:
             return Grouped(outcomes, due.observed, list(groups.values()), [], due.batch_id,
                            due.lags, due.statistics_s, folder, window=due.window,
-                           local=True, plans=plans,
+                           local=True, tuples=tuples, plans=plans,
                            tables=self.staging.tables_from(self._window_rows(due)))
-        tuples = self._windowed(due)
+        counted, tuples = tuples, self._windowed(due)
         frames = []
         shared = self.shared
         for rounds in groups.values():
@@ -304,7 +306,7 @@ class RoundRunner:
             frames.append(frame)
         return Grouped(outcomes, due.observed, list(groups.values()), frames, due.batch_id,
                        due.lags, due.statistics_s, folder, window=due.window,
-                       local=due.local, plans=plans)
+                       local=due.local, tuples=counted, plans=plans)
 
     def _window_rows(self, due: Due):
         """The rounds' tuples on the driver, each round cut to the last part of its window
@@ -339,7 +341,7 @@ class RoundRunner:
         per round, each round's rows the same. The plans' jobs run side by side
         (:func:`~cqopt.spark.run.concurrent.run_all`); the first failure is raised once
         all have ended."""
-        with driver_data_conf(self.ctx.spark, grouped.local):
+        with driver_data_conf(self.ctx.spark, grouped.local, grouped.tuples):
             errors = run_all(grouped.steps())
         for error in errors:
             if error is not None:
@@ -397,7 +399,8 @@ class RoundRunner:
         if shadow:  # every candidate reads the round: read it once
             frames = {s: df.persist(StorageLevel.MEMORY_AND_DISK) for s, df in frames.items()}
         try:
-            with driver_data_conf(self.ctx.spark, due.local):
+            with driver_data_conf(self.ctx.spark, due.local,
+                                  due.rows.num_rows if due.local else None):
                 rows_out, seconds, timed = self._run_frames(r, outcome, frames, shed,
                                                             due.local)
         finally:
