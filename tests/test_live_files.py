@@ -127,6 +127,33 @@ def test_the_ledger_finds_a_grown_file_and_its_whole_new_lines(tmp_path):
     assert again.files[str(path)].rows == 3
 
 
+def test_a_settled_file_leaves_the_ledger_unless_lines_were_recovered_from_it(tmp_path):
+    """A file long unchanged is no longer looked at, and the ledger (the run's state, saved
+    every batch) forgets it, so it does not grow by every file a long run reads; one whose
+    grown lines were read stays, so a replayed batch does not read them twice."""
+    import os
+
+    from cqopt.spark.run.files import SETTLE_SECONDS
+
+    plain, grew, moved = (tmp_path / f"part-{i}.csv" for i in range(3))
+    ledger = FileLedger()
+    for path in (plain, grew, moved):
+        path.write_text("ts,a\n1,2\n")
+        ledger.record("TCP", f"file:{path}", size=path.stat().st_size, rows=1)
+    with open(grew, "a") as fh:
+        fh.write("2,3\n")
+    (growth,) = ledger.grown()
+    ledger.recovered(growth, 1, grew.stat().st_size)
+    moved.unlink()
+    later = max(p.stat().st_mtime for p in (plain, grew)) + SETTLE_SECONDS + 1
+    os.utime(plain, (later - 2 * SETTLE_SECONDS,) * 2)
+    assert ledger.grown(now=later) == []
+    assert list(ledger.files) == [str(grew)] and ledger.files[str(grew)].settled
+    assert ledger.files[str(grew)].rows == 2
+    ledger.record("TCP", f"file:{plain}", size=plain.stat().st_size, rows=1)  # replayed
+    assert ledger.files[str(plain)].rows == 1 and not ledger.files[str(plain)].settled
+
+
 def test_a_trace_set_folder_given_as_one_streams_source_is_refused(
         setting, examples, tmp_path, capsys):
     """A trace set holds TCP.csv, UDP.csv and SF.csv; as --source TCP it would run every

@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from cqopt.spark.run.state import RunState
 
 # A file that has kept its size for this long after its last change is settled: it is no
-# longer looked at (a run of thousands of files does not stat them all every batch).
+# longer looked at (a run of thousands of files does not stat them all every batch), and
+# unless lines were recovered from it, it leaves the ledger: a live run of a file a second
+# would otherwise write a state that grows by every file it ever read, on every batch.
 SETTLE_SECONDS = 120.0
 
 
@@ -119,7 +121,10 @@ class FileLedger:
             known.spark_rows = int(rows)
 
     def grown(self, now: float | None = None) -> list[Growth]:
-        """The files now larger than what was read of them; settles files long unchanged.
+        """The files now larger than what was read of them; settles files long unchanged
+        (or moved away), and forgets a settled file no lines were recovered from: Spark
+        reads a file once, and should it read it again (its micro-batch replayed after a
+        kill), it is recorded anew, as it was.
 
         Parameters
         ----------
@@ -134,19 +139,24 @@ class FileLedger:
         import time
 
         now = time.time() if now is None else now
-        found = []
+        found, settled = [], []
         for path, rec in self.files.items():
             if rec.settled:
                 continue
             try:
                 st = os.stat(path)
             except OSError:  # moved away after it was read: what was read stands
-                rec.settled = True
+                settled.append(path)
                 continue
             if st.st_size > rec.read_bytes:
                 found.append(Growth(path, rec.stream, rec.rows, rec.read_bytes, st.st_size))
             elif now - st.st_mtime > SETTLE_SECONDS:
-                rec.settled = True
+                settled.append(path)
+        for path in settled:
+            if self.files[path].recovered_rows:
+                self.files[path].settled = True  # kept: a replay must not recover them twice
+            else:
+                del self.files[path]
         return found
 
     def recovered(self, growth: Growth, rows: int, read_bytes: int) -> None:
