@@ -339,15 +339,16 @@ DRIVER_DATA_CONF = {"spark.sql.adaptive.enabled": "false",
                     "spark.sql.shuffle.partitions": "1",
                     "spark.sql.maxSinglePartitionBytes": str(2 ** 62)}
 
-# Jobs over at most INTERPRETED_TUPLES tuples on the driver also run interpreted: Spark
-# generates and compiles Java for every stage of every query, and a live round's query is
-# always new to its cache (its round and limit are in the code), so compiling costs more
-# than the few thousand rows it would speed up. The ten-query micro-batch's joint job took
-# 0.22 s interpreted against 0.37 s compiled (medians of 24 captured micro-batches,
-# interleaved); a join and aggregate over 10,000 tuples 0.21 against 0.30 s, over 50,000
-# 0.50 against 0.62 s, over 100,000 0.98 against 0.78 s. spark.sql.codegen.factoryMode is
-# a setting Spark keeps for its own tests of the interpreted path: were a Spark release to
-# drop it, Spark would ignore it and these jobs would compile again, their rows the same.
+# Jobs whose plans each read at most INTERPRETED_TUPLES tuples on the driver also run
+# interpreted: Spark generates and compiles Java for every stage of every query, and a
+# live round's query is always new to its cache (its round and limits are in the code),
+# so compiling a plan's stages costs more than the few thousand rows it would speed up.
+# The ten-query micro-batch's joint job took 0.22 s interpreted against 0.37 s compiled
+# (medians of 24 captured micro-batches, interleaved); a join and aggregate of two
+# streams of 10,000 tuples each 0.21 against 0.30 s, of 50,000 each 0.50 against 0.62 s,
+# of 100,000 each 0.98 against 0.78 s. spark.sql.codegen.factoryMode is a setting Spark
+# keeps for its own tests of the interpreted path: were a release to drop it, Spark would
+# ignore it and these jobs would compile again, their rows the same.
 INTERPRETED_TUPLES = 50_000
 INTERPRETED_CONF = {"spark.sql.codegen.wholeStage": "false",
                     "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
@@ -362,9 +363,9 @@ def driver_frame(spark: SparkSession, table: Any) -> DataFrame:
 
 def driver_data_conf(spark: SparkSession, local: bool, tuples: int | None = None):
     """:func:`session_conf` with :data:`DRIVER_DATA_CONF` for jobs over ``local`` frames
-    (tuples on the driver, :func:`driver_frame`), and :data:`INTERPRETED_CONF` when they
-    read at most :data:`INTERPRETED_TUPLES` ``tuples`` in all (None: not known, compiled);
-    the session's own settings otherwise.
+    (tuples on the driver, :func:`driver_frame`), and :data:`INTERPRETED_CONF` when no
+    plan of the job reads more than :data:`INTERPRETED_TUPLES` (``tuples``: the most any
+    plan reads; None: not known, compiled); the session's own settings otherwise.
 
     >>> driver_data_settings(True, 2_000)["spark.sql.codegen.wholeStage"]
     'false'

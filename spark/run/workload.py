@@ -393,7 +393,8 @@ class WorkloadRun:
         if not joint:
             return {name: due[name] for name in alone}, False
         try:
-            tuples = sum(grouped[name].tuples or 0 for name in {owners[i][0] for i in joint})
+            # Compiling costs each part's stages; interpreting, each part's tuples.
+            tuples = max(grouped[owners[i][0]].tuples or 0 for i in joint)
             with driver_data_conf(self.spark, True, tuples):
                 result = self.joint_job.run([parts[i] for i in joint], LOCAL_RESULT_ROWS)
         except Exception as err:  # noqa: BLE001 - each plan alone says whose failed
@@ -471,7 +472,7 @@ class WorkloadRun:
         # Rounds on the driver give jobs of a few hundred tuples per plan, each frame one
         # partition: run without stages that cost more than their work (DRIVER_DATA_CONF).
         local = all(made.local for made in grouped.values())
-        with driver_data_conf(self.spark, local, sum(made.tuples or 0 for made in
+        with driver_data_conf(self.spark, local, max(made.tuples or 0 for made in
                                                      grouped.values()) if local else None):
             shared.compute_once()
             errors = dict(zip(first, run_all([lambda made=made, index=index: made.write(index)
