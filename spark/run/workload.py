@@ -288,14 +288,18 @@ class WorkloadRun:
         from pyspark.sql import functions as F
 
         opened = {}
+        taken_by: dict[tuple[str, ...], tuple] = {}  # queries of one set of streams: one take
         for name, member in self.members.items():
             if member._reached_max():
                 continue
-            streams = list(member.ctx.streams)
-            mine = DeferredFrame(lambda streams=streams: batch.where(
-                F.col("_stream").isin(streams)))
-            own = (None if local is None else
-                   local.filter(pc.is_in(local["_stream"], pa.array(streams))))
+            streams = tuple(sorted(member.ctx.streams))
+            if streams not in taken_by:
+                taken_by[streams] = (
+                    DeferredFrame(lambda streams=streams: batch.where(
+                        F.col("_stream").isin(list(streams)))),
+                    None if local is None else
+                    local.filter(pc.is_in(local["_stream"], pa.array(streams))))
+            mine, own = taken_by[streams]
             taken = self._guard(name, batch_id, member.open_batch, mine, own, batch_id)
             if taken is not None:
                 opened[name] = taken
