@@ -230,11 +230,9 @@ def running_session(master: str = "local[*]",
         say("note: " + ", ".join(f"--conf {k}={v}" for k, v in overridden.items())
             + " applies to jobs over Spark's partitions; jobs over tuples collected to the "
             "driver (a live round, a short backlog) run with "
-            + ", ".join(f"{k}={set_aside[k]}" for k in overridden)
-            + " (DRIVER_DATA_CONF: one partition, no stage that costs more than its work"
-            + (f"; INTERPRETED_CONF, over at most {INTERPRETED_TUPLES:,} tuples: no "
-               "code compiled" if overridden.keys() & INTERPRETED_CONF.keys() else "")
-            + ")")
+            + ", ".join(f"{k}={set_aside[k]}" for k in overridden) + " (DRIVER_DATA_CONF: "
+            "one partition, no stage that costs more than its work; INTERPRETED_CONF over "
+            f"at most {INTERPRETED_TUPLES:,} tuples a plan: no code compiled)")
     active = SparkSession.getActiveSession()
     if active is not None:
         if conf or ui:  # nothing silent: a running session keeps its own settings
@@ -362,25 +360,23 @@ def driver_frame(spark: SparkSession, table: Any) -> DataFrame:
 
 
 def driver_data_conf(spark: SparkSession, local: bool, tuples: int | None = None):
-    """:func:`session_conf` with :data:`DRIVER_DATA_CONF` for jobs over ``local`` frames
-    (tuples on the driver, :func:`driver_frame`), and :data:`INTERPRETED_CONF` when no
-    plan of the job reads more than :data:`INTERPRETED_TUPLES` (``tuples``: the most any
-    plan reads; None: not known, compiled); the session's own settings otherwise.
+    """:func:`session_conf` with :func:`driver_data_settings`."""
+    return session_conf(spark, driver_data_settings(local, tuples))
+
+
+def driver_data_settings(local: bool, tuples: int | None = None) -> dict[str, str]:
+    """:data:`DRIVER_DATA_CONF` for jobs over ``local`` frames (tuples on the driver,
+    :func:`driver_frame`), with :data:`INTERPRETED_CONF` when no plan of the job reads
+    more than :data:`INTERPRETED_TUPLES` (``tuples``: the most any plan reads; None: not
+    known, compiled); nothing (the session's own settings) otherwise.
 
     >>> driver_data_settings(True, 2_000)["spark.sql.codegen.wholeStage"]
     'false'
     >>> "spark.sql.codegen.wholeStage" in driver_data_settings(True, 2_000_000)
     False
     """
-    return session_conf(spark, driver_data_settings(local, tuples))
-
-
-def driver_data_settings(local: bool, tuples: int | None = None) -> dict[str, str]:
-    """The settings :func:`driver_data_conf` runs a job with."""
-    if not local:
-        return {}
     small = tuples is not None and tuples <= INTERPRETED_TUPLES
-    return {**DRIVER_DATA_CONF, **(INTERPRETED_CONF if small else {})}
+    return {**DRIVER_DATA_CONF, **(INTERPRETED_CONF if small else {})} if local else {}
 
 
 @contextlib.contextmanager

@@ -110,6 +110,11 @@ class Due:
         """Whether the rounds' frames are made on the driver, of the tuples kept."""
         return self.tuples is None
 
+    @property
+    def driver_tuples(self) -> int | None:
+        """How many tuples the rounds hold on the driver (None: they are on Spark)."""
+        return self.rows.num_rows if self.local else None
+
 
 def window_condition(start: float, window_s: float, kept_s: float) -> Column:
     """:func:`~cqopt.spark.run.driver_rows.window_rows`'s rule as a Spark condition over ``ts`` and ``_round``.

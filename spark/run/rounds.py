@@ -273,13 +273,12 @@ class RoundRunner:
             groups.setdefault(outcome.plan_id, []).append(r)
         plans = [outcomes[rounds[0]].plan for rounds in groups.values()]
         folder = self.ctx.out / "results" / f".tmp-group-{min(outcomes):06d}"
-        tuples = None if not due.local else due.rows.num_rows
         if not frames:
             return Grouped(outcomes, due.observed, list(groups.values()), [], due.batch_id,
                            due.lags, due.statistics_s, folder, window=due.window,
-                           local=True, tuples=tuples, plans=plans,
+                           local=True, tuples=due.driver_tuples, plans=plans,
                            tables=self.staging.tables_from(self._window_rows(due)))
-        counted, tuples = tuples, self._windowed(due)
+        tuples = self._windowed(due)
         frames = []
         shared = self.shared
         for rounds in groups.values():
@@ -306,7 +305,7 @@ class RoundRunner:
             frames.append(frame)
         return Grouped(outcomes, due.observed, list(groups.values()), frames, due.batch_id,
                        due.lags, due.statistics_s, folder, window=due.window,
-                       local=due.local, tuples=counted, plans=plans)
+                       local=due.local, tuples=due.driver_tuples, plans=plans)
 
     def _window_rows(self, due: Due):
         """The rounds' tuples on the driver, each round cut to the last part of its window
@@ -399,8 +398,7 @@ class RoundRunner:
         if shadow:  # every candidate reads the round: read it once
             frames = {s: df.persist(StorageLevel.MEMORY_AND_DISK) for s, df in frames.items()}
         try:
-            with driver_data_conf(self.ctx.spark, due.local,
-                                  due.rows.num_rows if due.local else None):
+            with driver_data_conf(self.ctx.spark, due.local, due.driver_tuples):
                 rows_out, seconds, timed = self._run_frames(r, outcome, frames, shed,
                                                             due.local)
         finally:
