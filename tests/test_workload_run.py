@@ -210,6 +210,68 @@ def test_a_plan_of_more_rows_than_the_driver_takes_runs_as_its_own_job(spark, th
         pd.testing.assert_frame_equal(x, y, check_dtype=False)
 
 
+def _backlog_then_live(three, folder: Path, backlog: int = 4, seconds: int = 6) -> dict:
+    """The three streams of ``three``'s rates over ``seconds`` s, written as one file of
+    the first ``backlog`` seconds (a backlog: one micro-batch of several rounds), then one
+    file a second (live rounds); the sources of them."""
+    import os
+
+    from cqopt.spark.run import Source
+
+    keys = {"TCP": {"src_host": 40}, "UDP": {"dest_host": 40}, "SF": {"dest_host": 40}}
+    for i, (stream, rate) in enumerate((("TCP", 200.0), ("UDP", 60.0), ("SF", 80.0))):
+        trace = generate_trace(three["catalog"].stream(stream), float(seconds), seed=31 + i,
+                               mean_rate=rate, steady=keys[stream])
+        first = write_trace_per_round(trace[trace["ts"] < backlog], folder / "a" / stream,
+                                      float(backlog), start=0.0, rounds=1)
+        rest = write_trace_per_round(trace[trace["ts"] >= backlog], folder / "b" / stream,
+                                     1.0, start=float(backlog), rounds=seconds - backlog)
+        (folder / stream).mkdir()
+        for n, path in enumerate(first + rest):  # Spark takes files in mtime order
+            moved = path.rename(folder / stream / f"part-{n:05d}.parquet")
+            os.utime(moved, (1e9 + n, 1e9 + n))
+    return {s: Source.files(s, folder / s) for s in keys}
+
+
+@pytest.mark.spark
+def test_a_plan_that_gave_too_many_rows_in_a_backlog_returns_to_the_joint_job(
+        spark, three, tmp_path, monkeypatch):
+    """A first micro-batch of four rounds (a backlog), then one round a micro-batch, with
+    the driver's limit at the most rows one round of Q2 gives: Q2's plan over the
+    backlog's rounds gives more and runs as its own job (said), then comes back to the
+    joint job when a micro-batch holds at most half those tuples (said), and its rows
+    are those of its run alone."""
+    from cqopt.spark.run import AdaptiveRun, RunSettings, workload
+    from cqopt.spark.run.workload import WorkloadRun
+
+    sources = _backlog_then_live(three, tmp_path / "traces")
+    query = three["queries"]["Q2"]
+    alone = AdaptiveRun(spark, "Q2", query, three["charts"]["Q2"], three["catalog"],
+                        sources, tmp_path / "alone", RunSettings(),
+                        progress=lambda _: None).run()
+    limit = int(alone.rounds["rows_out"].max())
+    monkeypatch.setattr(workload, "LOCAL_RESULT_ROWS", limit)
+    queries = {n: (three["queries"][n], three["charts"][n]) for n in ("Q1", "Q2")}
+    lines: list[str] = []
+    done = WorkloadRun(spark, queries, three["catalog"], sources, tmp_path / "w",
+                       RunSettings(max_files_per_trigger=1), progress=lines.append).run()
+    left = [line for line in lines if f"gave more than {limit:,} rows" in line]
+    back = [line for line in lines if "runs in the workload's joint job again" in line]
+    assert len(left) == 1 and left[0].startswith("Q2: plan "), lines
+    assert len(back) == 1 and back[0].startswith("Q2: plan "), lines
+    assert lines.index(left[0]) < lines.index(back[0])
+    assert done.failures == {}
+    q2 = done.results["Q2"].rounds
+    assert q2["rows_out"].tolist() == alone.rounds["rows_out"].tolist()
+    assert (q2["round"] >= 4).sum() >= 1  # a live round ran after the return
+    for r in q2["round"]:
+        part = f"results/round-{r:06d}.parquet"
+        x, y = (pd.read_parquet(folder / part) for folder in (tmp_path / "w" / "Q2",
+                                                               alone.out))
+        x, y = (f.sort_values(list(f.columns), ignore_index=True) for f in (x, y))
+        pd.testing.assert_frame_equal(x, y, check_dtype=False)
+
+
 @pytest.mark.spark
 def test_equal_queries_run_one_job_and_each_gets_its_rows(spark, three, tmp_path,
                                                           monkeypatch):

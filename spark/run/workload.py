@@ -26,8 +26,8 @@ once instead of once per plan: on the ten-query bench
 (``scripts/bench_workload.py``, ``local[2]``) a warm micro-batch took
 0.54-0.59 s against 1.04-1.09 s with a job per plan. Equal queries over the
 same tuples are one part. A query whose plan has no SQL form, or gave more
-than :data:`~cqopt.spark.run.sink.LOCAL_RESULT_ROWS` rows (from then on; said
-once), leaves the joint job. Its plans, every plan where Spark fails on the
+than :data:`~cqopt.spark.run.sink.LOCAL_RESULT_ROWS` rows (said; until a
+micro-batch of at most half its tuples), leaves the joint job. Its plans, every plan where Spark fails on the
 joint job (each, run alone, then says whose failed), and every plan where
 rounds are too many to hold on the driver, are built as DataFrames and run as
 Spark jobs of their own, from several driver threads at once
@@ -196,6 +196,10 @@ class WorkloadRun:
         # (query, plan) that the joint job does not take (said once each): no SQL form, or
         # more rows than the driver takes
         self.alone_plans: set[tuple[str, str]] = set()
+        # (query, plan) -> the query's tuples of the micro-batch in which the plan gave more
+        # rows than the driver takes: it comes back to the joint job in one of half as many
+        # (a backlog's first batch then live rounds), not on every smaller batch
+        self.overflowed_at: dict[tuple[str, str], int] = {}
         self._batch_shared = False  # whether this micro-batch's joint job shared anything
         self.stopped_by = "end of input"
         self.name = "workload"
@@ -366,9 +370,10 @@ class WorkloadRun:
         (:class:`~cqopt.spark.run.joint_job.JointJob`), each plan's rounds written into its
         query's scratch folders, then adopted and logged. What is left to run each plan as
         its own job: the queries with a plan the joint job cannot take (one with no SQL
-        form, or one that gave more rows than the driver takes: from then on, said once),
-        or every query when Spark fails on the joint job (run alone, the plans say whose
-        failed); and whether a joint job ran (counted in the shared totals)."""
+        form, or one that gave more rows than the driver takes: said, until a micro-batch
+        of at most half those tuples), or every query when Spark fails on the joint job
+        (run alone, the plans say whose failed); and whether a joint job ran (counted in
+        the shared totals)."""
         grouped: dict[str, Grouped] = {}
         for name, made in due.items():
             made_groups = self._guard(name, made.batch_id, self.members[name].rounds.group,
@@ -383,6 +388,7 @@ class WorkloadRun:
             for index, (plan, rounds) in enumerate(zip(made.plans, made.groups)):
                 part = JointPart(name, plan, query, made.tables, tuple(rounds),
                                  lone=len(made.outcomes) == 1)
+                self._return_if_smaller(name, plan.id, grouped[name].tuples)
                 if (name, plan.id) not in self.alone_plans:
                     try:
                         self.joint_job.plan_text(part)
@@ -410,10 +416,13 @@ class WorkloadRun:
         for k in result.too_large:
             name, plan = parts[joint[k]].name, parts[joint[k]].plan
             alone.add(name)
+            tuples = grouped[name].tuples or 0
+            self.overflowed_at[(name, plan.id)] = tuples
             self._alone(name, plan.id, f"plan {plan.id} gave more than {LOCAL_RESULT_ROWS:,} "
-                                       f"rows in micro-batch {batch_id}, more than the "
-                                       "driver takes: from now on its rounds run as their "
-                                       "own Spark job, which writes its rows")
+                                       f"rows in micro-batch {batch_id} (of {tuples:,} "
+                                       "tuples), more than the driver takes: its rounds run "
+                                       "as their own Spark job, which writes its rows, until "
+                                       f"a micro-batch holds at most {tuples // 2:,} tuples")
         ran = set(range(len(joint))) - set(result.same) - result.too_large
         per_round = result.seconds / max(1, sum(len(parts[joint[k]].rounds) for k in ran))
         failed = set(alone)
@@ -431,6 +440,18 @@ class WorkloadRun:
             if name not in failed:
                 self._guard(name, made.batch_id, self.members[name].rounds.finish, made)
         return {name: due[name] for name in alone}, True
+
+    def _return_if_smaller(self, name: str, plan_id: str, tuples: int | None) -> None:
+        """A plan that gave too many rows comes back to the joint job (said) when the
+        query's micro-batch holds at most half the tuples it gave them from."""
+        at = self.overflowed_at.get((name, plan_id))
+        if at is None or tuples is None or 2 * tuples > at:
+            return
+        del self.overflowed_at[(name, plan_id)]
+        self.alone_plans.discard((name, plan_id))
+        self.progress(f"{name}: plan {plan_id} runs in the workload's joint job again: "
+                      f"micro-batch of {tuples:,} tuples, at most half the {at:,} it gave "
+                      "too many rows from")
 
     def _alone(self, name: str, plan_id: str, why: str) -> None:
         """Plan ``plan_id`` of query ``name`` runs as a job of its own from now on: said."""
