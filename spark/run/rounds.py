@@ -528,9 +528,10 @@ class RoundRunner:
 
 def _in_rounds(rounds: list[int]):
     """The condition that a tuple is of one of ``rounds`` (ascending): a range where they
-    are one (a literal per round, for a backlog's hundreds, costs a JVM round trip each)."""
+    are one, else one SQL ``IN`` parsed by Spark (``Column.isin`` makes a literal per
+    round, a JVM round trip each: 1.1 s of a 600-round backlog's three plans)."""
     from pyspark.sql import functions as F
 
     if rounds == list(range(rounds[0], rounds[-1] + 1)):
         return F.col("_round").between(rounds[0], rounds[-1])
-    return F.col("_round").isin(rounds)
+    return F.expr(f"_round IN ({', '.join(str(int(r)) for r in rounds)})")
