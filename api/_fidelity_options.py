@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import Any
 
 from cqopt.api._common import Name, bare
-from cqopt.charts.overload_settings import OverloadSettings
+from cqopt.charts.overload_settings import DELTA, OverloadSettings
 from cqopt.charts.settings import judge_settings, setting_label
 from cqopt.errors import CqoptError, did_you_mean
 from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
@@ -80,9 +80,9 @@ class FidelityOptions:
         rounds whose promised error exceeds it.
     delta : float, optional
         With a deadline: the confidence ``1 - delta`` of a COUNT's promised error
-        (default 0.05). ``fidelity`` refuses ``min_kept`` and ``delta`` when no
-        deadline applies: neither ``deadline`` nor a replayed query's own in the
-        workload.
+        (default :data:`~cqopt.charts.overload_settings.DELTA`, 0.01). ``fidelity``
+        refuses ``min_kept`` and ``delta`` when no deadline applies: neither
+        ``deadline`` nor a replayed query's own in the workload.
     memory_budget : float, optional
         Bytes the replayed queries may hold together: PIPES' resource manager shrinks
         every query's window to the same fraction of its range ``[window_min · W, W]``
@@ -152,7 +152,7 @@ class FidelityOptions:
         ``window_min`` with a budget, as each is used."""
         given: dict[str, Any] = {"deadline": self.deadline, "min_kept": self.min_kept}
         if self.deadline is not None or self.min_kept is not None or self.delta is not None:
-            given["delta"] = 0.05 if self.delta is None else self.delta
+            given["delta"] = DELTA if self.delta is None else self.delta
         if self.memory_budget is not None:
             given.update(memory_budget=self.memory_budget, window_min=self.window_min)
         judged = OverloadSettings.judged(given, self.name, CqoptError)
@@ -167,8 +167,8 @@ class FidelityOptions:
 
     @property
     def replay_delta(self) -> float:
-        """The confidence parameter a deadline's replay uses: ``delta``, else 0.05."""
-        return 0.05 if self.delta is None else self.delta
+        """The confidence parameter a deadline's replay uses: ``delta``, else DELTA."""
+        return DELTA if self.delta is None else self.delta
 
 
 def option_names() -> tuple[str, ...]:

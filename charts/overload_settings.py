@@ -27,6 +27,11 @@ from typing import Any
 from cqopt.charts.settings import setting_label
 from cqopt.errors import CqoptError
 
+# The confidence of a shed aggregate's promised error: it fails with probability at most
+# DELTA, Babcock et al.'s 0.01 (004, §3.1). The one default of the replay, the live run's
+# shedders and the error-bound formula.
+DELTA = 0.01
+
 # Each bounded number (None: not given) and what it needs.
 _RULES: dict[str, tuple[Callable[[float], bool], str]] = {
     "deadline": (lambda v: v > 0, "needs a number of seconds > 0"),
@@ -57,7 +62,8 @@ class OverloadSettings:
     min_kept : float
         The least share of a round's input kept when it is shed to its deadline.
     delta : float
-        The confidence ``1 - delta`` of a COUNT's promised error under shedding.
+        The confidence ``1 - delta`` of a COUNT's promised error under shedding
+        (default :data:`DELTA`).
     error_bound : float, optional
         The relative error a query's aggregate accepts.
     quality : rows of (share dropped, quality), optional
@@ -76,7 +82,7 @@ class OverloadSettings:
 
     deadline: float | None = None
     min_kept: float = 0.0
-    delta: float = 0.05
+    delta: float = DELTA
     error_bound: float | None = None
     quality: tuple[tuple[float, float], ...] | None = None
     memory_budget: float | None = None

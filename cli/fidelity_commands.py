@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 
+from cqopt.charts.overload_settings import DELTA
 from cqopt.cli import options
 from cqopt.cli.options import number, option_namer, pairs, whole_number, with_parent
 from cqopt.cli.policy_options import (
@@ -199,7 +200,7 @@ def _add_fidelity(sub) -> None:
                         "least QoS (default: the query's min_kept in the workload, else 0)")
     p.add_argument("--delta", type=number(above=0, high=0.5),
                    help="with --deadline: a COUNT's error is promised at confidence "
-                        "1 - DELTA (default 0.05)")
+                        f"1 - DELTA (default {DELTA:g}, Babcock et al.'s)")
     p.add_argument("--negotiate", action="store_true",
                    help="with --deadline: the queries also share each round's deadline on one "
                         "engine, one after another, and RTStream's inter-query negotiation "

@@ -47,6 +47,7 @@ import pandas as pd
 from cqopt.catalog import Catalog
 from cqopt.catalog.catalog import EngineConstants
 from cqopt.charts.lookup import QueryChart
+from cqopt.charts.overload_settings import DELTA
 from cqopt.costmodel import make_model
 from cqopt.optimizer.plans import nodes as kinds
 from cqopt.replay.replay import Replay, actual_statistics, round_length
@@ -127,7 +128,7 @@ def _advice(catalog: Catalog, *tries: str) -> str:
 
 def deadline_replay(replay: Replay, chart: QueryChart, catalog: Catalog,
                     observed: pd.DataFrame, deadline: float, *, min_kept: float = 0.0,
-                    delta: float = 0.05, error_bound: float | None = None,
+                    delta: float = DELTA, error_bound: float | None = None,
                     quality: tuple[tuple[float, float], ...] | None = None) -> DeadlineReplay:
     """Shed each round of ``replay`` to fit ``deadline``, as a run would have.
 

@@ -22,7 +22,7 @@ A round that fits sheds nothing and its answer equals the exact one (``identical
 checked over every such round); at half capacity the bursty EPA trace still has rounds that
 do not fit.
 
-    python scripts/bench_overload.py [--load 2.0] [--delta 0.05] [--seed 22]
+    python scripts/bench_overload.py [--load 2.0] [--delta 0.01] [--seed 22]
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from cqopt.charts.overload_settings import DELTA
 from cqopt.runtime.estimators import decay_weighted_means
 from cqopt.runtime.overload.simulate import bound_coverage, relative_errors, simulate_rounds
 
@@ -103,7 +104,7 @@ def replay(ts: np.ndarray, values: np.ndarray, round_s: float, load: float, delt
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--load", type=float, nargs="+", default=[2.0, 0.5])
-    parser.add_argument("--delta", type=float, default=0.05)
+    parser.add_argument("--delta", type=float, default=DELTA)
     parser.add_argument("--seed", type=int, default=22)
     parser.add_argument("--quantile", type=float, default=0.95,
                         help="the reserve covers this quantile of recent under-estimates")

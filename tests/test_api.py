@@ -350,6 +350,22 @@ def test_fidelity_options_refuse_a_bad_value_when_made_in_one_line(settings, mes
         dataclasses.replace(FidelityOptions(), **settings)
 
 
+def test_every_shedder_promises_its_error_at_one_default_confidence():
+    """The replay, the live run's shedders, the settings and the formulas take one δ when
+    none is given, Babcock et al.'s 0.01: a replay judges the run it predicts."""
+    import inspect
+
+    from cqopt.charts.overload_settings import DELTA, OverloadSettings
+    from cqopt.replay.overload import deadline_replay
+    from cqopt.runtime.overload.shedding import error_constant
+    from cqopt.runtime.overload.simulate import simulate_rounds
+
+    defaults = {f.__name__: inspect.signature(f).parameters["delta"].default
+                for f in (deadline_replay, error_constant, simulate_rounds)}
+    assert DELTA == 0.01 and set(defaults.values()) == {DELTA}, defaults
+    assert OverloadSettings().delta == DELTA
+
+
 def test_fidelity_options_hold_their_values_judged():
     from cqopt.api import FidelityOptions
     from cqopt.runtime.estimators import DEFAULT_ESTIMATOR
@@ -358,7 +374,7 @@ def test_fidelity_options_hold_their_values_judged():
                               replay_options={"seed": 3})
     assert options.k_sweep == (2, 5) and options.queries == ("Q1",)
     assert options.deadline == 1.0 and isinstance(options.deadline, float)
-    assert options.delta is None and options.replay_delta == 0.05  # not given: the default
+    assert options.delta is None and options.replay_delta == 0.01  # not given: the default
     assert dict(options.replay_options) == {"estimator": DEFAULT_ESTIMATOR, "seed": 3}
     with pytest.raises(TypeError):
         options.replay_options["seed"] = 4  # read-only: what was judged stays judged

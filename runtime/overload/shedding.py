@@ -75,11 +75,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
+from cqopt.charts.overload_settings import DELTA
 from cqopt.errors import CqoptError
 
 
 def error_constant(mean: ArrayLike, std: ArrayLike, count: ArrayLike,
-                   delta: float = 0.01) -> np.ndarray:
+                   delta: float = DELTA) -> np.ndarray:
     """Babcock's ``C_i = sqrt((σ² + μ²) / (2·N·μ²) · log(2/δ))``, broadcast over queries.
 
     Parameters
@@ -89,7 +90,8 @@ def error_constant(mean: ArrayLike, std: ArrayLike, count: ArrayLike,
     count : array_like
         N_i, the tuples that would reach the aggregate without shedding.
     delta : float
-        The confidence: the bound fails with probability at most δ (the paper uses 0.01).
+        The confidence: the bound fails with probability at most δ (default
+        :data:`~cqopt.charts.overload_settings.DELTA`, the paper's 0.01).
 
     Returns
     -------

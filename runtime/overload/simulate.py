@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike
 
+from cqopt.charts.overload_settings import DELTA
 from cqopt.errors import CqoptError
 from cqopt.runtime.overload.shedding import error_constant
 
@@ -123,7 +124,7 @@ def scaled_rates(stats: Mapping[str, ArrayLike], kept: ArrayLike) -> dict[str, A
 
 def simulate_rounds(stats: Mapping[str, ArrayLike], predict_seconds: Predict,
                     deadline: float | ArrayLike, round_seconds: float, *,
-                    aggregate: Mapping[str, ArrayLike] | None = None, delta: float = 0.01,
+                    aggregate: Mapping[str, ArrayLike] | None = None, delta: float = DELTA,
                     actual_seconds: ArrayLike | None = None, min_kept: float = 0.0,
                     reserve: float | ArrayLike = 0.0, iterations: int = 40) -> ShedRounds:
     """Replay deadlines and input shedding over per-round statistics.
@@ -142,7 +143,8 @@ def simulate_rounds(stats: Mapping[str, ArrayLike], predict_seconds: Predict,
         For an aggregate query, ``count``, ``mean`` and ``std`` of the tuples that
         reach it per round (COUNT: mean 1, std 0).
     delta : float
-        The confidence of the promised bound.
+        The confidence of the promised bound (default
+        :data:`~cqopt.charts.overload_settings.DELTA`).
     actual_seconds : array_like, optional
         The seconds each round really took at full input.
     min_kept : float

@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cqopt.charts.overload_settings import DELTA
 from cqopt.optimizer.query.statistics import rate_name, sel_name
 from cqopt.runtime.overload.shedding import (
     FlowTree,
@@ -81,9 +82,6 @@ if TYPE_CHECKING:
     from cqopt.optimizer.query.logical import ContinuousQuery
     from cqopt.spark.run.overload import Due
     from cqopt.spark.run.rounds import RoundRunner
-
-# The error bound's confidence: it fails with probability at most DELTA (the paper's 0.01).
-DELTA = 0.01
 
 
 @dataclass(frozen=True)
