@@ -721,3 +721,26 @@ def test_a_run_folder_of_another_query_is_refused_before_spark(run_args, no_spar
         {"version": 2, "query": "Q2", "sql": "SELECT * FROM TCP, UDP, SF", "start": 0.0}))
     err = _error(run_args("--source", f"TCP={tmp_path / 'TCP'}"), capsys)
     assert "holds a run with another query ('Q2', now 'Q1')" in err and "new --out" in err
+
+
+def test_the_run_state_stays_small_over_many_micro_batches_and_counts_a_replay_once(tmp_path):
+    """A batch's dropped tuples are counted per batch id, so that Spark's replay of its last
+    batch counts once; batches before it are committed and fold into one total, or the
+    state saved every batch would grow by an entry a batch."""
+    from cqopt.spark.run.state import RunState
+
+    state = RunState.open(tmp_path / "run", {"query": "Q"}, None)
+    for batch in range(2000):
+        state.drop(batch, late=3, untimed=1)
+        if batch % 2:
+            state.empty(batch)
+    state.drop(1999, late=3, untimed=1)  # Spark runs the last batch again
+    state.empty(1999)
+    assert len(state.data["late"]) == len(state.data["untimed"]) == 1
+    assert len(state.data["empty_batches"]) == 1
+    assert state.dropped()["late_tuples"] == 3 * 2000
+    assert state.dropped()["untimed_tuples"] == 2000
+    assert state.dropped()["empty_micro_batches"] == 1000
+    state.save()
+    resumed = RunState.open(tmp_path / "run", {"query": "Q"}, None)
+    assert resumed.dropped() == state.dropped()

@@ -166,6 +166,7 @@ class RunState:
 
     def drop(self, batch_id: int, late: int, untimed: int) -> None:
         """Count a micro-batch's late tuples and tuples without a time (none: not counted)."""
+        self._fold_committed(batch_id)
         if late:
             self.data["late"][str(batch_id)] = late
         if untimed:
@@ -173,9 +174,26 @@ class RunState:
 
     def empty(self, batch_id: int) -> None:
         """Count a micro-batch that held no tuple (once, even when replayed)."""
+        self._fold_committed(batch_id)
         if batch_id not in self.data["empty_batches"]:
             self.data["empty_batches"].append(batch_id)
             self.save()
+
+    def _fold_committed(self, batch_id: int) -> None:
+        # Counts are kept per micro-batch so that a batch Spark runs again is not counted
+        # twice; Spark runs again only its last batch, so those before ``batch_id`` are
+        # committed and fold into one total each: a state saved every batch that grew by
+        # an entry a batch would slow a run of days.
+        for key in ("late", "untimed"):
+            old = [k for k in self.data[key] if int(k) < batch_id]
+            if old:
+                self.data[f"{key}_earlier"] = (self.data.get(f"{key}_earlier", 0)
+                                               + sum(self.data[key].pop(k) for k in old))
+        empties = self.data["empty_batches"]
+        old = [b for b in empties if b < batch_id]
+        if old:
+            self.data["empty_earlier"] = self.data.get("empty_earlier", 0) + len(old)
+            self.data["empty_batches"] = [b for b in empties if b >= batch_id]
 
     def complete_round(self, streams: tuple[str, ...], window_s: float,
                        next_round: int) -> int:
@@ -195,9 +213,12 @@ class RunState:
     def dropped(self) -> dict[str, int]:
         """Tuples not run, in all: late ones, those without a time, files that changed
         after they were read; tuples read late from files that grew; empty micro-batches."""
-        return {"late_tuples": int(sum(self.data["late"].values())),
-                "untimed_tuples": int(sum(self.data["untimed"].values())),
+        data = self.data
+        return {"late_tuples": int(sum(data["late"].values()) + data.get("late_earlier", 0)),
+                "untimed_tuples": int(sum(data["untimed"].values())
+                                      + data.get("untimed_earlier", 0)),
                 # read after Spark had read their file in part (cqopt.spark.run.files)
                 "recovered_tuples": int(self.data.get("recovered_tuples", 0)),
                 "changed_files": list(self.data.get("changed_files", [])),
-                "empty_micro_batches": len(self.data["empty_batches"])}
+                "empty_micro_batches": len(data["empty_batches"])
+                + data.get("empty_earlier", 0)}
