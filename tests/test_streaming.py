@@ -744,3 +744,21 @@ def test_the_run_state_stays_small_over_many_micro_batches_and_counts_a_replay_o
     state.save()
     resumed = RunState.open(tmp_path / "run", {"query": "Q"}, None)
     assert resumed.dropped() == state.dropped()
+
+
+def test_a_replayed_micro_batch_skips_the_rounds_it_logged_and_no_others(tmp_path):
+    """A batch killed after logging some rounds and before Spark committed it runs again:
+    its rounds are the log's last, and those of earlier batches are not its own."""
+    from types import SimpleNamespace
+
+    from cqopt.spark.run.roundlog import RoundLog
+
+    batches = [0, 0, None, 1, 2, 2, 2]  # round r ran in batch batches[r]
+    for r, batch in enumerate(batches):
+        (tmp_path / "log").mkdir(exist_ok=True)
+        (tmp_path / "log" / f"round-{r:06d}.json").write_text(
+            json.dumps({"round": r, "batch": batch}))
+    log = RoundLog(SimpleNamespace(out=tmp_path))
+    assert log.next_round == len(batches)
+    assert log.replayed(2) == [4, 5, 6]
+    assert log.replayed(3) == []  # a new batch ran nothing yet

@@ -100,7 +100,14 @@ class RoundLog:
 
     def replayed(self, batch_id: int) -> list[int]:
         """The rounds a micro-batch ran before a kill (its replay skips them)."""
-        return [r["round"] for r in self.records if r.get("batch") == batch_id]
+        # Spark runs again only its last micro-batch, whose rounds are the log's last: read
+        # from the end, not every round of a long run at every batch.
+        rounds = []
+        for record in reversed(self.records):
+            if record.get("batch") != batch_id:
+                break
+            rounds.append(record["round"])
+        return rounds[::-1]
 
     def record(self, r: int, start: float, outcome, observed: Mapping[str, float], *,
                rows_out: int, seconds: float, batch_id: int | None, lag_s: float,
