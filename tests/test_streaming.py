@@ -762,3 +762,27 @@ def test_a_replayed_micro_batch_skips_the_rounds_it_logged_and_no_others(tmp_pat
     assert log.next_round == len(batches)
     assert log.replayed(2) == [4, 5, 6]
     assert log.replayed(3) == []  # a new batch ran nothing yet
+
+
+def test_the_round_log_holds_only_its_last_rounds_in_memory(tmp_path):
+    """A run of days logs a record a round; memory holds the last KEPT_ROUNDS (what the
+    lag warning and a swapped chart's warm-up read), the folder holds them all."""
+    from types import SimpleNamespace
+
+    from cqopt.spark.run.roundlog import KEPT_ROUNDS, LAG_ROUNDS, RoundLog
+    from cqopt.spark.run.rounds import WARM_ROUNDS
+
+    assert max(WARM_ROUNDS, LAG_ROUNDS + 1) <= KEPT_ROUNDS
+    log = RoundLog(SimpleNamespace(out=tmp_path, say=lambda _: None, name="Q"))
+    total = 3 * KEPT_ROUNDS
+    for r in range(total):
+        log.append({"round": r, "batch": r // 50, "lag_s": 0.0, "empty": True, "plan": "A",
+                    "switch": False, "rows_out": 0, "plan_seconds": 0.0,
+                    "grouped_rounds": 1, "deadline": None, "shadow_seconds": {}})
+    assert log.next_round == total and len(log._recent) == KEPT_ROUNDS
+    assert [r["round"] for r in log.recent(3)] == [total - 3, total - 2, total - 1]
+    assert [r["round"] for r in log.records] == list(range(total))
+    assert log.replayed((total - 1) // 50) == list(range((total - 1) // 50 * 50, total))
+    resumed = RoundLog(SimpleNamespace(out=tmp_path))
+    assert resumed.next_round == total and resumed.replayed((total - 1) // 50) == \
+        log.replayed((total - 1) // 50)

@@ -213,7 +213,7 @@ class AdaptiveRun:
         self.staging = Staging(ctx, self.state)
         self.rounds = RoundRunner(ctx, self.state, self.staging, self.log)
         self.files = FileWatch(ctx, self.state, self.sources)
-        if self.log.records:
+        if self.log.next_round:
             self.progress(f"{name}: resuming after round {self.log.next_round - 1}")
         self.in_batch: int | None = None  # the micro-batch being worked on, if one is
         self.error: BaseException | None = None
@@ -273,12 +273,12 @@ class AdaptiveRun:
         """Never silent for long: a line after 2 s without one before the first round (the
         streaming query starts, reads its first files), then after 30 s without one."""
         quiet = time.monotonic() - self.said_at
-        first = not self.records
+        first = not self.next_round
         if quiet < (5.0 if first and time.monotonic() - began > 3.0 else
                     2.0 if first else 30.0):
             return
         waited = time.monotonic() - began
-        name, done = self.ctx.name, len(self.records)
+        name, done = self.ctx.name, self.next_round
         if self.in_batch is not None:
             self.progress(f"{name}: working on micro-batch {self.in_batch}: "
                           f"{done} rounds run so far, the last {quiet:.0f} s ago")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,9 @@ from cqopt.spark.run.settings import RunContext, StreamingRunError
 from cqopt.spark.run.sink import write_json
 
 LAG_ROUNDS = 10  # a lag that grows this many rounds in a row is warned about
+# The rounds held in memory: the lag warning's and a swapped chart's warm-up
+# (cqopt.spark.run.rounds.WARM_ROUNDS) read no further back.
+KEPT_ROUNDS = 64
 
 
 def lag_growth(lags: list[float]) -> int:
@@ -83,31 +87,48 @@ def observed_statistics(observed: Mapping[str, float | None],
 
 
 class RoundLog:
-    """The records of every round run in a run folder, in order; :meth:`append` logs one."""
+    """The round log of a run folder: :meth:`append` logs a round; :attr:`records` reads
+    every round logged. Only the last :data:`KEPT_ROUNDS` are held in memory (a record is
+    about 3 KB: a day of one-second rounds would hold a quarter of a gigabyte a query)."""
 
     def __init__(self, ctx: RunContext):
         self.ctx = ctx
         self.folder = ctx.out / "log"
-        self.records = read_round_log(ctx.out)
-        for i, record in enumerate(self.records):
+        records = read_round_log(ctx.out)
+        for i, record in enumerate(records):
             if record["round"] != i:
                 raise StreamingRunError(f"--out {ctx.out}: the round log lacks round {i}; "
                                         "the folder was edited: use a new --out")
+        self.next_round = len(records)
+        self._recent: deque[dict[str, Any]] = deque(records[-KEPT_ROUNDS:],
+                                                    maxlen=KEPT_ROUNDS)
+        # The last micro-batch and the rounds it ran: the one Spark may run again.
+        self._last_batch: tuple[int | None, list[int]] = (None, [])
+        for record in records:
+            self._note_batch(record)
 
     @property
-    def next_round(self) -> int:
-        return len(self.records)
+    def records(self) -> list[dict[str, Any]]:
+        """Every round logged, in order (earlier runs' too), read from the log folder."""
+        return read_round_log(self.ctx.out)
+
+    def recent(self, n: int) -> list[dict[str, Any]]:
+        """The last ``n`` rounds logged (``n`` at most :data:`KEPT_ROUNDS`)."""
+        if n > KEPT_ROUNDS:
+            raise ValueError(f"only the last {KEPT_ROUNDS} rounds are kept, not {n}")
+        return list(self._recent)[-n:] if n else []
 
     def replayed(self, batch_id: int) -> list[int]:
-        """The rounds a micro-batch ran before a kill (its replay skips them)."""
-        # Spark runs again only its last micro-batch, whose rounds are the log's last: read
-        # from the end, not every round of a long run at every batch.
-        rounds = []
-        for record in reversed(self.records):
-            if record.get("batch") != batch_id:
-                break
-            rounds.append(record["round"])
-        return rounds[::-1]
+        """The rounds a micro-batch ran before a kill (its replay skips them): Spark runs
+        again only its last micro-batch, whose rounds are the log's last."""
+        batch, rounds = self._last_batch
+        return list(rounds) if batch == batch_id else []
+
+    def _note_batch(self, record: Mapping[str, Any]) -> None:
+        batch, rounds = self._last_batch
+        if record.get("batch") != batch or batch is None:
+            self._last_batch = (record.get("batch"), [])
+        self._last_batch[1].append(record["round"])
 
     def record(self, r: int, start: float, outcome, observed: Mapping[str, float], *,
                rows_out: int, seconds: float, batch_id: int | None, lag_s: float,
@@ -145,10 +166,12 @@ class RoundLog:
     def append(self, record: dict[str, Any]) -> None:
         """Log a round whose result is written: from here on it counts as run."""
         write_json(self.folder / f"round-{record['round']:06d}.json", record)
-        self.records.append(record)
+        self.next_round += 1
+        self._recent.append(record)
+        self._note_batch(record)
         say: Callable[[str], None] = self.ctx.say
         name = self.ctx.name
-        growth = lag_growth([rec.get("lag_s", 0.0) for rec in self.records[-LAG_ROUNDS - 1:]])
+        growth = lag_growth([rec.get("lag_s", 0.0) for rec in self.recent(LAG_ROUNDS + 1)])
         if growth >= LAG_ROUNDS:
             say(f"{name}: warning: the lag grew {growth} rounds in a row, to "
                 f"{record['lag_s']:.1f} s behind the newest complete round: the run does not "

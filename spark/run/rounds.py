@@ -200,7 +200,7 @@ class RoundRunner:
         self.adaptive_chart = new
         self.adaptive = AdaptiveQuery.costed(new, self.ctx.catalog,
                                              **self.ctx.settings.adaptive_options)
-        for record in self.log.records[-WARM_ROUNDS:]:
+        for record in self.log.recent(WARM_ROUNDS):
             self.choose(record["observed"], refresh=False)
         changes = "; ".join(self.refresher.changes) or "no range changed"
         self.ctx.say(f"{self.ctx.name}: chart rebuilt from the run's rounds and swapped in "

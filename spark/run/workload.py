@@ -27,11 +27,11 @@ once instead of once per plan: on the ten-query bench
 0.54-0.59 s against 1.04-1.09 s with a job per plan. Equal queries over the
 same tuples are one part. A query whose plan has no SQL form, or gave more
 than :data:`~cqopt.spark.run.sink.LOCAL_RESULT_ROWS` rows (said; until a
-micro-batch of at most half its tuples), leaves the joint job. Its plans, every plan where Spark fails on the
-joint job (each, run alone, then says whose failed), and every plan where
-rounds are too many to hold on the driver, are built as DataFrames and run as
-Spark jobs of their own, from several driver threads at once
-(:mod:`~cqopt.spark.run.concurrent`), under
+micro-batch of at most half its tuples), leaves the joint job. Its plans,
+every plan where Spark fails on the joint job (each, run alone, then says whose
+failed), and every plan where rounds are too many to hold on the driver, are
+built as DataFrames and run as Spark jobs of their own, from several driver
+threads at once (:mod:`~cqopt.spark.run.concurrent`), under
 :data:`~cqopt.spark.session.DRIVER_DATA_CONF` for tuples on the driver. What
 several of those plans share is computed once (:mod:`cqopt.spark.shared_work`):
 Spark's block manager makes a job that needs a cached step another job is
@@ -251,7 +251,7 @@ class WorkloadRun:
     def _say_waiting(self, began: float) -> None:
         """A line after 5 s without one before the first round, then after 30 s."""
         quiet = time.monotonic() - self.said_at
-        done = sum(len(m.records) for m in self.members.values())
+        done = sum(m.next_round for m in self.members.values())
         if quiet < (5.0 if not done else 30.0):
             return
         what = (f"working on micro-batch {self.in_batch}" if self.in_batch is not None else
