@@ -16,7 +16,7 @@ repeats, the queries alone first in odd ones):
 - workload: the 10 queries as one :class:`~cqopt.spark.run.workload.WorkloadRun`;
 - alone: each query as its own :class:`~cqopt.spark.run.AdaptiveRun`.
 
-A warm-up run of each kind over the first three seconds comes first, so that
+A warm-up run of each kind over the first ten seconds comes first, so that
 neither side pays the session's first jobs (Spark compiles and loads its code
 then: the first run of a session is about twice as slow per round). Its
 per-round times are printed too: a live run pays them in its first minute.
@@ -216,7 +216,9 @@ def main() -> None:
     report(rows, args, batches, len(queries), start)
 
 
-WARM_UP_FILES = 3  # seconds of input the warm-up runs read
+# Seconds of input the warm-up runs read: over three, the first repeat still ran at
+# twice the later ones' time per round (the JVM was still compiling the run's code).
+WARM_UP_FILES = 10
 
 
 def warm_up_sources(folder: Path, sources: dict) -> dict:
