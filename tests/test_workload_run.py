@@ -70,6 +70,16 @@ def _sources(three):
     return {s: Source.files(s, three["folder"] / "traces" / s) for s in ("TCP", "UDP", "SF")}
 
 
+def _same_rows(rounds, one: Path, other: Path) -> None:
+    """Each of ``rounds``' results in run folder ``one`` holds the rows of ``other``'s, in
+    any order."""
+    for r in rounds:
+        part = f"results/round-{r:06d}.parquet"
+        x, y = (pd.read_parquet(folder / part) for folder in (one, other))
+        x, y = (f.sort_values(list(f.columns), ignore_index=True) for f in (x, y))
+        pd.testing.assert_frame_equal(x, y, check_dtype=False)
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 def test_a_workload_gives_each_query_the_rows_of_its_own_run(spark, three, tmp_path,
@@ -202,12 +212,7 @@ def test_a_plan_of_more_rows_than_the_driver_takes_runs_as_its_own_job(spark, th
     alone = AdaptiveRun(spark, "Q2", query, three["charts"]["Q2"], three["catalog"], sources,
                         tmp_path / "alone", RunSettings(), progress=lambda _: None).run()
     assert q2["rows_out"].tolist() == alone.rounds["rows_out"].tolist()
-    for r in q2["round"]:
-        part = f"results/round-{r:06d}.parquet"
-        x, y = (pd.read_parquet(folder / part) for folder in (tmp_path / "w" / "Q2",
-                                                               alone.out))
-        x, y = (f.sort_values(list(f.columns), ignore_index=True) for f in (x, y))
-        pd.testing.assert_frame_equal(x, y, check_dtype=False)
+    _same_rows(q2["round"], tmp_path / "w" / "Q2", alone.out)
 
 
 def _backlog_then_live(three, folder: Path, backlog: int = 4, seconds: int = 6) -> dict:
@@ -264,12 +269,7 @@ def test_a_plan_that_gave_too_many_rows_in_a_backlog_returns_to_the_joint_job(
     q2 = done.results["Q2"].rounds
     assert q2["rows_out"].tolist() == alone.rounds["rows_out"].tolist()
     assert (q2["round"] >= 4).sum() >= 1  # a live round ran after the return
-    for r in q2["round"]:
-        part = f"results/round-{r:06d}.parquet"
-        x, y = (pd.read_parquet(folder / part) for folder in (tmp_path / "w" / "Q2",
-                                                               alone.out))
-        x, y = (f.sort_values(list(f.columns), ignore_index=True) for f in (x, y))
-        pd.testing.assert_frame_equal(x, y, check_dtype=False)
+    _same_rows(q2["round"], tmp_path / "w" / "Q2", alone.out)
 
 
 @pytest.mark.spark
@@ -327,12 +327,7 @@ def test_equal_queries_run_one_job_and_each_gets_its_rows(spark, three, tmp_path
         a = done.results[name].rounds
         assert a["round"].tolist() == alone.rounds["round"].tolist() == [0, 1, 2, 3]
         assert a["rows_out"].tolist() == alone.rounds["rows_out"].tolist()
-        for r in a["round"]:
-            part = f"results/round-{r:06d}.parquet"
-            x, y = (pd.read_parquet(folder / part) for folder in (tmp_path / "w" / name,
-                                                                   alone.out))
-            x, y = (f.sort_values(list(f.columns), ignore_index=True) for f in (x, y))
-            pd.testing.assert_frame_equal(x, y, check_dtype=False)
+        _same_rows(a["round"], tmp_path / "w" / name, alone.out)
     shared = json.loads((tmp_path / "w" / "report.json").read_text())["shared"]
     assert shared["shared_results"] >= 3  # at least one a micro-batch that ran
     assert "whole result from an equal query's plan" in (tmp_path / "w" /
