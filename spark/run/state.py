@@ -132,7 +132,9 @@ class RunState:
         return state
 
     def save(self) -> None:
-        write_json(self.path, self.data)
+        # On one line: saved by every query at every micro-batch, with a ledger of the
+        # files of the last two minutes (2.2 ms indented against 0.6 ms, 360 files).
+        write_json(self.path, self.data, indent=None)
 
     @property
     def start(self) -> float | None:
