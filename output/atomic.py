@@ -21,11 +21,12 @@ AT_FDCWD = -100
 
 
 @contextlib.contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_file(path: str | os.PathLike, replace: bool = True) -> Iterator[Path]:
     """A scratch path beside ``path`` to write; renamed onto ``path`` when the block ends.
 
     A failed block (or a killed process) leaves ``path`` as it was; the scratch
-    is removed on failure.
+    is removed on failure. ``replace=False``: ``path`` must not exist, and one that
+    appears meanwhile is not replaced (a ``FileExistsError``).
 
     >>> import tempfile
     >>> target = Path(tempfile.mkdtemp()) / "table.txt"
@@ -39,7 +40,10 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(scratch)
-        os.replace(scratch, path)
+        if replace:
+            os.replace(scratch, path)
+        else:
+            _rename_new(Path(scratch), path)
     except BaseException:
         Path(scratch).unlink(missing_ok=True)
         raise
@@ -84,8 +88,8 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def _rename_new(a: Path, b: Path) -> None:
-    """Rename ``a`` to ``b``, which must not exist (an empty directory made meanwhile is
-    not silently replaced where the OS can refuse)."""
+    """Rename ``a`` to ``b``, which must not exist (an empty directory made meanwhile, or a
+    file, is not silently replaced where the OS can refuse)."""
     if not _renameat2(a, b, RENAME_NOREPLACE):
         if os.path.lexists(b):
             raise FileExistsError(errno.EEXIST, "appeared while cqopt was writing", str(b))

@@ -181,9 +181,15 @@ def test_resuming_removes_only_the_runs_own_scratch(tmp_path):
     (results / ".tmp-round-000001.parquet" / "part-0.parquet").write_bytes(b"half")
     (results / ".tmp-user-note.txt").write_text("mine")
     (results / ".tmp-user-folder").mkdir()
+    pending = tmp_path / "pending"  # a stage written from the driver, killed mid-write
+    pending.mkdir()
+    (pending / ".batch-000004.k2x9_q.tmp").write_bytes(b"half")
+    (pending / ".batch-notes.tmp").write_text("mine")
+    (pending / "batch-000003").write_bytes(b"a whole stage")
     clear_scratch(tmp_path)
     assert sorted(p.name for p in results.iterdir()) == [".tmp-user-folder",
                                                           ".tmp-user-note.txt"]
+    assert sorted(p.name for p in pending.iterdir()) == [".batch-notes.tmp", "batch-000003"]
 
 
 def test_a_result_killed_before_its_switch_is_cleared_on_resumption(tmp_path):

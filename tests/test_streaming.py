@@ -463,6 +463,9 @@ def test_a_file_deleted_while_its_round_is_pending_loses_nothing(spark, setting,
     sources = {"TCP": Source.files("TCP", tmp_path / "TCP")}
     first = _run(setting, tmp_path / "run", sources, max_rounds=2)
     assert first.rounds["round"].tolist() == [0, 1] and first.pending == [2, 3, 4]
+    # Tuples collected to the driver are staged as one file each, no folder and marker.
+    stages = list((tmp_path / "run" / "pending").glob("batch-*"))
+    assert stages and all(p.is_file() for p in stages)
     (tmp_path / "TCP" / "part-00003.parquet").unlink()  # its tuples were kept by the run
     if not committed:  # the commit and its checksum, as if never written
         for name in ("0", ".0.crc"):

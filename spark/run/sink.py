@@ -39,6 +39,8 @@ SCRATCH = ".tmp-"  # the prefix of a run's own scratch names, removed when it re
 # What output.adopt_directory leaves beside a result when killed mid-switch.
 _SWITCHED = re.compile(r"\.(round-\d{6}\.parquet)\.(?:tmp|old)-\d+-\w+")
 SCRATCH_NAMES = re.compile(r"\.tmp-(round-\d{6}\.parquet|group-\d{6}-\d+|batch--?\d{5,6})")
+# What a killed atomic_file of a stage written from the driver leaves in pending/.
+_STAGE_SCRATCH = re.compile(r"\.batch--?\d{5,6}\.\w+\.tmp")
 _KIND = "round result"
 
 
@@ -59,7 +61,7 @@ def remove(path: Path) -> None:
 
 def clear_scratch(out: Path, folders: tuple[str, ...] = ("pending", "results", "log")) -> None:
     """Remove what a killed run left half-written under its scratch names: the folders
-    the run itself names (:data:`SCRATCH_NAMES`), nothing else (a user's ``.tmp-note.txt``
+    the run itself names (:data:`SCRATCH_NAMES`) and a stage's scratch file, nothing else (a user's ``.tmp-note.txt``
     stays), and what a killed switch into place left beside a result (``cqopt.output``'s
     recovery, which touches only what a marker proves is cqopt's)."""
     for folder in folders:
@@ -67,6 +69,10 @@ def clear_scratch(out: Path, folders: tuple[str, ...] = ("pending", "results", "
             if SCRATCH_NAMES.fullmatch(scratch.name) and scratch.is_dir() \
                     and not scratch.is_symlink():
                 remove(scratch)
+    for scratch in (out / "pending").glob(".batch-*.tmp"):
+        if _STAGE_SCRATCH.fullmatch(scratch.name) and scratch.is_file() \
+                and not scratch.is_symlink():
+            scratch.unlink()
     finals = {m.group(1) for p in (out / "results").glob(".round-*")
               if (m := _SWITCHED.fullmatch(p.name))}
     for name in sorted(finals):
