@@ -450,6 +450,11 @@ def spark_session(master: str = "local[*]", app_name: str = "cqopt", progress: b
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(2 * _local_cores(master)),
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # A workload's queries run their plans' jobs side by side, each query's in a pool
+        # of its own (spark.run.concurrent): pools share the cores fairly, so one query's
+        # large job does not queue every other's behind it. Jobs in no pool go to the
+        # default one, first come first served: a lone query schedules as under FIFO.
+        "spark.scheduler.mode": "FAIR",
         # PySpark's DataFrame debugging asks the JVM for the call site of every column
         # function (five round trips each): 60% of a workload run's calls to the JVM.
         "spark.python.sql.dataFrameDebugging.enabled": "false",

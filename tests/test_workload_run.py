@@ -215,6 +215,31 @@ def test_a_plan_of_more_rows_than_the_driver_takes_runs_as_its_own_job(spark, th
     _same_rows(q2["round"], tmp_path / "w" / "Q2", alone.out)
 
 
+@pytest.mark.spark
+def test_plans_run_side_by_side_go_to_their_querys_fair_pool(spark):
+    """Each query's jobs run_all starts land in that query's scheduler pool, and cqopt's
+    session shares the cores fairly among pools (not one FIFO queue, in which a query's
+    large job holds every other query's behind it); the asking thread keeps its own."""
+    from cqopt.spark.run.concurrent import POOL, run_all
+
+    context = spark.sparkContext
+    assert context.getConf().get("spark.scheduler.mode") == "FAIR"
+    assert str(context._jsc.sc().getSchedulingMode()) == "FAIR"
+    seen = {}
+
+    def job(name: str) -> None:
+        seen[name] = context.getLocalProperty(POOL)
+        spark.range(100).count()
+    names = ["pool-test-a", "pool-test-b", "pool-test-c"]
+    assert run_all([lambda n=n: job(n) for n in names], pools=names) == [None] * 3
+    assert seen == {n: n for n in names}
+    # Spark made each pool when a job was submitted to it.
+    assert all(context._jsc.sc().getPoolForName(n).isDefined() for n in names)
+    assert context.getLocalProperty(POOL) is None
+    assert run_all([lambda: job("unpooled"), lambda: None]) == [None, None]
+    assert seen["unpooled"] is None
+
+
 def _backlog_then_live(three, folder: Path, backlog: int = 4, seconds: int = 6) -> dict:
     """The three streams of ``three``'s rates over ``seconds`` s, written as one file of
     the first ``backlog`` seconds (a backlog: one micro-batch of several rounds), then one

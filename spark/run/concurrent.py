@@ -18,7 +18,11 @@ where its rounds are on the driver.
 driver) on :data:`JOB_THREADS` threads of one pool the process keeps. Each
 step runs with the local properties of the thread that asked (as PySpark's
 ``InheritableThread`` does): a streaming query's job group among them, so
-stopping the query cancels its plans' jobs too.
+stopping the query cancels its plans' jobs too. Given ``pools``, each step's
+jobs go to its Spark scheduler pool (a workload's query's name): cqopt's
+sessions schedule pools fairly (``spark.scheduler.mode=FAIR``,
+:func:`~cqopt.spark.session.spark_session`), so one query's large job does
+not hold every other query's jobs behind it, as one FIFO queue would.
 
 >>> run_all([lambda: 1, lambda: 1 / 0])[1].__class__.__name__
 'ZeroDivisionError'
@@ -54,23 +58,36 @@ def _local_properties():
     return None if context is None else context._jsc.sc().getLocalProperties().clone()
 
 
-def _inheriting(step: Callable[[], object], properties) -> Callable[[], object]:
+# The local property that puts a thread's jobs in a scheduler pool (Spark's name).
+POOL = "spark.scheduler.pool"
+
+
+def _inheriting(step: Callable[[], object], properties,
+                pool: str | None = None) -> Callable[[], object]:
     def run():
         if properties is not None:
             from pyspark import SparkContext
 
-            SparkContext._active_spark_context._jsc.sc().setLocalProperties(properties)
+            # A pool is set on this thread's own copy: the asker's is shared by every step.
+            mine = properties if pool is None else properties.clone()
+            if pool is not None:
+                mine.setProperty(POOL, pool)
+            SparkContext._active_spark_context._jsc.sc().setLocalProperties(mine)
         return step()
     return run
 
 
-def run_all(steps: Sequence[Callable[[], object]]) -> list[BaseException | None]:
+def run_all(steps: Sequence[Callable[[], object]],
+            pools: Sequence[str] | None = None) -> list[BaseException | None]:
     """Run every step, up to :data:`JOB_THREADS` at once; each one's error, or None.
 
     Parameters
     ----------
     steps : sequence of callables
         Each takes no argument; its value is not kept (a step writes what it makes).
+    pools : sequence of str, optional
+        Each step's Spark scheduler pool (its jobs' share of the cores is its pool's);
+        by default the asking thread's.
 
     Returns
     -------
@@ -86,7 +103,7 @@ def run_all(steps: Sequence[Callable[[], object]]) -> list[BaseException | None]
     >>> sorted(seen)
     [1, 2]
     """
-    if len(steps) <= 1:  # nothing to overlap: no thread
+    if len(steps) <= 1:  # nothing to overlap: no thread (and no other pool to share with)
         errors: list[BaseException | None] = []
         for step in steps:
             try:
@@ -96,5 +113,7 @@ def run_all(steps: Sequence[Callable[[], object]]) -> list[BaseException | None]
                 errors.append(err)
         return errors
     properties = _local_properties()
-    futures = [_shared_pool().submit(_inheriting(step, properties)) for step in steps]
+    pools = [None] * len(steps) if pools is None else list(pools)
+    futures = [_shared_pool().submit(_inheriting(step, properties, pool))
+               for step, pool in zip(steps, pools, strict=True)]
     return [future.exception() for future in futures]

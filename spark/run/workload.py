@@ -31,7 +31,8 @@ micro-batch of at most half its tuples), leaves the joint job. Its plans,
 every plan where Spark fails on the joint job (each, run alone, then says whose
 failed), and every plan where rounds are too many to hold on the driver, are
 built as DataFrames and run as Spark jobs of their own, from several driver
-threads at once (:mod:`~cqopt.spark.run.concurrent`), under
+threads at once (:mod:`~cqopt.spark.run.concurrent`), each query's jobs in a
+FAIR scheduler pool of its own, under
 :data:`~cqopt.spark.session.DRIVER_DATA_CONF` for tuples on the driver. What
 several of those plans share is computed once (:mod:`cqopt.spark.shared_work`):
 Spark's block manager makes a job that needs a cached step another job is
@@ -468,7 +469,8 @@ class WorkloadRun:
         def group(name: str) -> None:
             built[name] = self.members[name].rounds.group(due[name])
         names = list(due)
-        for name, error in zip(names, run_all([lambda n=n: group(n) for n in names])):
+        for name, error in zip(names, run_all([lambda n=n: group(n) for n in names],
+                                              pools=names)):
             if error is not None:
                 if self.stop_requested.is_set():
                     raise error
@@ -501,7 +503,8 @@ class WorkloadRun:
                                                      grouped.values()) if local else None):
             shared.compute_once()
             errors = dict(zip(first, run_all([lambda made=made, index=index: made.write(index)
-                                              for _, made, index in first.values()])))
+                                              for _, made, index in first.values()],
+                                             pools=[name for name, _, _ in first.values()])))
         self._count_shared(shared.summary(), counted=counted)
         copies = {i: first[result] for i, (part, result) in enumerate(zip(parts, results))
                   if first[result] is not part and errors[result] is None}
