@@ -193,12 +193,16 @@ def test_a_plan_of_more_rows_than_the_driver_takes_runs_as_its_own_job(spark, th
     from cqopt.spark.run.workload import WorkloadRun
 
     monkeypatch.setattr(workload, "LOCAL_RESULT_ROWS", 100)
+    monkeypatch.setattr(workload, "REPORT_LINE_S", 0.0)  # the reports' progress, said
     queries = {n: (three["queries"][n], three["charts"][n]) for n in ("Q1", "Q2")}
     lines: list[str] = []
     done = WorkloadRun(spark, queries, three["catalog"], _sources(three), tmp_path / "w",
                        RunSettings(max_files_per_trigger=1), progress=lines.append).run()
     said = [line for line in lines if "gave more than 100 rows" in line]
     assert len(said) == 1 and said[0].startswith("Q2: plan ")
+    reports = [line for line in lines if "reports and timelines" in line]
+    assert len(reports) == 1 and reports[0].startswith(
+        "workload: reports and timelines written for 1 of 2 queries, ")
     assert done.failures == {}
     q2 = done.results["Q2"].rounds
     assert q2["rows_out"].min() > 100 and len(q2) == 4

@@ -95,6 +95,9 @@ if TYPE_CHECKING:
     from cqopt.charts.lookup import QueryChart
     from cqopt.optimizer.query.logical import ContinuousQuery
 
+# Seconds between lines while a workload's reports are written (a hundred queries' take
+# about 40 s: no silent wait after the last round, or after Ctrl-C).
+REPORT_LINE_S = 5.0
 # Names a query's folder cannot have: the workload's own files in OUT.
 RESERVED = ("checkpoint", "state.json", "report.md", "report.json")
 
@@ -556,12 +559,19 @@ class WorkloadRun:
 
     def report(self) -> WorkloadResult:
         """Each query's report in its folder; ``OUT/report.md`` and ``report.json`` with a
-        section per query, and the failures per query."""
+        section per query, and the failures per query. A query's timeline takes some 0.4 s
+        to draw, so a large workload's reports are said every :data:`REPORT_LINE_S` s."""
         results = {}
-        for name, member in self.members.items():
+        began = said = time.monotonic()
+        for done, (name, member) in enumerate(self.members.items(), 1):
             member.stopped_by = (member.stopped_by if member._reached_max() else
                                  self.stopped_by)
             results[name] = member.report()
+            now = time.monotonic()
+            if now - said >= REPORT_LINE_S and done < len(self.members):
+                said = now
+                self.progress(f"{self.name}: reports and timelines written for {done} of "
+                              f"{len(self.members)} queries, {now - began:.0f} s")
         shared = self.state.data.get("shared")
         write_json(self.out / "report.json", {
             "queries": {n: r.summary for n, r in results.items()},
