@@ -61,9 +61,10 @@ def remove(path: Path) -> None:
 
 def clear_scratch(out: Path, folders: tuple[str, ...] = ("pending", "results", "log")) -> None:
     """Remove what a killed run left half-written under its scratch names: the folders
-    the run itself names (:data:`SCRATCH_NAMES`) and a stage's scratch file, nothing else (a user's ``.tmp-note.txt``
-    stays), and what a killed switch into place left beside a result (``cqopt.output``'s
-    recovery, which touches only what a marker proves is cqopt's)."""
+    the run itself names (:data:`SCRATCH_NAMES`) and a stage's scratch file, nothing else
+    (a user's ``.tmp-note.txt`` stays), and what a killed switch into place left beside a
+    result (``cqopt.output``'s recovery, which touches only what a marker proves is
+    cqopt's)."""
     for folder in folders:
         for scratch in (out / folder).glob(f"{SCRATCH}*"):
             if SCRATCH_NAMES.fullmatch(scratch.name) and scratch.is_dir() \
