@@ -31,10 +31,10 @@ per-repeat ratios (targets: workload <= 2x the costliest; 10 runs >= 5x the
 workload). The same again with Spark's own bookkeeping of each micro-batch
 (its sources listed, its offset and commit logs written), which a one-query
 run pays every round as the workload's one streaming query does: the median
-gap between the starts of consecutive micro-batches. Ten one-query runs are ten Spark applications: a last line adds
-each one's start (a Spark application started and stopped in a new process,
-measured twice before the repeats) to the whole trace, against the workload's
-one start.
+gap between the starts of consecutive micro-batches. Ten one-query runs are
+ten Spark applications: a last line adds each one's start (a Spark
+application started and stopped in a new process, measured twice before the
+repeats) to the whole trace, against the workload's one start.
 
 With ``--queries N`` (N other than 10) the workload is Q1, Q2 and N - 2
 variants (the eight again with other constants), their windows ``--round``

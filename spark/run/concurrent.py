@@ -68,9 +68,9 @@ def _inheriting(step: Callable[[], object], properties,
         if properties is not None:
             from pyspark import SparkContext
 
-            # A pool is set on this thread's own copy: the asker's is shared by every step.
-            mine = properties if pool is None else properties.clone()
-            if pool is not None:
+            mine = properties
+            if pool is not None:  # on this thread's own copy: the asker's is every step's
+                mine = properties.clone()
                 mine.setProperty(POOL, pool)
             SparkContext._active_spark_context._jsc.sc().setLocalProperties(mine)
         return step()
